@@ -1,0 +1,36 @@
+# One command each on a fresh machine: the venv is created and the project installed when missing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+SCENARIO ?= tour
+
+.PHONY: lab test demo bench lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly notebooks
+
+demo: $(STAMP)
+	$(BIN)/agentlab run $(SCENARIO) --tools demo
+
+bench: $(STAMP)
+	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/scaling.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check agentlab tests bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis
