@@ -1,0 +1,612 @@
+"""The agent loop: call the model, ask ``decide()`` what that means, apply it; one Event per step.
+
+``AgentLoop.step()`` makes one model call (sending the request, retrying it, or compacting first) and
+applies the transition that follows; ``run()`` steps until the run ends. The widget, the CLI and the
+lessons all drive this same object. All effects live here; all choices live in ``transitions.py``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import anthropic
+
+from . import compaction as compaction_mod
+from .compaction import ContextMeter, estimate_tokens
+from .errors import ConfigError
+from .trace import Trace
+from .transitions import (
+    MAX_TURNS_MARKER,
+    Compact,
+    Complete,
+    ContinueTruncated,
+    End,
+    Escalate,
+    Failure,
+    HookBlocked,
+    Limits,
+    LoopState,
+    Nudge,
+    Resume,
+    Retry,
+    RetryOnModel,
+    RunTools,
+    Transition,
+    after_stop_hooks,
+    check_turns,
+    decide,
+    note_success,
+)
+
+SUBTYPES = ("success", "error_max_turns", "error_max_output_tokens", "error_refusal", "error_context_window",
+            "error_api", "error_during_execution")
+
+Message = dict[str, Any]
+
+
+@dataclass
+class Result:
+    """The run's outcome, shaped like the Claude Agent SDK's result message."""
+
+    subtype: str
+    is_error: bool
+    num_turns: int
+    stop_reason: str | None
+    result: str
+    usage: dict[str, int]
+    model: str
+    requests: int
+    escalations: int
+    continuations: int
+    recoveries: int
+    compactions: int
+    retries: int
+    fallbacks: int
+    pause_continuations: int
+    nudges: int
+    stop_hook_blocks: int
+    messages: list[Message] = field(default_factory=list)
+
+    def to_dict(self, *, with_messages: bool = False) -> dict[str, Any]:
+        data = asdict(self)
+        data["type"] = "result"
+        if not with_messages:
+            data.pop("messages")
+        return data
+
+
+@dataclass
+class StepReport:
+    """What one step did: the transition taken and the events it emitted."""
+
+    transition: Transition
+    events: list[Any]
+    done: bool
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        client: anthropic.Anthropic,
+        *,
+        prompt: str | None = None,
+        messages: list[Message] | None = None,
+        model: str = "claude-sonnet-4-5",
+        system: str | None = None,
+        tools: Any = None,
+        max_tokens: int = 1024,
+        limits: Limits | None = None,
+        stream: bool = False,
+        hooks: Any = None,
+        trace: Trace | None = None,
+        compaction: str | tuple[str, ...] = "auto",
+        context_window: int = 200_000,
+        compact_threshold: float | None = None,
+        stop_sequences: list[str] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.perf_counter,
+        seed: int = 0,
+        request_timeout: float = 600.0,
+    ) -> None:
+        if (prompt is None) == (messages is None):
+            raise ConfigError("AgentLoop needs exactly one of prompt= or messages=")
+        if max_tokens < 1:
+            raise ConfigError(f"max_tokens must be at least 1, got {max_tokens}")
+        self.client = client
+        self.system = system
+        self.tools = tools
+        self.stream = stream
+        self.hooks = hooks
+        self.trace = trace if trace is not None else Trace()
+        self.limits = limits or Limits()
+        self.context_window = context_window
+        self.compact_threshold = compact_threshold
+        self.chain = _compaction_chain(compaction)
+        self.stop_sequences = stop_sequences
+        self.sleep = sleep
+        self.clock = clock
+        self.request_timeout = request_timeout
+        self._rng = random.Random(seed)
+        self.prompt = prompt
+        self.messages: list[Message] = [dict(m) for m in messages] if messages else []
+        self.state = LoopState(model=model, max_tokens=max_tokens)
+        self.meter = ContextMeter(context_window)
+        self.result: Result | None = None
+        self.requests = 0
+        self.usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0,
+                                      "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+        self.counts = {"escalations": 0, "continuations": 0, "compactions": 0, "retries": 0, "fallbacks": 0,
+                       "pause_continuations": 0, "nudges": 0, "stop_hook_blocks": 0}
+        self.last_stop_reason: str | None = None
+        self.last_transition: Transition | None = None
+        self._final_text = ""
+        self._started = False
+        self._pending_compaction: str | None = None
+
+    # -- driving ----------------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    def run(self) -> Result:
+        while not self.done:
+            self.step()
+        assert self.result is not None
+        return self.result
+
+    def __iter__(self):
+        while not self.done:
+            yield self.step()
+
+    def step(self) -> StepReport:
+        """One model call and the transition after it (or the end of the run)."""
+        if self.done:
+            raise RuntimeError("the run has ended; make a new AgentLoop to run again")
+        first_event = len(self.trace)
+        if not self._started:
+            transition = self._start()
+            if transition is not None:
+                return self._report(transition, first_event)
+        gate = check_turns(self.state, self.limits)                                      # row 9
+        if gate is not None:
+            self._emit_transition(gate)
+            self._end(gate)
+            return self._report(gate, first_event)
+        if self._pending_compaction or self._over_threshold():
+            trigger = self._pending_compaction or "proactive"
+            self._pending_compaction = None
+            end = self._compact(trigger)
+            if end is not None:
+                return self._report(end, first_event)
+        outcome = self._call()
+        transition = decide(outcome, self.state, self.limits)
+        self._emit_transition(transition)
+        self._apply(transition, outcome)
+        return self._report(transition, first_event)
+
+    def _report(self, transition: Transition, first_event: int) -> StepReport:
+        self.last_transition = transition
+        return StepReport(transition, self.trace.events[first_event:], self.done)
+
+    # -- start --------------------------------------------------------------------------------------------
+    def _start(self) -> Transition | None:
+        self._started = True
+        self.trace.emit("start", 0, {
+            "model": self.state.model, "max_tokens": self.state.max_tokens, "stream": self.stream,
+            "prompt": self.prompt, "limits": asdict(self.limits), "context_window": self.context_window,
+            "tools": self.tools.names() if self.tools is not None else [],
+            "compaction": list(self.chain)})
+        if self.prompt is None:
+            for m in self.messages:
+                self.meter.appended(m)
+            return None
+        content: list[dict[str, Any]] = [{"type": "text", "text": self.prompt}]
+        outcome = self._hook("UserPromptSubmit", {"prompt": self.prompt})
+        if outcome is not None:
+            if outcome.stop_loop or outcome.blocked:
+                why = outcome.stop_reason or outcome.reason or "no reason given"
+                end = End("hook_stop", f"UserPromptSubmit hook stopped the prompt: {why}",
+                          subtype="error_during_execution", message=f"Prompt blocked by a hook: {why}")
+                self._emit_transition(end)
+                self._end(end)
+                return end
+            content += [{"type": "text", "text": c} for c in outcome.additional_context]
+        self._append({"role": "user", "content": content[0]["text"] if len(content) == 1 else content})
+        return None
+
+    # -- the model call -----------------------------------------------------------------------------------
+    def _params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.state.model, "max_tokens": self.state.max_tokens,
+                                  "messages": self.messages}
+        if self.system:
+            params["system"] = self.system
+        if self.tools is not None and self.tools.names():
+            params["tools"] = self.tools.schemas()
+        if self.stop_sequences:
+            params["stop_sequences"] = self.stop_sequences
+        return params
+
+    def _send(self, params: dict[str, Any]) -> Any:
+        """One request through the SDK; returns a Message or a Failure, never raises for API trouble."""
+        try:
+            if self.stream:
+                with self.client.messages.stream(**params) as stream:
+                    return stream.get_final_message()
+            return self.client.messages.create(**params, timeout=self.request_timeout)
+        except anthropic.APIStatusError as exc:
+            return _failure_from_status(exc)
+        except anthropic.APITimeoutError as exc:
+            return Failure(None, "timeout", str(exc) or "request timed out")
+        except anthropic.APIConnectionError as exc:
+            return Failure(None, "connection_error", str(exc) or "connection error")
+        except anthropic.APIResponseValidationError as exc:
+            return Failure(exc.status_code, "invalid_response", str(exc))
+        except (anthropic.AnthropicError, ValueError) as exc:
+            return Failure(None, type(exc).__name__, str(exc))
+
+    def _call(self) -> Any:
+        self.requests += 1
+        call = self.requests
+        params = self._params()
+        self.trace.emit("request", call, {
+            "model": params["model"], "max_tokens": params["max_tokens"], "stream": self.stream,
+            "messages": len(self.messages), "context_tokens": self.meter.tokens,
+            "context_window": self.context_window, "purpose": "turn"})
+        started = self.clock()
+        outcome = self._send(params)
+        wall = (self.clock() - started) * 1000
+        if isinstance(outcome, Failure):
+            self.trace.emit("api_error", call, {
+                "status": outcome.status, "error_type": outcome.error_type, "message": outcome.message,
+                "retry_after": outcome.retry_after, "attempt": self.state.api_attempts + 1}, wall_ms=wall)
+            return outcome
+        self._record_response(call, outcome, wall, purpose="turn")
+        self.state = note_success(self.state)
+        self.last_stop_reason = outcome.stop_reason
+        return outcome
+
+    def _record_response(self, call: int, message: Any, wall: float, *, purpose: str) -> None:
+        usage = message.usage.to_dict() if message.usage is not None else {}
+        for key in self.usage:
+            self.usage[key] += int(usage.get(key) or 0)
+        content = [b.to_dict() for b in message.content]
+        if purpose == "turn":
+            self.meter.observe_usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
+                                     int(usage.get("cache_read_input_tokens") or 0),
+                                     int(usage.get("cache_creation_input_tokens") or 0))
+        details = message.stop_details.to_dict() if getattr(message, "stop_details", None) else None
+        self.trace.emit("response", call, {
+            "purpose": purpose, "model": message.model, "stop_reason": message.stop_reason,
+            "stop_sequence": message.stop_sequence, "stop_details": details,
+            "blocks": ",".join(b["type"] for b in content), "content": content,
+            "input_tokens": int(usage.get("input_tokens") or 0),
+            "output_tokens": int(usage.get("output_tokens") or 0),
+            "usage": usage, "context_window": self.context_window}, wall_ms=wall)
+
+    # -- applying a transition ----------------------------------------------------------------------------
+    def _apply(self, t: Transition, outcome: Any) -> None:
+        blocks = [] if isinstance(outcome, Failure) else [b.to_dict() for b in outcome.content]
+        if not isinstance(t, Compact) and not isinstance(outcome, Failure):
+            self.state = replace(self.state, consecutive_compactions=0)
+        if not isinstance(t, Resume):
+            self.state = replace(self.state, pause_continuations=0)
+        if not isinstance(outcome, Failure) and outcome.stop_reason != "max_tokens":
+            self.state = replace(self.state, output_recoveries=0)
+        if isinstance(t, Retry):                                                         # row 0
+            self._retry(t)
+        elif isinstance(t, End):
+            if blocks and t.subtype == "error_refusal":
+                self._append({"role": "assistant", "content": blocks})
+            self._end(t)
+        elif isinstance(t, Compact):                                                     # rows 0b, 4
+            self._pending_compaction = t.trigger
+        elif isinstance(t, Escalate):                                                    # rows 1, 3
+            recoveries = self.state.output_recoveries + (1 if t.branch == "incomplete_tool_use" else 0)
+            self.state = replace(self.state, max_tokens=t.max_tokens, escalated=True,
+                                 output_recoveries=recoveries)
+            self.counts["escalations"] += 1
+        elif isinstance(t, RunTools):                                                    # row 2
+            self._merge_or_append_assistant(blocks)
+            self._run_tools(t)
+        elif isinstance(t, ContinueTruncated):                                           # row 3
+            self._merge_or_append_assistant(blocks)
+            self._append({"role": "user", "content": t.text})
+            self.state = replace(self.state, output_recoveries=self.state.output_recoveries + 1)
+            self.counts["continuations"] += 1
+        elif isinstance(t, Resume):                                                      # row 6
+            self._merge_or_append_assistant(blocks)
+            self.state = replace(self.state, pause_continuations=self.state.pause_continuations + 1)
+            self.counts["pause_continuations"] += 1
+        elif isinstance(t, Nudge):                                                       # row 8
+            self._append({"role": "user", "content": t.text})
+            self.state = replace(self.state, nudges=self.state.nudges + 1)
+            self.counts["nudges"] += 1
+        elif isinstance(t, RetryOnModel):                                                # row 5
+            self.trace.emit("fallback", self.requests, {"from_model": self.state.model, "to_model": t.model,
+                                                        "cause": "refusal"})
+            self.state = replace(self.state, model=t.model, refusal_fallback_used=True)
+            self.counts["fallbacks"] += 1
+        elif isinstance(t, Complete):                                                    # rows 7, 11 → 10
+            if blocks:
+                self._merge_or_append_assistant(blocks)
+            self._final_text = _text_of(blocks)
+            self._stop_hooks(blocks)
+
+    def _retry(self, t: Retry) -> None:
+        attempt = self.state.api_attempts + 1
+        overloads = self.state.consecutive_overloads
+        last_error = self.trace.of_kind("api_error")[-1].data if self.trace.of_kind("api_error") else {}
+        if last_error.get("status") == 529:
+            overloads += 1
+        delay = t.delay * (1 + 0.25 * self._rng.random()) if t.delay else 0.0
+        if t.switch_model:
+            self.trace.emit("fallback", self.requests, {"from_model": self.state.model, "to_model": t.switch_model,
+                                                        "cause": "overloaded"})
+            self.state = replace(self.state, model=t.switch_model, fallback_used=True, consecutive_overloads=0,
+                                 api_attempts=attempt)
+            self.counts["fallbacks"] += 1
+        else:
+            self.state = replace(self.state, api_attempts=attempt, consecutive_overloads=overloads)
+        self.trace.emit("retry", self.requests, {"attempt": attempt, "delay_s": round(delay, 3),
+                                                 "model": self.state.model, "reason": t.reason})
+        self.counts["retries"] += 1
+        if delay:
+            self.sleep(delay)
+
+    def _merge_or_append_assistant(self, blocks: list[dict[str, Any]]) -> None:
+        """Append the assistant turn; after a pause_turn the continuation joins the paused turn."""
+        if self.messages and self.messages[-1]["role"] == "assistant":
+            merged = list(self.messages[-1]["content"]) + blocks
+            self.messages[-1] = {"role": "assistant", "content": merged}
+            self.meter.appended({"role": "assistant", "content": blocks})
+            self.trace.emit("append", self.requests, {"role": "assistant", "merged": True,
+                                                      "content": blocks, "blocks": _types(blocks)})
+            return
+        self._append({"role": "assistant", "content": blocks})
+
+    def _append(self, message: Message) -> None:
+        self.messages.append(message)
+        self.meter.appended(message)
+        content = message["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        self.state = replace(self.state, after_tool_results=message["role"] == "user" and bool(blocks)
+                             and all(b.get("type") == "tool_result" for b in blocks))
+        self.trace.emit("append", self.requests, {"role": message["role"], "merged": False, "content": blocks,
+                                                  "blocks": _types(blocks)})
+
+    # -- tools --------------------------------------------------------------------------------------------
+    def _run_tools(self, t: RunTools) -> None:
+        results: list[dict[str, Any] | None] = [None] * len(t.tool_uses)
+        runnable: list[tuple[int, str, str, Any]] = []
+        stop: str | None = None
+        for i, use in enumerate(t.tool_uses):
+            name, tool_input = use.get("name", ""), use.get("input", {})
+            pre = self._hook("PreToolUse", {"tool_name": name, "tool_input": tool_input, "tool_use_id": use["id"]},
+                             tool_name=name)
+            if pre is not None:
+                if pre.stop_loop:
+                    stop = pre.stop_reason or "a PreToolUse hook said continue: false"
+                if pre.permission == "deny" or pre.permission == "ask":
+                    why = pre.permission_reason or "denied by a PreToolUse hook"
+                    results[i] = self._tool_result(use, f"Permission denied: {why}", True, hook="PreToolUse")
+                    continue
+                if pre.updated_input is not None:
+                    tool_input = pre.updated_input
+            runnable.append((i, use["id"], name, tool_input))
+        if self.tools is None:
+            outcomes = [_no_tools(name) for _, _, name, _ in runnable]
+        else:
+            outcomes = self.tools.run_many([(uid, name, inp) for _, uid, name, inp in runnable])
+        for (i, uid, name, tool_input), out in zip(runnable, outcomes, strict=True):
+            content = out.content
+            use = t.tool_uses[i]
+            post = self._hook("PostToolUse", {"tool_name": name, "tool_input": tool_input,
+                                              "tool_response": content, "tool_use_id": uid}, tool_name=name)
+            if post is not None:
+                if post.blocked and post.reason:
+                    content += f"\n\nPostToolUse hook feedback: {post.reason}"
+                for extra in post.additional_context:
+                    content += f"\n\n{extra}"
+                if post.stop_loop:
+                    stop = post.stop_reason or "a PostToolUse hook said continue: false"
+            results[i] = self._tool_result(use, content, out.is_error, tool_input=tool_input)
+        self._append({"role": "user", "content": [r for r in results if r is not None]})
+        if stop is not None:
+            end = End("hook_stop", f"a hook ended the run: {stop}", subtype="error_during_execution",
+                      message=f"Stopped by a hook: {stop}")
+            self._emit_transition(end)
+            self._end(end)
+
+    def _tool_result(self, use: dict[str, Any], content: str, is_error: bool, *, tool_input: Any = None,
+                     hook: str | None = None) -> dict[str, Any]:
+        self.trace.emit("tool", self.requests, {
+            "id": use["id"], "name": use.get("name"), "input": tool_input if tool_input is not None else use.get("input"),
+            "output": content, "is_error": is_error, "denied_by": hook})
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use["id"], "content": content}
+        if is_error:
+            block["is_error"] = True
+        return block
+
+    # -- hooks --------------------------------------------------------------------------------------------
+    def _hook(self, event: str, payload: dict[str, Any], *, tool_name: str | None = None) -> Any:
+        if self.hooks is None or not self.hooks.has(event):
+            return None
+        outcome = self.hooks.run(event, payload, tool_name=tool_name)
+        for run in outcome.runs:
+            data = asdict(run)
+            wall = data.pop("duration_ms", None)
+            self.trace.emit("hook", self.requests, data, wall_ms=wall)
+        return outcome
+
+    def _stop_hooks(self, blocks: list[dict[str, Any]]) -> None:
+        outcome = self._hook("Stop", {"stop_hook_active": self.state.stop_hook_active,
+                                      "last_assistant_message": _text_of(blocks)})
+        if outcome is not None and outcome.stop_loop:
+            end = End("hook_stop", f"a Stop hook said continue: false: {outcome.stop_reason}",
+                      subtype="success", message=outcome.stop_reason or "")
+            self._emit_transition(end)
+            self._end(end)
+            return
+        blocked = bool(outcome and outcome.blocked)
+        verdict = after_stop_hooks(blocked, outcome.reason if outcome else None, self.state, self.limits)
+        if verdict.branch != getattr(self.last_transition, "branch", None):
+            self._emit_transition(verdict)
+        if isinstance(verdict, HookBlocked):
+            self._append({"role": "user", "content": verdict.feedback})
+            self.state = replace(self.state, stop_hook_active=True,
+                                 stop_hook_blocks=self.state.stop_hook_blocks + 1)
+            self.counts["stop_hook_blocks"] += 1
+        else:
+            assert isinstance(verdict, End)
+            if blocked:
+                self.counts["stop_hook_blocks"] += 1
+            self._end(verdict)
+
+    # -- compaction ---------------------------------------------------------------------------------------
+    def _over_threshold(self) -> bool:
+        if self.compact_threshold is None or len(self.messages) < 3:
+            return False
+        return self.meter.tokens > self.compact_threshold * self.context_window
+
+    def _compact(self, trigger: str) -> End | None:
+        """Compact the history with the chain, strongest strategies for repeated attempts; None when it worked."""
+        self._hook("PreCompact", {"trigger": "auto", "custom_instructions": None, "cause": trigger})
+        level = self.state.consecutive_compactions
+        self.state = replace(self.state, consecutive_compactions=level + 1)
+        target = int(self.context_window * (self.compact_threshold or 0.8) * 0.75)
+        before = self.messages
+        for name in self.chain[min(level, len(self.chain) - 1):]:
+            result = self._run_strategy(name, before, target)
+            if result is None or not result.changed:
+                continue
+            self.messages = result.messages
+            self.meter.reset(self.messages, self.system, self.tools.schemas() if self.tools else None)
+            self.counts["compactions"] += 1
+            self.trace.emit("compaction", self.requests, {
+                "trigger": trigger, "strategy": result.strategy, "tokens_before": result.tokens_before,
+                "tokens_after": result.tokens_after, "messages_before": result.messages_before,
+                "messages_after": result.messages_after, "removed": result.removed,
+                "context_window": self.context_window})
+            self._hook("PostCompact", {"trigger": "auto", "strategy": result.strategy})
+            return None
+        end = End("context_give_up", f"{trigger}: no compaction strategy could shrink the history",
+                  subtype="error_context_window",
+                  message="The conversation does not fit the context window and cannot be compacted further.")
+        self._emit_transition(end)
+        self._end(end)
+        return end
+
+    def _run_strategy(self, name: str, messages: list[Message], target: int):
+        fn = compaction_mod.STRATEGIES[name]
+        if name == "summarize":
+            try:
+                return fn(messages, self._summarize)
+            except _SummaryFailed:
+                return None
+        if name == "drop_oldest":
+            return fn(messages, target_tokens=target)
+        return fn(messages)
+
+    def _summarize(self, older: list[Message]) -> str:
+        """The summary model call: the older history plus the summary instruction, text only, no tools."""
+        self.requests += 1
+        call = self.requests
+        params = {"model": self.state.model, "max_tokens": min(self.state.max_tokens * 4, 8192),
+                  "messages": compaction_mod.summary_request_messages(older)}
+        if self.system:
+            params["system"] = self.system
+        self.trace.emit("request", call, {"model": params["model"], "max_tokens": params["max_tokens"],
+                                          "stream": self.stream, "messages": len(params["messages"]),
+                                          "context_tokens": estimate_tokens(params["messages"]),
+                                          "context_window": self.context_window, "purpose": "summary"})
+        started = self.clock()
+        outcome = self._send(params)
+        wall = (self.clock() - started) * 1000
+        if isinstance(outcome, Failure):
+            self.trace.emit("api_error", call, {"status": outcome.status, "error_type": outcome.error_type,
+                                                "message": outcome.message, "purpose": "summary"}, wall_ms=wall)
+            raise _SummaryFailed(outcome.message)
+        self._record_response(call, outcome, wall, purpose="summary")
+        text = _text_of([b.to_dict() for b in outcome.content]).strip()
+        if not text:
+            raise _SummaryFailed("the summary came back empty")
+        return text
+
+    # -- ending -------------------------------------------------------------------------------------------
+    def _emit_transition(self, t: Transition) -> None:
+        self.last_transition = t
+        self.trace.emit("transition", self.requests, {
+            "branch": t.branch, "row": t.row, "reason": t.reason, "type": type(t).__name__,
+            "subtype": getattr(t, "subtype", None), "num_turns": self.state.num_turns,
+            "max_tokens": self.state.max_tokens, "model": self.state.model,
+            "output_recoveries": self.state.output_recoveries,
+            "consecutive_compactions": self.state.consecutive_compactions,
+            "api_attempts": self.state.api_attempts, "stop_hook_blocks": self.state.stop_hook_blocks,
+            "pause_continuations": self.state.pause_continuations})
+
+    def _end(self, t: End) -> None:
+        if t.subtype == "error_max_turns":
+            self.trace.emit("append", self.requests, {"role": "marker", "merged": False,
+                                                      "content": [{"type": "text", "text": MAX_TURNS_MARKER}],
+                                                      "blocks": "marker"})
+        text = self._final_text if t.subtype == "success" else (t.message or t.reason)
+        c = self.counts
+        self.result = Result(
+            subtype=t.subtype, is_error=t.subtype != "success", num_turns=self.state.num_turns,
+            stop_reason=self.last_stop_reason, result=text, usage=dict(self.usage), model=self.state.model,
+            requests=self.requests, escalations=c["escalations"], continuations=c["continuations"],
+            recoveries=c["escalations"] + c["continuations"] + c["compactions"] + c["nudges"]
+            + c["pause_continuations"], compactions=c["compactions"], retries=c["retries"],
+            fallbacks=c["fallbacks"], pause_continuations=c["pause_continuations"], nudges=c["nudges"],
+            stop_hook_blocks=c["stop_hook_blocks"], messages=self.messages)
+        self.trace.emit("result", self.requests, self.result.to_dict())
+
+
+class _SummaryFailed(Exception):
+    pass
+
+
+def _failure_from_status(exc: anthropic.APIStatusError) -> Failure:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    message = str(error.get("message") or exc.message)
+    headers = exc.response.headers if exc.response is not None else {}
+    retry_after = None
+    raw = headers.get("retry-after")
+    if raw is not None:
+        try:
+            retry_after = max(0.0, float(raw))
+        except ValueError:
+            retry_after = None
+    should = headers.get("x-should-retry")
+    should_retry = None if should is None else should.strip().lower() == "true"
+    return Failure(exc.status_code, str(error.get("type") or "api_error"), message, retry_after, should_retry)
+
+
+def _no_tools(name: str):
+    from .tools import ToolOutcome
+
+    return ToolOutcome(f"No tools are configured in this run, so {name!r} cannot run.", is_error=True)
+
+
+def _types(blocks: list[dict[str, Any]]) -> str:
+    return ",".join(str(b.get("type")) for b in blocks)
+
+
+def _text_of(blocks: list[dict[str, Any]]) -> str:
+    return "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+
+
+def _compaction_chain(compaction: str | tuple[str, ...]) -> tuple[str, ...]:
+    if compaction in ("auto", None):
+        return tuple(compaction_mod.DEFAULT_CHAIN)
+    names = (compaction,) if isinstance(compaction, str) else tuple(compaction)
+    for name in names:
+        if name not in compaction_mod.STRATEGIES:
+            raise ConfigError(f"unknown compaction strategy {name!r}; choose from auto, "
+                              + ", ".join(compaction_mod.STRATEGIES))
+    return names

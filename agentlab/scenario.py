@@ -1,0 +1,355 @@
+"""Scenario files: what the scripted "model" answers, call by call.
+
+A scenario is a YAML or JSON file in ``data/scenarios/`` (or any path). Its ``steps`` are consumed one per
+model request; a step is a response (content blocks, stop_reason, usage) or an HTTP error, may pick between
+``cases`` by looking at the request (``when``), and may ``expect`` things of the request, failing loudly
+when the client sent something else. Loading validates everything and names the file, the step and the
+field of the first problem.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import ScenarioError
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
+
+KNOWN_STOP_REASONS = (
+    "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn",
+    "model_context_window_exceeded", "compaction",
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TextBlock(_Strict):
+    type: Literal["text"]
+    text: str
+
+
+class ToolUseBlock(_Strict):
+    type: Literal["tool_use"]
+    id: str | None = None
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    # When streaming, send this raw JSON text as the tool input instead of ``input`` (e.g. cut off mid-way).
+    partial_json: str | None = None
+
+
+class ServerToolUseBlock(_Strict):
+    type: Literal["server_tool_use"]
+    id: str | None = None
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class WebSearchResultBlock(_Strict):
+    type: Literal["web_search_tool_result"]
+    tool_use_id: str
+    content: list[dict[str, Any]] | dict[str, Any] = Field(default_factory=list)
+
+
+class ThinkingBlock(_Strict):
+    type: Literal["thinking"]
+    thinking: str
+    signature: str = "scripted-signature"
+
+
+Block = Annotated[
+    TextBlock | ToolUseBlock | ServerToolUseBlock | WebSearchResultBlock | ThinkingBlock,
+    Field(discriminator="type"),
+]
+
+
+class Predicate(_Strict):
+    """Conditions on a request; every field given must hold."""
+
+    max_tokens_at_least: int | None = None
+    max_tokens_below: int | None = None
+    model: str | None = None
+    stream: bool | None = None
+    last_role: Literal["user", "assistant"] | None = None
+    last_user_text_contains: str | None = None
+    any_text_contains: str | None = None
+    no_text_contains: str | None = None
+    has_tool_result: bool | None = None
+    tool_result_error: bool | None = None
+    tokens_over: int | None = None
+    tokens_at_most: int | None = None
+    messages_at_most: int | None = None
+    messages_at_least: int | None = None
+
+    def failures(self, request: dict[str, Any], stream: bool) -> list[str]:
+        """What does not hold, in words; empty when the request matches."""
+        from .compaction import estimate_tokens
+
+        out: list[str] = []
+        messages = request.get("messages") or []
+        max_tokens = request.get("max_tokens")
+        last = messages[-1] if messages else {}
+        last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+        if self.max_tokens_at_least is not None and not (max_tokens or 0) >= self.max_tokens_at_least:
+            out.append(f"max_tokens >= {self.max_tokens_at_least}, got {max_tokens}")
+        if self.max_tokens_below is not None and not (max_tokens or 0) < self.max_tokens_below:
+            out.append(f"max_tokens < {self.max_tokens_below}, got {max_tokens}")
+        if self.model is not None and request.get("model") != self.model:
+            out.append(f"model {self.model!r}, got {request.get('model')!r}")
+        if self.stream is not None and stream != self.stream:
+            out.append(f"stream={self.stream}, got stream={stream}")
+        if self.last_role is not None and last.get("role") != self.last_role:
+            out.append(f"last message role {self.last_role!r}, got {last.get('role')!r}")
+        if self.last_user_text_contains is not None:
+            text = message_text(last_user)
+            if self.last_user_text_contains.lower() not in text.lower():
+                out.append(f"last user message containing {self.last_user_text_contains!r}, got {text[:80]!r}")
+        everything = "\n".join(message_text(m) for m in messages) + "\n" + _system_text(request)
+        if self.any_text_contains is not None and self.any_text_contains.lower() not in everything.lower():
+            out.append(f"some text containing {self.any_text_contains!r}")
+        if self.no_text_contains is not None and self.no_text_contains.lower() in everything.lower():
+            out.append(f"no text containing {self.no_text_contains!r}")
+        blocks = last_user.get("content") if isinstance(last_user.get("content"), list) else []
+        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if self.has_tool_result is not None and bool(results) != self.has_tool_result:
+            out.append(f"last user message {'with' if self.has_tool_result else 'without'} tool_result blocks")
+        if self.tool_result_error is not None and any(bool(b.get("is_error")) for b in results) != \
+                self.tool_result_error:
+            out.append(f"a tool_result with is_error={self.tool_result_error}")
+        if self.tokens_over is not None or self.tokens_at_most is not None:
+            tokens = estimate_tokens(request_payload(request))
+            if self.tokens_over is not None and not tokens > self.tokens_over:
+                out.append(f"a request over {self.tokens_over} tokens, got {tokens}")
+            if self.tokens_at_most is not None and not tokens <= self.tokens_at_most:
+                out.append(f"a request of at most {self.tokens_at_most} tokens, got {tokens}")
+        if self.messages_at_most is not None and len(messages) > self.messages_at_most:
+            out.append(f"at most {self.messages_at_most} messages, got {len(messages)}")
+        if self.messages_at_least is not None and len(messages) < self.messages_at_least:
+            out.append(f"at least {self.messages_at_least} messages, got {len(messages)}")
+        return out
+
+
+class Usage(_Strict):
+    input_tokens: int | None = Field(default=None, ge=0)
+    output_tokens: int | None = Field(default=None, ge=0)
+    cache_read_input_tokens: int | None = Field(default=None, ge=0)
+    cache_creation_input_tokens: int | None = Field(default=None, ge=0)
+
+
+class ErrorSpec(_Strict):
+    status: int = Field(ge=400, le=599)
+    type: str = "api_error"
+    message: str = "scripted error"
+    retry_after: float | None = Field(default=None, ge=0)
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+class Reply(_Strict):
+    """One answer: a message, or an HTTP error."""
+
+    when: Predicate | None = None
+    content: list[Block] | None = None
+    stop_reason: str | None = "end_turn"
+    stop_sequence: str | None = None
+    stop_details: dict[str, Any] | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    unknown_stop_reason: bool = False  # set to send a stop_reason the API does not (yet) document
+    error: ErrorSpec | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Reply:
+        if self.error is not None and self.content is not None:
+            raise ValueError("a reply has either 'error' or 'content', not both")
+        if self.error is None and self.content is None:
+            self.content = []
+        if (self.error is None and self.stop_reason is not None
+                and self.stop_reason not in KNOWN_STOP_REASONS and not self.unknown_stop_reason):
+            raise ValueError(
+                f"stop_reason {self.stop_reason!r} is not one of {', '.join(KNOWN_STOP_REASONS)} "
+                "(set unknown_stop_reason: true to send it on purpose)")
+        return self
+
+
+class Step(Reply):
+    """A reply, or ``cases`` (the first whose ``when`` matches answers), plus what the request must satisfy."""
+
+    cases: list[Reply] | None = None
+    expect: Predicate | None = None
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _check_cases(self) -> Step:
+        if self.cases is not None:
+            if self.error is not None or self.content:
+                raise ValueError("a step with 'cases' has no 'content' or 'error' of its own")
+            if not self.cases:
+                raise ValueError("'cases' is empty")
+            if any(c.when is None for c in self.cases[:-1]):
+                raise ValueError("only the last case may leave out 'when'")
+        return self
+
+
+class StopHookSpec(_Strict):
+    """A built-in Stop hook for the scenario: blocks ``times`` times (or always) with ``reason``."""
+
+    times: int | Literal["always"] = 1
+    reason: str = "Not done yet: run the tests before finishing."
+
+
+class Expected(_Strict):
+    """What agentlab's own loop ends with on this scenario (checked by the test suite)."""
+
+    subtype: str
+    num_turns: int | None = None
+    requests: int | None = None
+    stop_reason: str | None = None
+
+
+class Scenario(_Strict):
+    name: str
+    description: str
+    row: str | None = None
+    prompt: str = "Hello"
+    system: str | None = None
+    model: str = "claude-sonnet-4-5"
+    max_tokens: int = Field(default=1024, ge=1)
+    max_turns: int | None = Field(default=None, ge=1)
+    fallback_model: str | None = None
+    refusal_fallback_model: str | None = None
+    context_window: int | None = Field(default=None, ge=1)
+    compact_threshold: float | None = Field(default=None, gt=0, le=1)
+    compaction: str | None = None
+    tools: Literal["demo", "none"] = "none"
+    tests_pass_after: int | None = None  # run_tests fails this many times, then passes
+    stop_hook: StopHookSpec | None = None
+    facts: dict[str, str] = Field(default_factory=dict)
+    summary: str = ("Summary of the earlier conversation: the user asked for help with a task and the "
+                    "assistant worked on it with tools.")
+    expect: Expected | None = None
+    steps: list[Step]
+    source: str | None = None
+
+    @model_validator(mode="after")
+    def _check_steps(self) -> Scenario:
+        if not self.steps:
+            raise ValueError("a scenario needs at least one step")
+        return self
+
+
+def _format_loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("TextBlock", "ToolUseBlock", "text", "tool_use", "server_tool_use",
+                      "web_search_tool_result", "thinking") and out.endswith("]"):
+            continue  # discriminator names pydantic inserts into the path
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def parse_scenario(raw: Any, source: str) -> Scenario:
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{source}: expected a mapping at the top level, got {type(raw).__name__}")
+    raw = dict(raw)
+    raw.setdefault("name", Path(source).stem)
+    raw["source"] = source
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = _format_loc(tuple(first["loc"]))
+        message = first["msg"].removeprefix("Value error, ")
+        got = first.get("input")
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
+        raise ScenarioError(f"{source}: {where}: {message}{shown}{more}") from None
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """Load a scenario by name (a file in data/scenarios) or by path; raise ScenarioError when malformed."""
+    path = Path(name_or_path)
+    if not path.exists():
+        candidates = [SCENARIO_DIR / f"{name_or_path}{ext}" for ext in (".yaml", ".yml", ".json")]
+        found = [c for c in candidates if c.exists()]
+        if not found:
+            known = ", ".join(scenario_names()) or "(none)"
+            raise ScenarioError(f"no scenario {str(name_or_path)!r}: not a file, and not one of: {known}")
+        path = found[0]
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ScenarioError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
+    return parse_scenario(raw, str(path))
+
+
+def scenario_names() -> list[str]:
+    if not SCENARIO_DIR.is_dir():
+        return []
+    return sorted(p.stem for p in SCENARIO_DIR.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+
+
+def list_scenarios() -> list[Scenario]:
+    return [load_scenario(n) for n in scenario_names()]
+
+
+# --- reading requests ------------------------------------------------------------------------------------
+
+def message_text(message: dict[str, Any]) -> str:
+    """All the text a message carries (text blocks, tool inputs and results), for matching."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content or []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif block.get("type") == "tool_result":
+            inner = block.get("content")
+            if isinstance(inner, list):
+                parts.extend(str(b.get("text", "")) for b in inner if isinstance(b, dict))
+            elif inner is not None:
+                parts.append(str(inner))
+        elif block.get("type") in ("tool_use", "server_tool_use"):
+            parts.append(json.dumps(block.get("input", {}), sort_keys=True))
+    return "\n".join(parts)
+
+
+def _system_text(request: dict[str, Any]) -> str:
+    system = request.get("system")
+    if isinstance(system, list):
+        return "\n".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
+    return str(system or "")
+
+
+def request_payload(request: dict[str, Any]) -> dict[str, Any]:
+    """The part of a request that fills the context window."""
+    return {k: request.get(k) for k in ("system", "tools", "messages") if request.get(k) is not None}
+
+
+_SUMMARY_ASK = re.compile(r"summar(y|ise|ize)", re.IGNORECASE)
+
+
+def is_summary_request(request: dict[str, Any]) -> bool:
+    """A compaction request, recognised by what it asks (a summary of the conversation), not by position."""
+    messages = request.get("messages") or []
+    if not messages:
+        return False
+    last_user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    if last_user is None:
+        return False
+    text = message_text(last_user)
+    tail = text[-4000:]
+    return bool(_SUMMARY_ASK.search(tail)) and "conversation" in tail.lower()

@@ -1,0 +1,310 @@
+"""The scripted backend: a scenario answering Messages API requests, as JSON or as an SSE stream.
+
+``ScenarioEngine.handle()`` knows nothing of sockets; two adapters put it on the wire:
+``scripted_client()`` plugs it into the real ``anthropic`` client through ``httpx2.MockTransport`` (offline,
+in-process), and ``agentlab serve`` puts it behind a real HTTP server. Either way the SDK's own parsing,
+streaming and error classes run exactly as against the live API.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .compaction import estimate_tokens
+from .scenario import (
+    ErrorSpec,
+    Reply,
+    Scenario,
+    Step,
+    is_summary_request,
+    load_scenario,
+    request_payload,
+)
+
+ERROR_TYPES = {
+    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
+    529: "overloaded_error",
+}
+
+
+@dataclass
+class WireReply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    kind: str  # "message", "stream", "error", "summary", "prompt_too_long", "unexpected", "expect_failed", ...
+
+
+@dataclass
+class RecordedRequest:
+    index: int
+    method: str
+    path: str
+    body: dict[str, Any] | None
+    stream: bool
+    step: int | None
+    status: int
+    kind: str
+    stop_reason: str | None = None
+
+
+@dataclass
+class ScenarioEngine:
+    """Answers requests from a scenario's steps; records every request and every broken expectation."""
+
+    scenario: Scenario
+    text_chunk: int = 24
+    requests: list[RecordedRequest] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    next_step: int = 0
+
+    @classmethod
+    def from_name(cls, name_or_path: str) -> ScenarioEngine:
+        return cls(load_scenario(name_or_path))
+
+    def reset(self) -> None:
+        self.requests.clear()
+        self.failures.clear()
+        self.next_step = 0
+
+    # -- HTTP entry point --------------------------------------------------------------------------------
+    def handle(self, method: str, path: str, body: bytes | None) -> WireReply:
+        route = path.split("?", 1)[0].rstrip("/") or "/"
+        if method == "HEAD" or (method == "GET" and route in ("/", "/api/hello")):
+            return self._record(method, path, None, False, None, WireReply(200, {}, b"", "probe"))
+        if method != "POST" or route not in ("/v1/messages", "/v1/messages/count_tokens"):
+            return self._record(method, path, None, False, None, _error(
+                404, "not_found_error", f"agentlab serves POST /v1/messages, not {method} {route}"))
+        try:
+            request = json.loads(body or b"{}")
+            if not isinstance(request, dict):
+                raise ValueError("the body is not a JSON object")
+        except ValueError as exc:
+            return self._record(method, path, None, False, None,
+                                _error(400, "invalid_request_error", f"request body is not JSON: {exc}"))
+        if route.endswith("count_tokens"):
+            tokens = estimate_tokens(request_payload(_normalise(request)))
+            reply = WireReply(200, {"content-type": "application/json"},
+                              json.dumps({"input_tokens": tokens}).encode(), "count_tokens")
+            return self._record(method, path, request, False, None, reply)
+        return self._answer(method, path, request)
+
+    # -- the scenario ------------------------------------------------------------------------------------
+    def _answer(self, method: str, path: str, request: dict[str, Any]) -> WireReply:
+        stream = bool(request.get("stream"))
+        normalised = _normalise(request)
+        scenario = self.scenario
+        if scenario.context_window is not None:
+            tokens = estimate_tokens(request_payload(normalised))
+            if tokens > scenario.context_window:
+                return self._record(method, path, request, stream, None, _error(
+                    400, "invalid_request_error",
+                    f"prompt is too long: {tokens} tokens > {scenario.context_window} maximum"),
+                    kind="prompt_too_long")
+        if is_summary_request(normalised):
+            reply = Reply(content=[{"type": "text", "text": scenario.summary}], stop_reason="end_turn")
+            return self._record(method, path, request, stream, None,
+                                self._message(reply, normalised, stream, f"summary{len(self.requests):03d}"),
+                                kind="summary")
+        if self.next_step >= len(scenario.steps):
+            message = (f"scenario {scenario.name!r} has {len(scenario.steps)} step(s) and all were used; "
+                       f"request {len(self.requests) + 1} was not expected")
+            self.failures.append(message)
+            return self._record(method, path, request, stream, None,
+                                _error(400, "invalid_request_error", message), kind="unexpected")
+        index = self.next_step
+        self.next_step += 1
+        step: Step = scenario.steps[index]
+        if step.expect is not None:
+            broken = step.expect.failures(normalised, stream)
+            if broken:
+                message = (f"scenario {scenario.name!r} step {index}: the request did not match: expected "
+                           + "; ".join(broken))
+                self.failures.append(message)
+                return self._record(method, path, request, stream, index,
+                                    _error(400, "invalid_request_error", message), kind="expect_failed")
+        reply = _choose(step, normalised, stream)
+        if reply.error is not None:
+            return self._record(method, path, request, stream, index, _error_from_spec(reply.error))
+        wire = self._message(reply, normalised, stream, f"{index:03d}")
+        return self._record(method, path, request, stream, index, wire, stop_reason=reply.stop_reason)
+
+    def _message(self, reply: Reply, request: dict[str, Any], stream: bool, tag: str) -> WireReply:
+        message = build_message(reply, request, msg_id=f"msg_{_slug(self.scenario.name)}_{tag}")
+        if stream:
+            return WireReply(200, {"content-type": "text/event-stream", "cache-control": "no-cache"},
+                             sse_body(message, reply, self.text_chunk), "stream")
+        return WireReply(200, {"content-type": "application/json"}, json.dumps(message).encode(), "message")
+
+    def _record(self, method: str, path: str, body: dict | None, stream: bool, step: int | None,
+                reply: WireReply, *, kind: str | None = None, stop_reason: str | None = None) -> WireReply:
+        if kind is not None:
+            reply.kind = kind
+        self.requests.append(RecordedRequest(
+            index=len(self.requests), method=method, path=path, body=body, stream=stream, step=step,
+            status=reply.status, kind=reply.kind, stop_reason=stop_reason))
+        return reply
+
+    @property
+    def message_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.method == "POST" and r.path.split("?")[0].endswith("/messages")]
+
+
+def _choose(step: Step, request: dict[str, Any], stream: bool) -> Reply:
+    if step.cases is None:
+        return step
+    for case in step.cases:
+        if case.when is None or not case.when.failures(request, stream):
+            return case
+    return step.cases[-1]
+
+
+def _normalise(request: dict[str, Any]) -> dict[str, Any]:
+    """Accept ``role: system`` items inside ``messages`` (as some clients send) by moving them to ``system``."""
+    messages = request.get("messages")
+    if not isinstance(messages, list) or not any(
+            isinstance(m, dict) and m.get("role") == "system" for m in messages):
+        return request
+    out = dict(request)
+    system_parts = [request["system"]] if isinstance(request.get("system"), str) else []
+    out["messages"] = []
+    for m in messages:
+        if isinstance(m, dict) and m.get("role") == "system":
+            content = m.get("content")
+            system_parts.append(content if isinstance(content, str) else json.dumps(content))
+        else:
+            out["messages"].append(m)
+    out["system"] = "\n".join(system_parts)
+    return out
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in name)[:40]
+
+
+def _error(status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> WireReply:
+    body = {"type": "error", "error": {"type": error_type, "message": message}}
+    return WireReply(status, {"content-type": "application/json", **(headers or {})},
+                     json.dumps(body).encode(), "error")
+
+
+def _error_from_spec(spec: ErrorSpec) -> WireReply:
+    headers = dict(spec.headers)
+    if spec.retry_after is not None:
+        headers["retry-after"] = f"{spec.retry_after:g}"
+    error_type = spec.type if spec.type != "api_error" else ERROR_TYPES.get(spec.status, "api_error")
+    return _error(spec.status, error_type, spec.message, headers)
+
+
+def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str) -> dict[str, Any]:
+    """The Message JSON for a reply; usage is estimated from the request when the scenario leaves it out."""
+    content = []
+    for i, block in enumerate(reply.content or []):
+        data = block.model_dump(exclude_none=True, exclude={"partial_json"})
+        if data["type"] in ("tool_use", "server_tool_use") and not data.get("id"):
+            prefix = "srvtoolu" if data["type"] == "server_tool_use" else "toolu"
+            data["id"] = f"{prefix}_{msg_id.rsplit('_', 1)[-1]}_{i}"
+        content.append(data)
+    usage = reply.usage.model_dump(exclude_none=True) if reply.usage else {}
+    usage.setdefault("input_tokens", estimate_tokens(request_payload(request)))
+    usage.setdefault("output_tokens", max(2, estimate_tokens(content)) if content else 2)
+    return {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": reply.model or request.get("model") or "claude-scripted",
+        "content": content,
+        "stop_reason": reply.stop_reason,
+        "stop_sequence": reply.stop_sequence,
+        "stop_details": reply.stop_details,
+        "usage": usage,
+    }
+
+
+def _event(name: str, data: dict[str, Any]) -> str:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n"
+
+
+def sse_body(message: dict[str, Any], reply: Reply, chunk: int = 24) -> bytes:
+    """The SSE stream the API would send for ``message``: every event type, stop_reason in message_delta."""
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None, "stop_details": None,
+             "usage": {**usage, "output_tokens": 1}}
+    out = [_event("message_start", {"type": "message_start", "message": start}),
+           _event("ping", {"type": "ping"})]
+    partial = {i: b.partial_json for i, b in enumerate(reply.content or []) if getattr(b, "partial_json", None)}
+    for i, block in enumerate(message["content"]):
+        kind = block["type"]
+        if kind == "text":
+            out.append(_event("content_block_start", {"type": "content_block_start", "index": i,
+                                                      "content_block": {"type": "text", "text": ""}}))
+            for piece in _pieces(block["text"], chunk):
+                out.append(_event("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                          "delta": {"type": "text_delta", "text": piece}}))
+        elif kind in ("tool_use", "server_tool_use"):
+            head = {"type": kind, "id": block["id"], "name": block["name"], "input": {}}
+            out.append(_event("content_block_start", {"type": "content_block_start", "index": i,
+                                                      "content_block": head}))
+            raw = partial.get(i, json.dumps(block.get("input", {})))
+            for piece in _pieces(raw, chunk):
+                out.append(_event("content_block_delta", {
+                    "type": "content_block_delta", "index": i,
+                    "delta": {"type": "input_json_delta", "partial_json": piece}}))
+        elif kind == "thinking":
+            out.append(_event("content_block_start", {"type": "content_block_start", "index": i,
+                                                      "content_block": {"type": "thinking", "thinking": "",
+                                                                        "signature": ""}}))
+            for piece in _pieces(block["thinking"], chunk):
+                out.append(_event("content_block_delta", {
+                    "type": "content_block_delta", "index": i,
+                    "delta": {"type": "thinking_delta", "thinking": piece}}))
+            out.append(_event("content_block_delta", {
+                "type": "content_block_delta", "index": i,
+                "delta": {"type": "signature_delta", "signature": block.get("signature", "")}}))
+        else:  # blocks that arrive whole, such as web_search_tool_result
+            out.append(_event("content_block_start", {"type": "content_block_start", "index": i,
+                                                      "content_block": block}))
+        out.append(_event("content_block_stop", {"type": "content_block_stop", "index": i}))
+    delta: dict[str, Any] = {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]}
+    if message.get("stop_details") is not None:
+        delta["stop_details"] = message["stop_details"]
+    out.append(_event("message_delta", {"type": "message_delta", "delta": delta,
+                                        "usage": {"output_tokens": usage["output_tokens"]}}))
+    out.append(_event("message_stop", {"type": "message_stop"}))
+    return "".join(out).encode()
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    if not text:
+        return []
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+# -- in-process transport -------------------------------------------------------------------------------
+
+def mock_transport(engine: ScenarioEngine):
+    """An ``httpx2.MockTransport`` that answers with ``engine``."""
+    import httpx2
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        path = request.url.raw_path.decode()
+        reply = engine.handle(request.method, path, request.read())
+        return httpx2.Response(reply.status, headers=reply.headers, content=reply.body)
+
+    return httpx2.MockTransport(handler)
+
+
+def scripted_client(engine: ScenarioEngine, *, max_retries: int = 0):
+    """The real ``anthropic.Anthropic`` client, talking to ``engine`` through an in-process transport."""
+    import anthropic
+    import httpx2
+
+    return anthropic.Anthropic(
+        api_key="scripted-offline-key",
+        base_url="http://scripted.agentlab",
+        http_client=httpx2.Client(transport=mock_transport(engine)),
+        max_retries=max_retries,
+    )

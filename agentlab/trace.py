@@ -1,0 +1,152 @@
+"""The one event stream: every step of the loop is an Event; a Trace keeps them, writes JSONL, makes a DataFrame.
+
+Event payloads are deterministic (no timestamps, no addresses); the optional ``wall_ms`` is the only
+measured value and is kept apart so that two runs of a scenario produce identical payloads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+# Kinds of events, in the order a learner meets them in a run.
+EVENT_KINDS = (
+    "start",        # the run begins: prompt, model, limits
+    "request",      # a model call is about to be sent: call number, model, max_tokens, context estimate
+    "response",     # a message came back: stop_reason, content block types, usage
+    "api_error",    # the call failed with an HTTP status or a connection error
+    "retry",        # the loop waits and sends the same request again
+    "fallback",     # the loop switches to the fallback model
+    "transition",   # decide() chose a branch of the decision table
+    "append",       # a message was appended to the history
+    "tool",         # a tool ran
+    "hook",         # a hook ran
+    "compaction",   # the history was compacted
+    "result",       # the run ended
+)
+
+_SECRET_PATTERN = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
+
+
+def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """Remove API keys from a string: any ``sk-ant-…`` token and every configured secret value."""
+    for secret in secrets:
+        if secret and len(secret) >= 8:
+            text = text.replace(secret, "[redacted]")
+    return _SECRET_PATTERN.sub("[redacted]", text)
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    kind: str
+    call: int  # the model call this event belongs to (0 before the first call)
+    data: dict[str, Any] = field(default_factory=dict)
+    wall_ms: float | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=True, default=str)
+
+
+class Trace:
+    """Collects events in memory and, when given a path, appends each one to a JSONL file at once.
+
+    Every line is flushed (and fsync'd) as soon as the event happens, so a run that is killed keeps every
+    completed call. Listeners (the widget, the CLI) are called with each event as it is emitted.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *, secrets: tuple[str, ...] = (),
+                 fsync: bool = False) -> None:
+        self.events: list[Event] = []
+        self.path = Path(path) if path is not None else None
+        self._secrets = tuple(s for s in secrets if s)
+        self._fsync = fsync
+        self._listeners: list[Callable[[Event], None]] = []
+        self._file: IO[str] | None = None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("w", encoding="utf-8")
+
+    def subscribe(self, listener: Callable[[Event], None]) -> None:
+        self._listeners.append(listener)
+
+    def emit(self, kind: str, call: int, data: dict[str, Any] | None = None,
+             wall_ms: float | None = None) -> Event:
+        if kind not in EVENT_KINDS:
+            raise ValueError(f"unknown event kind {kind!r}; expected one of {', '.join(EVENT_KINDS)}")
+        payload = data or {}
+        if self._secrets or _SECRET_PATTERN.search(json.dumps(payload, default=str)):
+            payload = json.loads(redact(json.dumps(payload, default=str), self._secrets))
+        event = Event(seq=len(self.events), kind=kind, call=call, data=payload, wall_ms=wall_ms)
+        self.events.append(event)
+        if self._file is not None:
+            self._file.write(event.to_json() + "\n")
+            self._file.flush()
+            if self._fsync:
+                os.fsync(self._file.fileno())
+        for listener in self._listeners:
+            listener(event)
+        return event
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def of_kind(self, *kinds: str) -> list[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+    def to_frame(self):
+        """One row per event: seq, kind, call, wall_ms, then the payload's scalar fields as columns."""
+        return events_to_frame(self.events)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Trace:
+        """Read a JSONL trace back; a half-written last line (a killed run) is skipped, nothing else is lost."""
+        trace = cls()
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as exc:
+                if number == len(lines):
+                    break
+                raise ValueError(f"{path}: line {number} is not JSON: {exc}") from None
+            trace.events.append(Event(seq=raw["seq"], kind=raw["kind"], call=raw["call"],
+                                      data=raw.get("data", {}), wall_ms=raw.get("wall_ms")))
+        return trace
+
+
+def events_to_frame(events: list[Event]):
+    import pandas as pd
+
+    rows = []
+    for e in events:
+        row: dict[str, Any] = {"seq": e.seq, "kind": e.kind, "call": e.call, "wall_ms": e.wall_ms}
+        for key, value in e.data.items():
+            if isinstance(value, (str, int, float, bool)) or value is None:
+                row.setdefault(key, value)
+            elif key == "usage" and isinstance(value, dict):
+                for k, v in value.items():
+                    if isinstance(v, (int, float)) or v is None:
+                        row[k] = v
+        row["data"] = e.data
+        rows.append(row)
+    columns = ["seq", "kind", "call", "wall_ms"]
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return pd.DataFrame(columns=columns + ["data"])
+    return frame
