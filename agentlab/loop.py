@@ -8,6 +8,7 @@ lessons all drive this same object. All effects live here; all choices live in `
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -362,7 +363,6 @@ class AgentLoop:
         if self.messages and self.messages[-1]["role"] == "assistant":
             merged = list(self.messages[-1]["content"]) + blocks
             self.messages[-1] = {"role": "assistant", "content": merged}
-            self.meter.appended({"role": "assistant", "content": blocks})
             self.trace.emit("append", self.requests, {"role": "assistant", "merged": True,
                                                       "content": blocks, "blocks": _types(blocks)})
             return
@@ -370,7 +370,8 @@ class AgentLoop:
 
     def _append(self, message: Message) -> None:
         self.messages.append(message)
-        self.meter.appended(message)
+        if message["role"] == "user":  # an assistant message is already counted in its response's usage
+            self.meter.appended(message)
         content = message["content"]
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         self.state = replace(self.state, after_tool_results=message["role"] == "user" and bool(blocks)
@@ -477,10 +478,14 @@ class AgentLoop:
         self._hook("PreCompact", {"trigger": "auto", "custom_instructions": None, "cause": trigger})
         level = self.state.consecutive_compactions
         self.state = replace(self.state, consecutive_compactions=level + 1)
-        target = int(self.context_window * (self.compact_threshold or 0.8) * 0.75)
+        current = estimate_tokens(self.messages)
+        if trigger == "proactive":
+            target = int(self.context_window * (self.compact_threshold or 0.8) * 0.6)
+        else:  # the server said it does not fit: cut in proportion to what it reported, at least by half
+            target = int(current * min(0.5, _fit_ratio(self._last_error_message())) * 0.9)
         before = self.messages
         for name in self.chain[min(level, len(self.chain) - 1):]:
-            result = self._run_strategy(name, before, target)
+            result = self._run_strategy(name, before, target, reactive=trigger != "proactive")
             if result is None or not result.changed:
                 continue
             self.messages = result.messages
@@ -500,16 +505,20 @@ class AgentLoop:
         self._end(end)
         return end
 
-    def _run_strategy(self, name: str, messages: list[Message], target: int):
+    def _run_strategy(self, name: str, messages: list[Message], target: int, *, reactive: bool):
         fn = compaction_mod.STRATEGIES[name]
         if name == "summarize":
             try:
-                return fn(messages, self._summarize)
+                return fn(messages, self._summarize, keep_last_turns=1 if reactive else 2)
             except _SummaryFailed:
                 return None
         if name == "drop_oldest":
             return fn(messages, target_tokens=target)
-        return fn(messages)
+        return fn(messages, keep_last=1 if reactive else 2)
+
+    def _last_error_message(self) -> str:
+        errors = self.trace.of_kind("api_error")
+        return str(errors[-1].data.get("message", "")) if errors else ""
 
     def _summarize(self, older: list[Message]) -> str:
         """The summary model call: the older history plus the summary instruction, text only, no tools."""
@@ -564,6 +573,17 @@ class AgentLoop:
             fallbacks=c["fallbacks"], pause_continuations=c["pause_continuations"], nudges=c["nudges"],
             stop_hook_blocks=c["stop_hook_blocks"], messages=self.messages)
         self.trace.emit("result", self.requests, self.result.to_dict())
+
+
+_TOO_LONG = re.compile(r"(\d+)\s*tokens\s*>\s*(\d+)")
+
+
+def _fit_ratio(message: str) -> float:
+    """From "prompt is too long: 250000 tokens > 200000 maximum", the share that fits (0.8); 0.5 if unknown."""
+    match = _TOO_LONG.search(message)
+    if not match or int(match.group(1)) == 0:
+        return 0.5
+    return int(match.group(2)) / int(match.group(1))
 
 
 class _SummaryFailed(Exception):

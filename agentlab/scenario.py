@@ -87,8 +87,9 @@ class Predicate(_Strict):
     tokens_at_most: int | None = None
     messages_at_most: int | None = None
     messages_at_least: int | None = None
+    smaller_than_previous: bool | None = None  # fewer estimated tokens than the previous message request
 
-    def failures(self, request: dict[str, Any], stream: bool) -> list[str]:
+    def failures(self, request: dict[str, Any], stream: bool, previous_tokens: int | None = None) -> list[str]:
         """What does not hold, in words; empty when the request matches."""
         from .compaction import estimate_tokens
 
@@ -129,6 +130,10 @@ class Predicate(_Strict):
                 out.append(f"a request over {self.tokens_over} tokens, got {tokens}")
             if self.tokens_at_most is not None and not tokens <= self.tokens_at_most:
                 out.append(f"a request of at most {self.tokens_at_most} tokens, got {tokens}")
+        if self.smaller_than_previous and previous_tokens is not None:
+            tokens = estimate_tokens(request_payload(request))
+            if not tokens < previous_tokens:
+                out.append(f"a request smaller than the previous one ({previous_tokens} tokens), got {tokens}")
         if self.messages_at_most is not None and len(messages) > self.messages_at_most:
             out.append(f"at most {self.messages_at_most} messages, got {len(messages)}")
         if self.messages_at_least is not None and len(messages) < self.messages_at_least:

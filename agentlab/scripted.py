@@ -60,6 +60,7 @@ class ScenarioEngine:
     requests: list[RecordedRequest] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     next_step: int = 0
+    previous_tokens: int | None = None
 
     @classmethod
     def from_name(cls, name_or_path: str) -> ScenarioEngine:
@@ -69,6 +70,7 @@ class ScenarioEngine:
         self.requests.clear()
         self.failures.clear()
         self.next_step = 0
+        self.previous_tokens = None
 
     # -- HTTP entry point --------------------------------------------------------------------------------
     def handle(self, method: str, path: str, body: bytes | None) -> WireReply:
@@ -118,8 +120,9 @@ class ScenarioEngine:
         index = self.next_step
         self.next_step += 1
         step: Step = scenario.steps[index]
+        previous, self.previous_tokens = self.previous_tokens, estimate_tokens(request_payload(normalised))
         if step.expect is not None:
-            broken = step.expect.failures(normalised, stream)
+            broken = step.expect.failures(normalised, stream, previous)
             if broken:
                 message = (f"scenario {scenario.name!r} step {index}: the request did not match: expected "
                            + "; ".join(broken))
