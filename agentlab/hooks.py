@@ -283,7 +283,7 @@ class Hooks:
 def _read_exit(event: str, code: int, stdout: str, stderr: str) -> tuple[_Reply, str | None]:
     if code == 0:
         return _read_stdout(event, stdout)
-    if code == 99:
+    if code == 2:
         return _exit_two(event, stderr)
     return _Reply(), f"exit code {code} (non-blocking): {stderr.strip() or '(no stderr)'}"
 
