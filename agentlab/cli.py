@@ -118,7 +118,13 @@ def _run(args: argparse.Namespace) -> int:
     from .transitions import Limits
 
     key = os.environ.get("ANTHROPIC_API_KEY") or ""
-    trace = Trace(args.trace, secrets=(key,))
+    trace_path = args.trace
+    if trace_path is None and args.settings:
+        # hooks are promised a transcript_path, as Claude Code always sends one
+        import tempfile
+
+        trace_path = os.path.join(tempfile.mkdtemp(prefix="agentlab-"), "transcript.jsonl")
+    trace = Trace(trace_path, secrets=(key,))
     overrides: dict[str, Any] = {}
     for name in ("prompt", "system", "model", "fallback_model", "refusal_fallback_model", "max_turns", "max_tokens",
                  "compaction", "context_window", "compact_threshold"):
@@ -141,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
         tools = build_tools(overrides.pop("tools", sc.tools if sc else None),
                             tests_fail_times=sc.tests_pass_after if sc else None)
         hooks = build_hooks(args.settings, stop_hook=scenario_stop_hook(sc) if sc else None,
-                            transcript_path=args.trace)
+                            transcript_path=trace_path)
         limits = Limits(max_turns=overrides.pop("max_turns", sc.max_turns if sc else None),
                         fallback_model=overrides.pop("fallback_model", sc.fallback_model if sc else None),
                         refusal_fallback_model=overrides.pop("refusal_fallback_model",
