@@ -66,8 +66,9 @@ CLEARED_PLACEHOLDER = "[tool result cleared to save context]"
 SUMMARY_HEADER = "This session continues an earlier conversation. Summary of it:\n"
 
 SUMMARY_PROMPT = (
-    "Your context window is filling up, so the conversation above is about to be replaced by a summary.\n"
-    "Write that summary now. It must let you carry on the task without the original messages, so include:\n"
+    "Your task is to create a detailed summary of the conversation so far: the context window is filling up,"
+    " and the conversation above is about to be replaced by this summary.\n"
+    "It must let you carry on the task without the original messages, so include:\n"
     "1. The user's request and every explicit instruction or constraint they gave.\n"
     "2. Every concrete fact learned so far, copied exactly: names, numbers, codes, ids, paths, URLs.\n"
     "3. What has been done: the tools called, what they returned, and any errors.\n"
