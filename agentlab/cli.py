@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--refusal-fallback-model", help="retry a refusal once on this model")
     run.add_argument("--max-turns", type=_positive, help="at most N model calls that return a message")
     run.add_argument("--max-tokens", type=_positive, help="max_tokens of each request")
+    run.add_argument("--max-retries", type=int, help="retries of a failed call (429/529/5xx/connection; default 5)")
+    run.add_argument("--stop-sequence", action="append", dest="stop_sequences",
+                     help="a custom stop sequence (repeat for several)")
     run.add_argument("--tools", choices=["demo", "none"], help="send and run the demo tools")
     run.add_argument("--stream", action="store_true", help="use the streaming API (same behaviour)")
     run.add_argument("--settings", help="a Claude Code settings JSON file with hooks")
@@ -126,8 +129,10 @@ def _run(args: argparse.Namespace) -> int:
         trace_path = os.path.join(tempfile.mkdtemp(prefix="agentlab-"), "transcript.jsonl")
     trace = Trace(trace_path, secrets=(key,))
     overrides: dict[str, Any] = {}
+    if args.max_retries is not None and args.max_retries < 0:
+        raise ConfigError(f"--max-retries must be 0 or more, got {args.max_retries}")
     for name in ("prompt", "system", "model", "fallback_model", "refusal_fallback_model", "max_turns", "max_tokens",
-                 "compaction", "context_window", "compact_threshold"):
+                 "compaction", "context_window", "compact_threshold", "stop_sequences", "max_retries"):
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
@@ -148,7 +153,9 @@ def _run(args: argparse.Namespace) -> int:
                             tests_fail_times=sc.tests_pass_after if sc else None)
         hooks = build_hooks(args.settings, stop_hook=scenario_stop_hook(sc) if sc else None,
                             transcript_path=trace_path)
+        retries = overrides.pop("max_retries", None)
         limits = Limits(max_turns=overrides.pop("max_turns", sc.max_turns if sc else None),
+                        max_api_retries=Limits.max_api_retries if retries is None else retries,
                         fallback_model=overrides.pop("fallback_model", sc.fallback_model if sc else None),
                         refusal_fallback_model=overrides.pop("refusal_fallback_model",
                                                              sc.refusal_fallback_model if sc else None))
@@ -163,7 +170,8 @@ def _run(args: argparse.Namespace) -> int:
             stream=args.stream, hooks=hooks, trace=trace,
             compaction=overrides.pop("compaction", (sc.compaction if sc else None) or "auto"),
             context_window=overrides.pop("context_window", (sc.context_window if sc else None) or 200_000),
-            compact_threshold=overrides.pop("compact_threshold", sc.compact_threshold if sc else None))
+            compact_threshold=overrides.pop("compact_threshold", sc.compact_threshold if sc else None),
+            stop_sequences=overrides.pop("stop_sequences", sc.stop_sequences if sc else None))
     try:
         result = loop.run()
     finally:

@@ -79,6 +79,8 @@ def scenario_loop(scenario: str | Scenario, *, stream: bool = False, trace: Trac
         fallback_model=overrides.pop("fallback_model", sc.fallback_model),
         refusal_fallback_model=overrides.pop("refusal_fallback_model", sc.refusal_fallback_model),
     )
+    if "max_retries" in overrides:
+        overrides["max_api_retries"] = overrides.pop("max_retries")
     limit_overrides = {k: overrides.pop(k) for k in list(overrides) if k in Limits.__dataclass_fields__}
     limits = replace(limits, **limit_overrides)
     loop = AgentLoop(
@@ -95,6 +97,7 @@ def scenario_loop(scenario: str | Scenario, *, stream: bool = False, trace: Trac
         compaction=overrides.pop("compaction", sc.compaction or "auto"),
         context_window=overrides.pop("context_window", sc.context_window or 200_000),
         compact_threshold=overrides.pop("compact_threshold", sc.compact_threshold),
+        stop_sequences=overrides.pop("stop_sequences", sc.stop_sequences),
         sleep=overrides.pop("sleep", lambda seconds: None),
         **overrides,
     )

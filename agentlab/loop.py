@@ -57,6 +57,7 @@ class Result:
     is_error: bool
     num_turns: int
     stop_reason: str | None
+    stop_sequence: str | None
     result: str
     usage: dict[str, int]
     model: str
@@ -143,6 +144,7 @@ class AgentLoop:
         self.counts = {"escalations": 0, "continuations": 0, "compactions": 0, "retries": 0, "fallbacks": 0,
                        "pause_continuations": 0, "nudges": 0, "stop_hook_blocks": 0}
         self.last_stop_reason: str | None = None
+        self.last_stop_sequence: str | None = None
         self.last_transition: Transition | None = None
         self._final_text = ""
         self._started = False
@@ -268,6 +270,7 @@ class AgentLoop:
         self._record_response(call, outcome, wall, purpose="turn")
         self.state = note_success(self.state)
         self.last_stop_reason = outcome.stop_reason
+        self.last_stop_sequence = outcome.stop_sequence
         return outcome
 
     def _record_response(self, call: int, message: Any, wall: float, *, purpose: str) -> None:
@@ -566,7 +569,7 @@ class AgentLoop:
         c = self.counts
         self.result = Result(
             subtype=t.subtype, is_error=t.subtype != "success", num_turns=self.state.num_turns,
-            stop_reason=self.last_stop_reason, result=text, usage=dict(self.usage), model=self.state.model,
+            stop_reason=self.last_stop_reason, stop_sequence=self.last_stop_sequence, result=text, usage=dict(self.usage), model=self.state.model,
             requests=self.requests, escalations=c["escalations"], continuations=c["continuations"],
             recoveries=c["escalations"] + c["continuations"] + c["compactions"] + c["nudges"]
             + c["pause_continuations"], compactions=c["compactions"], retries=c["retries"],

@@ -227,6 +227,7 @@ class Scenario(_Strict):
     model: str = "claude-sonnet-4-5"
     max_tokens: int = Field(default=1024, ge=1)
     max_turns: int | None = Field(default=None, ge=1)
+    stop_sequences: list[str] | None = None
     fallback_model: str | None = None
     refusal_fallback_model: str | None = None
     context_window: int | None = Field(default=None, ge=1)

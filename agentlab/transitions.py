@@ -61,7 +61,7 @@ class Limits:
     escalate_max_tokens: bool = True          # one escalation before the continuations, as Claude Code's source does
     escalated_max_tokens: int = 64_000
     max_tokens_ceiling: int = 128_000
-    max_api_retries: int = 10
+    max_api_retries: int = 5                  # Claude Code allows 10; 5 keeps a dead server's worst case near 20 s
     overloads_before_fallback: int = 3
     fallback_model: str | None = None
     refusal_fallback_model: str | None = None
