@@ -428,7 +428,8 @@ class AgentLoop:
     def _tool_result(self, use: dict[str, Any], content: str, is_error: bool, *, tool_input: Any = None,
                      hook: str | None = None) -> dict[str, Any]:
         self.trace.emit("tool", self.requests, {
-            "id": use["id"], "name": use.get("name"), "input": tool_input if tool_input is not None else use.get("input"),
+            "id": use["id"], "name": use.get("name"),
+            "input": tool_input if tool_input is not None else use.get("input"),
             "output": content, "is_error": is_error, "denied_by": hook})
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use["id"], "content": content}
         if is_error:
@@ -569,7 +570,8 @@ class AgentLoop:
         c = self.counts
         self.result = Result(
             subtype=t.subtype, is_error=t.subtype != "success", num_turns=self.state.num_turns,
-            stop_reason=self.last_stop_reason, stop_sequence=self.last_stop_sequence, result=text, usage=dict(self.usage), model=self.state.model,
+            stop_reason=self.last_stop_reason, stop_sequence=self.last_stop_sequence, result=text,
+            usage=dict(self.usage), model=self.state.model,
             requests=self.requests, escalations=c["escalations"], continuations=c["continuations"],
             recoveries=c["escalations"] + c["continuations"] + c["compactions"] + c["nudges"]
             + c["pause_continuations"], compactions=c["compactions"], retries=c["retries"],

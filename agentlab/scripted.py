@@ -82,11 +82,12 @@ class ScenarioEngine:
                 404, "not_found_error", f"agentlab serves POST /v1/messages, not {method} {route}"))
         try:
             request = json.loads(body or b"{}")
-            if not isinstance(request, dict):
-                raise ValueError("the body is not a JSON object")
         except ValueError as exc:
-            return self._record(method, path, None, False, None,
-                                _error(400, "invalid_request_error", f"request body is not JSON: {exc}"))
+            request, problem = None, f"request body is not JSON: {exc}"
+        else:
+            problem = None if isinstance(request, dict) else "request body is not a JSON object"
+        if problem is not None or not isinstance(request, dict):
+            return self._record(method, path, None, False, None, _error(400, "invalid_request_error", str(problem)))
         if route.endswith("count_tokens"):
             tokens = estimate_tokens(request_payload(_normalise(request)))
             reply = WireReply(200, {"content-type": "application/json"},
