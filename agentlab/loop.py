@@ -312,7 +312,8 @@ class AgentLoop:
             recoveries = self.state.output_recoveries + (1 if t.branch == "incomplete_tool_use" else 0)
             self.state = replace(self.state, max_tokens=t.max_tokens, escalated=True,
                                  output_recoveries=recoveries)
-            self.counts["escalations"] += 1
+            if t.branch != "max_tokens_clamp":
+                self.counts["escalations"] += 1
         elif isinstance(t, RunTools):                                                    # row 2
             self._merge_or_append_assistant(blocks)
             self._run_tools(t)

@@ -12,6 +12,7 @@ pause_turn/compaction → stop_sequence → empty end_turn after tool results �
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,6 +26,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("2", "tool_use", "content has tool_use blocks: run tools, append results, call again"),
     ("3", "max_tokens_escalate", "max_tokens: first retry the same request with a higher max_tokens"),
     ("3", "max_tokens_continue", "max_tokens again: keep the partial text, ask the model to continue"),
+    ("3", "max_tokens_clamp", "400 'max_tokens: N > M': the model's ceiling is lower; resend with M"),
     ("3", "max_tokens_give_up", "max_tokens after 3 recoveries: end with error_max_output_tokens"),
     ("4", "context_compact", "model_context_window_exceeded: compact the history, send again"),
     ("4", "context_give_up", "compaction cannot make it fit: end with error_context_window"),
@@ -233,7 +235,14 @@ def decide(outcome: Any, state: LoopState, limits: Limits) -> Transition:
     return _decide_message(outcome, state, limits)
 
 
+_MAX_TOKENS_CEILING = re.compile(r"max_tokens:\s*(\d+)\s*>\s*(\d+)")
+
+
 def _decide_failure(f: Failure, state: LoopState, limits: Limits) -> Transition:
+    ceiling = _MAX_TOKENS_CEILING.search(f.message) if f.status == 400 else None
+    if ceiling and 0 < int(ceiling.group(2)) < state.max_tokens:
+        return Escalate("max_tokens_clamp", f"the model allows at most {ceiling.group(2)} output tokens: "
+                        "resend with that", max_tokens=int(ceiling.group(2)))
     if f.status == 400 and "prompt is too long" in f.message.lower():
         if state.consecutive_compactions >= limits.max_compactions:
             return End("context_give_up", f"still too long after {state.consecutive_compactions} compactions",
