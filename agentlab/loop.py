@@ -204,8 +204,7 @@ class AgentLoop:
             "tools": self.tools.names() if self.tools is not None else [],
             "compaction": list(self.chain)})
         if self.prompt is None:
-            for m in self.messages:
-                self.meter.appended(m)
+            self._seed_meter()
             return None
         content: list[dict[str, Any]] = [{"type": "text", "text": self.prompt}]
         outcome = self._hook("UserPromptSubmit", {"prompt": self.prompt})
@@ -219,7 +218,12 @@ class AgentLoop:
                 return end
             content += [{"type": "text", "text": c} for c in outcome.additional_context]
         self._append({"role": "user", "content": content[0]["text"] if len(content) == 1 else content})
+        self._seed_meter()
         return None
+
+    def _seed_meter(self) -> None:
+        """Before the first response, the estimate covers the whole request: system, tools and messages."""
+        self.meter.reset(self.messages, self.system, self.tools.schemas() if self.tools is not None else None)
 
     # -- the model call -----------------------------------------------------------------------------------
     def _params(self) -> dict[str, Any]:
