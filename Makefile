@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SCENARIO ?= tour
 
-.PHONY: lab test demo bench lint clean
+.PHONY: lab test demo bench lint clean claude-code
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,9 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/scaling.py
+
+claude-code:
+	npm install --prefix tool/claude-code @anthropic-ai/claude-code
 
 lint: $(STAMP)
 	$(BIN)/ruff check agentlab tests bench

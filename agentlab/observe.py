@@ -1,0 +1,704 @@
+"""``agentlab observe CLIENT [SCENARIO...]``: run a client against each scenario and record what it does.
+
+Each scenario is served by a fresh :class:`~agentlab.serve.ScenarioServer`; the client runs once against it;
+what the client sent is turned into a normalised behaviour record (one JSON file per scenario, under
+``data/observed/<client>/<version>/``): every request with its model, ``max_tokens``, whether it streamed,
+what it appended to the conversation since the previous request (``diff_requests``), and an action label
+(``retry``, ``escalate``, ``tool_results``, ``continuation``, ``resume``, ``nudge``, ``reprompt``,
+``summary``, ``compacted``, ...); then the client's final result. Wall time is kept apart, under ``timing``,
+so that comparisons can leave it out.
+
+While observing, the scenario's ``expect`` checks do not answer with a 400: a foreign client may well send
+something else, and the point is to see what it does next. They are evaluated anyway and recorded per
+request as ``expect_unmet``. A request beyond the end of the script still gets the engine's 400.
+
+Clients: ``agentlab`` (this CLI, in a subprocess), ``tool-runner`` (the anthropic SDK's beta tool runner,
+in-process), ``claude-code`` (the Claude Code CLI, headless, from ``make claude-code``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .compaction import estimate_tokens
+from .errors import ConfigError
+from .scenario import Scenario, is_summary_request, load_scenario, request_payload, scenario_names
+from .scripted import ScenarioEngine, _normalise
+from .serve import ScenarioServer
+
+REPO = Path(__file__).resolve().parent.parent
+OBSERVED_DIR = REPO / "data" / "observed"
+SANDBOX_DIR = REPO / "data" / "sandbox"
+CLAUDE_BIN = REPO / "tool" / "claude-code" / "node_modules" / ".bin" / "claude"
+CLIENTS = ("agentlab", "tool-runner", "claude-code")
+RECORD_FORMAT = 1
+TEXT_LIMIT = 160
+DEFAULT_TIMEOUT = 180.0
+CLAUDE_MAX_TURNS = 20  # Claude Code's --max-turns when the scenario sets none: bounded, never the binding limit
+OBSERVE_KEY = "agentlab-observe-key"
+
+
+# -- what changed between two requests ------------------------------------------------------------------
+
+def _short(text: Any, limit: int = TEXT_LIMIT) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _norm_block(block: Any) -> Any:
+    if not isinstance(block, dict):
+        return block
+    return {k: v for k, v in block.items() if k != "cache_control" and v is not None}
+
+
+def _norm_message(message: Any) -> dict[str, Any]:
+    if not isinstance(message, dict):
+        return {"role": None, "content": [message]}
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    return {"role": message.get("role"), "content": [_norm_block(b) for b in blocks]}
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    inner = block.get("content")
+    if isinstance(inner, list):
+        return "\n".join(str(b.get("text", "")) for b in inner if isinstance(b, dict))
+    return "" if inner is None else str(inner)
+
+
+def describe_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A short, stable description of one message: role, block types, texts, tool calls and results."""
+    m = _norm_message(message)
+    out: dict[str, Any] = {"role": m["role"], "blocks": [b.get("type") if isinstance(b, dict) else "?"
+                                                          for b in m["content"]]}
+    texts = [_short(b.get("text", "")) for b in m["content"] if isinstance(b, dict) and b.get("type") == "text"]
+    if texts:
+        out["texts"] = texts
+    uses = [{"id": b.get("id"), "name": b.get("name")} for b in m["content"]
+            if isinstance(b, dict) and b.get("type") in ("tool_use", "server_tool_use")]
+    if uses:
+        out["tool_uses"] = uses
+    results = [{"tool_use_id": b.get("tool_use_id"), "is_error": bool(b.get("is_error")),
+                "content": _short(_result_text(b))}
+               for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+    if results:
+        out["tool_results"] = results
+    return out
+
+
+def _system_text(body: dict[str, Any]) -> str:
+    system = body.get("system")
+    if isinstance(system, list):
+        return "\n".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
+    return str(system or "")
+
+
+def diff_requests(prev_body: dict[str, Any] | None, body: dict[str, Any]) -> dict[str, Any]:
+    """What ``body`` changed relative to ``prev_body`` (None for the first request): a pure function.
+
+    Messages are compared after dropping ``cache_control`` and null fields and turning string content into
+    a text block, so clients that move cache markers around still show an unchanged history. ``kept`` is the
+    length of the common prefix; ``dropped`` counts earlier messages that did not survive (a rewritten or
+    compacted history); ``extended_last`` says the previous last message was continued in place (a
+    paused assistant turn merged with its continuation). ``appended`` describes the messages after the
+    prefix; ``injected_user_texts``, ``injected_system_texts`` (``role: system`` items), ``tool_results``
+    and ``assistant_blocks`` pick them apart. ``changed`` lists top-level fields that differ.
+    """
+    prev = prev_body or {}
+    before = [_norm_message(m) for m in prev.get("messages") or []]
+    after = [_norm_message(m) for m in body.get("messages") or []]
+    kept = 0
+    while kept < min(len(before), len(after)) and before[kept] == after[kept]:
+        kept += 1
+    extended = False
+    if kept == len(before) - 1 and len(after) > kept:
+        old, new = before[kept], after[kept]
+        n = len(old["content"])
+        extended = (old["role"] == new["role"] and len(new["content"]) > n and new["content"][:n] == old["content"])
+    appended: list[dict[str, Any]] = []
+    if extended:
+        extra = {"role": after[kept]["role"], "content": after[kept]["content"][len(before[kept]["content"]):]}
+        appended.append({**describe_message(extra), "extends_previous": True})
+        start = kept + 1
+    else:
+        start = kept
+    appended += [describe_message(m) for m in after[start:]]
+    user_texts = [t for a in appended if a["role"] == "user" for t in a.get("texts", [])]
+    system_texts = [t for a in appended if a["role"] == "system" for t in a.get("texts", [])]
+    results = [r for a in appended for r in a.get("tool_results", [])]
+    assistant = [b for a in appended if a["role"] == "assistant" for b in a["blocks"]]
+    changed: dict[str, Any] = {}
+    if prev_body is not None:
+        for key in ("model", "max_tokens", "stream"):
+            if prev.get(key) != body.get(key):
+                changed[key] = [prev.get(key), body.get(key)]
+        if _system_text(prev) != _system_text(body):
+            changed["system"] = True
+        if prev.get("tools") != body.get("tools"):
+            changed["tools"] = True
+    last = after[-1]["role"] if after else None
+    return {
+        "messages_before": len(before), "messages_after": len(after), "kept": kept,
+        "dropped": len(before) - kept - (1 if extended else 0), "extended_last": extended,
+        "same_messages": prev_body is not None and before == after,
+        "appended": appended, "injected_user_texts": user_texts, "injected_system_texts": system_texts,
+        "tool_results": results, "assistant_blocks": assistant, "changed": changed,
+        "summary_request": is_summary_request(_normalise(body)), "ends_with": last,
+    }
+
+
+def classify(diff: dict[str, Any], prev_reply: dict[str, Any] | None) -> str:
+    """One word for what a request did, given its diff and the reply to the previous main request."""
+    if prev_reply is None:
+        return "first"
+    if diff["summary_request"]:
+        return "summary"
+    if diff["dropped"] > 0:
+        return "compacted"
+    model_changed = "model" in diff["changed"]
+    if diff["same_messages"]:
+        if model_changed:
+            return "fallback_model"
+        if prev_reply.get("status", 200) >= 400:
+            return "retry"
+        old, new = diff["changed"].get("max_tokens", [0, 0])
+        if (new or 0) > (old or 0):
+            return "escalate"
+        return "resend"
+    if diff["tool_results"]:
+        return "tool_results"
+    if diff["ends_with"] == "assistant" or (diff["extended_last"] and diff["appended"][0]["role"] == "assistant"):
+        return "resume"
+    if diff["injected_user_texts"] or diff["injected_system_texts"]:
+        if prev_reply.get("stop_reason") in ("max_tokens", "model_context_window_exceeded"):
+            return "continuation"
+        if prev_reply.get("status", 200) < 400 and not prev_reply.get("blocks"):
+            return "nudge"
+        return "reprompt"
+    return "other"
+
+
+# -- reading what the server sent back ----------------------------------------------------------------------
+
+def reply_summary(status: int, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+    """Status, stop_reason and content block types of a reply (JSON or SSE), or the error type."""
+    out: dict[str, Any] = {"status": status}
+    if status >= 400:
+        try:
+            out["error"] = json.loads(body)["error"]["type"]
+        except (ValueError, KeyError, TypeError):
+            out["error"] = "unknown"
+        return out
+    if headers.get("content-type", "").startswith("text/event-stream"):
+        blocks: list[str] = []
+        stop = None
+        for line in body.decode("utf-8", "replace").splitlines():
+            if not line.startswith("data: "):
+                continue
+            event = json.loads(line[6:])
+            if event.get("type") == "content_block_start":
+                blocks.append(event["content_block"]["type"])
+            elif event.get("type") == "message_delta":
+                stop = event["delta"].get("stop_reason")
+        out.update(stop_reason=stop, blocks=blocks)
+        return out
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return out
+    if isinstance(message, dict) and message.get("type") == "message":
+        out.update(stop_reason=message.get("stop_reason"), blocks=[b.get("type") for b in message["content"]])
+    return out
+
+
+# -- running a client ----------------------------------------------------------------------------------------
+
+@dataclass
+class ClientOutcome:
+    """How a client run ended, as the client reported it."""
+
+    result: dict[str, Any]
+    settings: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+Runner = Callable[[Scenario, str, Path, float], ClientOutcome]
+
+
+def _subprocess(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tuple[int | None, str, str]:
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        return None, out, err
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _base_env() -> dict[str, str]:
+    """The parent's environment without any Anthropic settings (no real key reaches a client)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
+
+
+def _agentlab_argv(scenario: Scenario, base_url: str) -> list[str]:
+    return ["run", scenario.source or scenario.name, "--base-url", base_url, "--json", "--stream"]
+
+
+def run_agentlab(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
+    """``python -m agentlab run SCENARIO --base-url URL --json --stream`` in a subprocess."""
+    cmd = [sys.executable, "-m", "agentlab", *_agentlab_argv(scenario, base_url)]
+    env = {**_base_env(), "ANTHROPIC_API_KEY": OBSERVE_KEY}
+    code, out, err = _subprocess(cmd, env, REPO, timeout)
+    return _agentlab_outcome(scenario, code, out, err)
+
+
+def run_agentlab_in_process(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
+    """The same command through ``agentlab.cli.main`` in this process (no interpreter start-up; used by the
+    test suite). Captures stdout, so runs must not overlap: ``observe`` runs them one at a time."""
+    import contextlib
+    import io
+
+    from .cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(_agentlab_argv(scenario, base_url))
+    return _agentlab_outcome(scenario, code, out.getvalue(), err.getvalue())
+
+
+def _agentlab_outcome(scenario: Scenario, code: int | None, out: str, err: str) -> ClientOutcome:
+    result: dict[str, Any] = {"exit_code": code}
+    if code is None:
+        result["timed_out"] = True
+    lines = [line for line in out.splitlines() if line.strip()]
+    try:
+        data = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        data = {}
+    if isinstance(data, dict) and data.get("type") == "result":
+        for key in ("subtype", "is_error", "num_turns", "stop_reason", "requests"):
+            result[key] = data.get(key)
+        result["text"] = _short(data.get("result", ""))
+    elif err.strip():
+        result["stderr"] = _short(err.strip().splitlines()[-1], 300)
+    return ClientOutcome(result, {"command": ["agentlab", "run", scenario.name, "--base-url", "<server>",
+                                              "--json", "--stream"]})
+
+
+def _runner_tools(scenario: Scenario) -> list[Any]:
+    """The demo tools (calculator, get_weather, read_file, run_tests) as the SDK's ``@beta_tool`` functions."""
+    from anthropic import beta_tool
+
+    from .tools import TestsState, ToolError, calculate, fake_weather, read_sandboxed, run_pretend_tests
+
+    tests = TestsState(fail_times=scenario.tests_pass_after) if scenario.tests_pass_after is not None \
+        else TestsState()
+
+    def safely(fn: Callable[[], str]) -> str:
+        try:
+            return fn()
+        except ToolError as exc:  # the runner turns raised errors into is_error results; keep the text plain
+            raise RuntimeError(str(exc)) from None
+
+    @beta_tool
+    def calculator(expression: str) -> str:
+        """Evaluate an arithmetic expression and return the result.
+
+        Args:
+            expression: Arithmetic such as '(2 + 3) * 4 / 7' or '2 ** 8'
+        """
+        return safely(lambda: calculate(expression))
+
+    @beta_tool
+    def get_weather(location: str) -> str:
+        """Get the current weather for a location (a demo service with made-up but stable answers).
+
+        Args:
+            location: A city name, e.g. 'Paris'
+        """
+        return safely(lambda: fake_weather(location))
+
+    @beta_tool
+    def read_file(path: str) -> str:
+        """Read a text file from the sandbox folder. Long files are cut off after 20,000 characters.
+
+        Args:
+            path: Path relative to the sandbox folder, e.g. 'notes.txt'
+        """
+        return safely(lambda: read_sandboxed(SANDBOX_DIR, path))
+
+    @beta_tool
+    def run_tests() -> str:
+        """Run the project's test suite and report how many tests passed and failed."""
+        return run_pretend_tests(tests)
+
+    return [calculator, get_weather, read_file, run_tests]
+
+
+def run_tool_runner(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=base_url, api_key=OBSERVE_KEY, timeout=timeout)
+    params: dict[str, Any] = {"model": scenario.model, "max_tokens": scenario.max_tokens,
+                              "messages": [{"role": "user", "content": scenario.prompt}],
+                              "tools": _runner_tools(scenario) if scenario.tools == "demo" else []}
+    if scenario.system:
+        params["system"] = scenario.system
+    if scenario.max_turns:
+        params["max_iterations"] = scenario.max_turns
+    if scenario.stop_sequences:
+        params["stop_sequences"] = scenario.stop_sequences
+    settings = {"call": "client.beta.messages.tool_runner(...)", "max_retries": client.max_retries,
+                "max_iterations": scenario.max_turns, "stream": False}
+    notes = []
+    if scenario.stop_hook is not None:
+        notes.append("the tool runner has no Stop hooks: the scenario's hook is not applied")
+    if scenario.fallback_model or scenario.refusal_fallback_model:
+        notes.append("the tool runner has no fallback model option")
+    result: dict[str, Any] = {"exit_code": None}
+    iterations = 0
+    last = None
+    try:
+        for message in client.beta.messages.tool_runner(**params):
+            iterations += 1
+            last = message
+    except anthropic.APIStatusError as exc:
+        result.update(raised=type(exc).__name__, status=exc.status_code, is_error=True)
+    except anthropic.APIError as exc:
+        result.update(raised=type(exc).__name__, is_error=True)
+    else:
+        result["is_error"] = False
+    result["iterations"] = iterations
+    if last is not None:
+        result["stop_reason"] = last.stop_reason
+        result["text"] = _short("".join(getattr(b, "text", "") for b in last.content))
+    return ClientOutcome(result, settings, notes)
+
+
+def claude_bin() -> Path | None:
+    """The project-local Claude Code CLI (``make claude-code``), else one on PATH."""
+    if CLAUDE_BIN.exists():
+        return CLAUDE_BIN
+    found = shutil.which("claude")
+    return Path(found) if found else None
+
+
+def claude_version(binary: Path | None = None) -> str:
+    binary = binary or claude_bin()
+    if binary is None:
+        raise ConfigError("the Claude Code CLI is not installed: run `make claude-code` (npm) first")
+    code, out, err = _subprocess([str(binary), "--version"], {**_base_env(), "DISABLE_AUTOUPDATER": "1"},
+                                 REPO, 60)
+    match = re.search(r"\d+\.\d+\.\d+\S*", out)
+    if code != 0 or not match:
+        raise ConfigError(f"`{binary} --version` failed: {_short((out + err).strip(), 300)}")
+    return match.group(0)
+
+
+_STOP_HOOK_SCRIPT = """\
+import json, pathlib, sys
+state = pathlib.Path(sys.argv[1])
+calls = int(state.read_text()) + 1 if state.exists() else 1
+state.write_text(str(calls))
+times = {times!r}
+if times == "always" or calls <= times:
+    print(json.dumps({{"decision": "block", "reason": {reason!r}}}))
+"""
+
+
+def _claude_settings(scenario: Scenario, home: Path) -> Path | None:
+    """The scenario's Stop hook as a command hook in Claude Code's settings format."""
+    spec = scenario.stop_hook
+    if spec is None:
+        return None
+    script = home / "stop_hook.py"
+    script.write_text(_STOP_HOOK_SCRIPT.format(times=spec.times, reason=spec.reason), encoding="utf-8")
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {shlex.quote(str(home / 'stop_calls'))}"
+    settings = home / "settings.json"
+    settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": command}]}]}}),
+                        encoding="utf-8")
+    return settings
+
+
+def run_claude_code(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
+    binary = claude_bin()
+    if binary is None:
+        raise ConfigError("the Claude Code CLI is not installed: run `make claude-code` (npm) first")
+    home = workdir / "home"
+    cwd = workdir / "work"
+    home.mkdir()
+    cwd.mkdir()
+    for item in SANDBOX_DIR.iterdir():
+        if item.is_file():
+            shutil.copy(item, cwd / item.name)
+    args = ["-p", scenario.prompt, "--output-format", "stream-json", "--verbose",
+            "--max-turns", str(scenario.max_turns or CLAUDE_MAX_TURNS), "--allowedTools", "Bash,Read",
+            "--model", scenario.model]
+    if scenario.fallback_model:
+        args += ["--fallback-model", scenario.fallback_model]
+    if scenario.system:
+        args += ["--append-system-prompt", scenario.system]
+    settings = _claude_settings(scenario, home)
+    if settings is not None:
+        args += ["--settings", str(settings)]
+    env = {**_base_env(), "HOME": str(home), "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "dummy",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+           "CLAUDE_CODE_MAX_RETRIES": "2"}
+    code, out, err = _subprocess([str(binary), *args], env, cwd, timeout)
+    result: dict[str, Any] = {"exit_code": code}
+    if code is None:
+        result["timed_out"] = True
+    events: dict[str, int] = {}
+    final: dict[str, Any] | None = None
+    for line in out.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        name = str(event.get("type")) + (f"/{event['subtype']}" if event.get("subtype") else "")
+        events[name] = events.get(name, 0) + 1
+        if event.get("type") == "result":
+            final = event
+    if final is not None:
+        for key in ("subtype", "is_error", "num_turns", "stop_reason", "api_error_status"):
+            result[key] = final.get(key)
+        result["text"] = _short(final.get("result", ""))
+    elif err.strip():
+        result["stderr"] = _short(err.strip().splitlines()[-1], 300)
+    result["events"] = dict(sorted(events.items()))
+    shown = [a if a != str(settings) else "<settings.json>" for a in args]
+    notes = ["the demo tools are not Claude Code tools: it answers their calls with is_error results"] \
+        if scenario.tools == "demo" else []
+    if settings is not None:
+        notes.append(f"Stop hook: a command hook that blocks {scenario.stop_hook.times} time(s)")
+    env_shown = {k: env[k] for k in ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_TELEMETRY",
+                                     "DISABLE_AUTOUPDATER", "CLAUDE_CODE_MAX_RETRIES")}
+    return ClientOutcome(result, {"command": ["claude", *shown], "env": env_shown}, notes)
+
+
+RUNNERS: dict[str, Runner] = {"agentlab": run_agentlab, "tool-runner": run_tool_runner,
+                              "claude-code": run_claude_code}
+
+
+def client_version(client: str) -> str:
+    if client == "agentlab":
+        from . import __version__
+
+        return __version__
+    if client == "tool-runner":
+        import anthropic
+
+        return anthropic.__version__
+    if client == "claude-code":
+        return claude_version()
+    raise ConfigError(f"unknown client {client!r}: choose from {', '.join(CLIENTS)}")
+
+
+# -- one observation -----------------------------------------------------------------------------------------
+
+def lenient(scenario: Scenario) -> Scenario:
+    """The scenario without its ``expect`` checks (they are evaluated afterwards instead)."""
+    return scenario.model_copy(update={"steps": [s.model_copy(update={"expect": None}) for s in scenario.steps]})
+
+
+def build_record(scenario: Scenario, server: ScenarioServer, client: str, version: str,
+                 outcome: ClientOutcome, wall_s: float) -> dict[str, Any]:
+    """The behaviour record of one run, from the requests the server saw and the replies it gave."""
+    requests: list[dict[str, Any]] = []
+    probes: list[str] = []
+    prev_body: dict[str, Any] | None = None
+    prev_reply: dict[str, Any] | None = None
+    prev_step_tokens: int | None = None
+    for exchange in server.exchanges:
+        recorded, reply = exchange.request, exchange.reply
+        route = recorded.path.split("?", 1)[0]
+        if recorded.method != "POST" or not route.endswith("/messages") or recorded.body is None:
+            probes.append(f"{recorded.method} {route}")
+            continue
+        body = recorded.body
+        normalised = _normalise(body)
+        summary = reply_summary(reply.status, reply.headers, reply.body)
+        diff = diff_requests(prev_body, body)
+        entry: dict[str, Any] = {
+            "n": len(requests) + 1, "path": recorded.path, "model": body.get("model"),
+            "max_tokens": body.get("max_tokens"), "stream": recorded.stream, "step": recorded.step,
+            "kind": recorded.kind, "action": classify(diff, prev_reply), "reply": summary, "appended": diff,
+        }
+        if exchange.thread is not None:
+            entry["thread"] = exchange.thread.get("type")
+            entry["sent_messages"] = len((exchange.sent or {}).get("messages") or [])
+        if recorded.step is not None:
+            tokens = estimate_tokens(request_payload(normalised))
+            step = scenario.steps[recorded.step]
+            if step.expect is not None:
+                unmet = step.expect.failures(normalised, recorded.stream, prev_step_tokens)
+                if unmet:
+                    entry["expect_unmet"] = unmet
+            prev_step_tokens = tokens
+        if reply.status >= 400:
+            try:
+                entry["error"] = _short(json.loads(reply.body)["error"]["message"], 300)
+            except (ValueError, KeyError, TypeError):
+                pass
+        requests.append(entry)
+        if prev_body is None or not diff["summary_request"]:
+            prev_body, prev_reply = body, summary
+    notes = list(outcome.notes)
+    if requests and requests[0]["kind"] == "prompt_too_long":
+        notes.append(f"the first request already exceeds the scenario's context_window ({scenario.context_window} "
+                     "tokens), so the scripted branch is never reached")
+    record = {
+        "format": RECORD_FORMAT, "client": client, "version": version, "scenario": scenario.name,
+        "row": scenario.row, "description": scenario.description,
+        "settings": outcome.settings, "notes": notes,
+        "requests": requests, "probes": sorted(set(probes)),
+        "summary": _summary(scenario, requests), "result": outcome.result,
+        "timing": {"wall_s": round(wall_s, 3)},
+    }
+    return record
+
+
+def _summary(scenario: Scenario, requests: list[dict[str, Any]]) -> dict[str, Any]:
+    def distinct(values: Iterable[Any]) -> list[Any]:
+        out: list[Any] = []
+        for v in values:
+            if not out or out[-1] != v:
+                out.append(v)
+        return out
+
+    streams = {r["stream"] for r in requests}
+    max_tokens = distinct(r["max_tokens"] for r in requests)
+    steps = {r["step"] for r in requests if r["step"] is not None}
+    return {
+        "requests": len(requests),
+        "actions": [r["action"] for r in requests[1:]],
+        "max_tokens": max_tokens,
+        "max_tokens_raised": any(b > a for a, b in zip(max_tokens, max_tokens[1:], strict=False)
+                                 if isinstance(a, int) and isinstance(b, int)),
+        "models": distinct(r["model"] for r in requests),
+        "streamed": "all" if streams == {True} else "none" if streams == {False} else "mixed" if streams else "-",
+        "error_replies": sum(1 for r in requests if r["reply"]["status"] >= 400 and r["kind"] == "error"),
+        "beyond_script": sum(1 for r in requests if r["kind"] == "unexpected"),
+        "expect_unmet": sum(1 for r in requests if r.get("expect_unmet")),
+        "steps_used": f"{len(steps)}/{len(scenario.steps)}",
+    }
+
+
+def _scrub(value: Any, replacements: list[tuple[str, str]]) -> Any:
+    text = json.dumps(value, ensure_ascii=False)
+    for old, new in replacements:
+        if old:
+            text = text.replace(json.dumps(old, ensure_ascii=False)[1:-1], new)
+    text = re.sub(r"http://127\.0\.0\.1:\d+", "<server>", text)
+    text = re.sub(r"\b20\d\d-\d\d-\d\d\b", "<date>", text)
+    return json.loads(text)
+
+
+def observe_scenario(client: str, scenario: str | Scenario, *, version: str | None = None,
+                     timeout: float = DEFAULT_TIMEOUT, runner: Runner | None = None) -> dict[str, Any]:
+    """Run ``client`` once against a fresh server for ``scenario`` and return its behaviour record.
+
+    Any agent can be observed by passing a ``runner(scenario, base_url, workdir, timeout) -> ClientOutcome``
+    and a ``version`` together with a client name of your choosing.
+    """
+    sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    if client not in RUNNERS and runner is None:
+        raise ConfigError(f"unknown client {client!r}: choose from {', '.join(CLIENTS)}, or pass a runner")
+    version = version or client_version(client)
+    with tempfile.TemporaryDirectory(prefix="agentlab-observe-") as tmp:
+        with ScenarioServer(ScenarioEngine(lenient(sc))) as server:
+            started = time.perf_counter()
+            outcome = (runner or RUNNERS[client])(sc, server.base_url, Path(tmp), timeout)
+            wall = time.perf_counter() - started
+        record = build_record(sc, server, client, version, outcome, wall)
+        real_tmp = str(Path(tmp).resolve())
+        return _scrub(record, [(real_tmp, "<tmp>"), (tmp, "<tmp>"), (str(REPO), "<repo>")])
+
+
+def record_path(out: Path, client: str, version: str, scenario: str) -> Path:
+    return out / client / version / f"{scenario}.json"
+
+
+def write_record(record: dict[str, Any], out: str | Path | None = None) -> Path:
+    path = record_path(Path(out) if out else OBSERVED_DIR, record["client"], record["version"], record["scenario"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def observe(client: str, scenarios: Iterable[str] | None = None, *, out: str | Path | None = None,
+            jobs: int | None = None, timeout: float = DEFAULT_TIMEOUT, in_process: bool = False,
+            progress: Callable[[dict[str, Any], Path], None] | None = None) -> list[dict[str, Any]]:
+    """Observe ``client`` on each scenario (default: all), write the records, return them in order.
+
+    ``in_process=True`` runs the ``agentlab`` client through ``cli.main`` here instead of a subprocess, one
+    scenario at a time; the records are the same.
+    """
+    if client not in RUNNERS:
+        raise ConfigError(f"unknown client {client!r}: choose from {', '.join(CLIENTS)}")
+    names = list(scenarios or scenario_names())
+    loaded = [load_scenario(n) for n in names]  # fail on a bad name before running anything
+    version = client_version(client)
+    runner = run_agentlab_in_process if in_process and client == "agentlab" else None
+    jobs = 1 if runner else jobs or (2 if client == "claude-code" else 6)
+
+    def one(sc: Scenario) -> dict[str, Any]:
+        record = observe_scenario(client, sc, version=version, timeout=timeout, runner=runner)
+        path = write_record(record, out)
+        if progress is not None:
+            progress(record, path)
+        return record
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, loaded))
+
+
+# -- reading records back ----------------------------------------------------------------------------------
+
+def comparable(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without its wall time: what comparisons between runs look at."""
+    return {k: v for k, v in record.items() if k != "timing"}
+
+
+def load_records(out: str | Path | None = None) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    """Every committed record: ``{(client, version): {scenario: record}}``."""
+    root = Path(out) if out else OBSERVED_DIR
+    found: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for path in sorted(root.glob("*/*/*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        found.setdefault((record["client"], record["version"]), {})[record["scenario"]] = record
+    return found
+
+
+def observe_main(args: Any) -> int:
+    """``agentlab observe CLIENT [SCENARIO...] [--out DIR]``."""
+    if args.client not in CLIENTS:
+        raise ConfigError(f"unknown client {args.client!r}: choose from {', '.join(CLIENTS)}")
+
+    def show(record: dict[str, Any], path: Path) -> None:
+        result = record["result"]
+        ending = result.get("subtype") or result.get("raised") or result.get("stop_reason")
+        flag = " is_error" if result.get("is_error") else ""
+        actions = ", ".join(record["summary"]["actions"]) or "-"
+        code = "" if result.get("exit_code") is None else f" (exit {result['exit_code']})"
+        print(f"{record['scenario']:26s} {record['summary']['requests']:2d} request(s)  {actions}  -> "
+              f"{ending}{flag}{code}  {path}", flush=True)
+
+    observe(args.client, args.scenarios or None, out=args.out, progress=show)
+    return 0

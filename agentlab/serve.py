@@ -1,0 +1,363 @@
+"""``agentlab serve``: a scenario behind a real HTTP server on 127.0.0.1 that speaks the Messages API.
+
+Any client that lets you set its base URL (``ANTHROPIC_BASE_URL``, ``base_url=``, ``--base-url``) can be
+pointed at it: the scenario answers each request as the live API would, as JSON or as an SSE stream, with
+real statuses and ``retry-after`` headers for its errors. Every request is recorded (``server.exchanges``
+pairs each with its answer; ``server.engine.requests`` is the engine's own list) and, with ``record=``,
+appended to a JSONL file as it arrives. Requests that use a server-held ``thread`` (as the SDK's tool
+runner does) get their stored conversation put back in front before the scenario sees them.
+
+From Python (tests, notebooks)::
+
+    with ScenarioServer("max_tokens_give_up") as server:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="x")
+        ...
+        server.engine.requests      # what the client sent
+
+The routing and the answers are the engine's (``scripted.ScenarioEngine.handle``); this module only puts
+them on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import tornado.httpserver
+import tornado.iostream
+import tornado.netutil
+import tornado.web
+
+from .errors import ConfigError
+from .scenario import Scenario
+from .scripted import RecordedRequest, ScenarioEngine, WireReply
+
+HOST = "127.0.0.1"
+REASONS = {529: "Overloaded"}  # statuses the HTTP tables do not name
+
+
+@dataclass
+class Exchange:
+    """One request and its answer. ``sent`` is the body as the client sent it when it used a server-held
+    thread (``request.body`` then holds the whole conversation the scenario saw); ``thread`` is its field."""
+
+    request: RecordedRequest
+    reply: WireReply
+    sent: dict[str, Any] | None = None
+    thread: dict[str, Any] | None = None
+
+
+def request_record(request: RecordedRequest, reply_body: bytes | None = None,
+                   thread: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One line of the ``--record`` JSONL file: what was asked and how it was answered."""
+    line: dict[str, Any] = {
+        "index": request.index, "method": request.method, "path": request.path, "stream": request.stream,
+        "step": request.step, "status": request.status, "kind": request.kind, "stop_reason": request.stop_reason,
+    }
+    if thread is not None:
+        line["thread"] = thread
+    if request.status >= 400 and reply_body:
+        try:
+            line["error"] = json.loads(reply_body)["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            line["error"] = reply_body[:300].decode("utf-8", "replace")
+    line["body"] = request.body
+    return line
+
+
+def _threaded(method: str, path: str, body: bytes | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The parsed body and its ``thread`` field, for a Messages request that has one."""
+    if method != "POST" or path.split("?", 1)[0].rstrip("/") != "/v1/messages" or not body:
+        return {}, None
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return {}, None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("thread"), dict):
+        return {}, None
+    return parsed, parsed["thread"]
+
+
+def _thread_error(code: str, previous: str) -> WireReply:
+    text = {"thread_not_found": f"thread: no conversation is held for previous_message_id {previous!r}",
+            "thread_already_continued": f"thread: {previous!r} has already been continued"}[code]
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": text,
+                                       "details": {"error_code": code}}}
+    return WireReply(400, {"content-type": "application/json"}, json.dumps(body).encode(), "error")
+
+
+def reply_message(reply: WireReply) -> dict[str, Any] | None:
+    """The Message a 200 reply carries, rebuilt from its SSE events when it streamed; None otherwise."""
+    if reply.status != 200 or not reply.body:
+        return None
+    if not reply.headers.get("content-type", "").startswith("text/event-stream"):
+        try:
+            whole = json.loads(reply.body)
+        except ValueError:
+            return None
+        return whole if isinstance(whole, dict) and whole.get("type") == "message" else None
+    message: dict[str, Any] | None = None
+    partial: dict[int, str] = {}
+    for chunk in reply.body.decode("utf-8").split("\n\n"):
+        data = next((line[6:] for line in chunk.splitlines() if line.startswith("data: ")), None)
+        if data is None:
+            continue
+        event = json.loads(data)
+        kind = event.get("type")
+        if kind == "message_start":
+            message = {**event["message"], "content": []}
+        elif message is None:
+            continue
+        elif kind == "content_block_start":
+            message["content"].append(dict(event["content_block"]))
+        elif kind == "content_block_delta":
+            block, delta = message["content"][event["index"]], event["delta"]
+            if delta["type"] == "text_delta":
+                block["text"] = block.get("text", "") + delta["text"]
+            elif delta["type"] == "input_json_delta":
+                partial[event["index"]] = partial.get(event["index"], "") + delta["partial_json"]
+            elif delta["type"] == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            elif delta["type"] == "signature_delta":
+                block["signature"] = delta["signature"]
+        elif kind == "content_block_stop" and event["index"] in partial:
+            try:
+                message["content"][event["index"]]["input"] = json.loads(partial[event["index"]])
+            except ValueError:
+                pass  # a tool call cut off by max_tokens keeps its empty input
+        elif kind == "message_delta":
+            message.update({k: v for k, v in event["delta"].items() if k != "type"})
+    return message
+
+
+class _Handler(tornado.web.RequestHandler):
+    """Every method and path goes to the engine, which answers or explains (404, 400) why it cannot."""
+
+    SUPPORTED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+    def initialize(self, server: ScenarioServer) -> None:
+        self.server = server
+
+    def compute_etag(self) -> None:
+        return None
+
+    def set_default_headers(self) -> None:
+        self.clear_header("Server")
+        self.clear_header("Content-Type")
+
+    async def _answer(self, *args: Any) -> None:
+        reply = self.server.answer(self.request.method or "GET", self.request.uri or "/", self.request.body)
+        self.set_status(reply.status, REASONS.get(reply.status))
+        for name, value in reply.headers.items():
+            self.set_header(name, value)
+        if reply.kind == "stream" and reply.status == 200:
+            try:
+                for event in reply.body.split(b"\n\n"):
+                    if event:
+                        self.write(event + b"\n\n")
+                        await self.flush()
+            except tornado.iostream.StreamClosedError:
+                return  # the client hung up mid-stream; the request is already recorded
+            self.finish()
+            return
+        if self.request.method != "HEAD":
+            self.write(reply.body)
+        self.finish()
+
+    get = head = post = put = patch = delete = options = _answer
+
+
+class ScenarioServer:
+    """A scenario served on 127.0.0.1 from a background thread; ``start()`` returns the base URL.
+
+    ``scenario`` is a name, a path, a loaded Scenario or a ready ScenarioEngine. ``port=0`` picks a free
+    port. ``record`` appends each request to a JSONL file; ``log`` gets one line per request.
+    """
+
+    def __init__(self, scenario: str | Path | Scenario | ScenarioEngine, *, port: int = 0,
+                 record: str | Path | None = None, log: Callable[[str], None] | None = None) -> None:
+        if isinstance(scenario, ScenarioEngine):
+            self.engine = scenario
+        elif isinstance(scenario, Scenario):
+            self.engine = ScenarioEngine(scenario)
+        else:
+            self.engine = ScenarioEngine.from_name(str(scenario))
+        self.port = port
+        self.record_path = Path(record) if record is not None else None
+        self.log = log
+        self.exchanges: list[Exchange] = []  # every request and its answer, in order
+        self._threads: dict[str, dict[str, Any]] = {}  # message id -> the conversation the server holds
+        self._continued: set[str] = set()
+        self._record_file: IO[str] | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.engine.scenario
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- answering ----------------------------------------------------------------------------------------
+    def answer(self, method: str, path: str, body: bytes | None) -> WireReply:
+        """Answer one request with the engine and record it (called on the server thread)."""
+        with self._lock:
+            sent, thread = _threaded(method, path, body)
+            if thread is None:
+                reply = self.engine.handle(method, path, body)
+                recorded = self.engine.requests[-1]
+            else:
+                reply, recorded = self._answer_threaded(method, path, sent, thread)
+            self.exchanges.append(Exchange(recorded, reply, sent if thread is not None else None, thread))
+        if self._record_file is not None:
+            self._record_file.write(json.dumps(request_record(recorded, reply.body, thread)) + "\n")
+            self._record_file.flush()
+        if self.log is not None:
+            self.log(_log_line(recorded))
+        return reply
+
+    def _answer_threaded(self, method: str, path: str, sent: dict[str, Any],
+                         thread: dict[str, Any]) -> tuple[WireReply, RecordedRequest]:
+        """A request with a ``thread`` field: the server holds the conversation between turns.
+
+        ``{"type": "create"}`` stores the conversation under the reply's id; ``{"type": "continue",
+        "previous_message_id": ID}`` sends only the new messages (and no ``system``/``tools``), so the stored
+        conversation is put back in front before the scenario sees the request.
+        """
+        full = dict(sent)
+        if thread.get("type") == "continue":
+            previous = str(thread.get("previous_message_id"))
+            held = self._threads.get(previous)
+            code = "thread_not_found" if held is None else \
+                "thread_already_continued" if previous in self._continued else None
+            if code is not None:
+                reply = _thread_error(code, previous)
+                recorded = RecordedRequest(index=len(self.exchanges), method=method, path=path, body=sent,
+                                           stream=bool(sent.get("stream")), step=None, status=reply.status,
+                                           kind=code)
+                return reply, recorded
+            assert held is not None
+            full["messages"] = [*held["messages"], *(sent.get("messages") or [])]
+            for key in ("system", "tools"):
+                if key not in full and held.get(key) is not None:
+                    full[key] = held[key]
+        reply = self.engine.handle(method, path, json.dumps(full).encode())
+        recorded = self.engine.requests[-1]
+        message = reply_message(reply)
+        if reply.status == 200 and message is not None:
+            if thread.get("type") == "continue":
+                self._continued.add(str(thread.get("previous_message_id")))
+            self._threads[message["id"]] = {
+                "messages": [*full.get("messages", []), {"role": "assistant", "content": message["content"]}],
+                "system": full.get("system"), "tools": full.get("tools")}
+        return reply, recorded
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+    def start(self) -> str:
+        if self.running:
+            return self.base_url
+        try:
+            sockets = tornado.netutil.bind_sockets(self.port, HOST, family=socket.AF_INET)
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {HOST}:{self.port}: {exc.strerror or exc}") from None
+        self.port = sockets[0].getsockname()[1]
+        if self.record_path is not None:
+            try:
+                self.record_path.parent.mkdir(parents=True, exist_ok=True)
+                self._record_file = open(self.record_path, "a", encoding="utf-8")  # noqa: SIM115
+            except OSError as exc:
+                for sock in sockets:
+                    sock.close()
+                raise ConfigError(f"--record {self.record_path}: cannot open for appending: "
+                                  f"{exc.strerror or exc}") from None
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(sockets, ready), daemon=True,
+                                        name=f"agentlab-serve-{self.port}")
+        self._thread.start()
+        ready.wait()
+        return self.base_url
+
+    def _run(self, sockets: list[socket.socket], ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+
+        async def main() -> None:
+            app = tornado.web.Application([(r".*", _Handler, {"server": self})], log_function=lambda handler: None)
+            http = tornado.httpserver.HTTPServer(app)
+            http.add_sockets(sockets)
+            self._stopping = asyncio.Event()
+            ready.set()
+            await self._stopping.wait()
+            http.stop()
+            await http.close_all_connections()
+
+        try:
+            loop.run_until_complete(main())
+        finally:
+            ready.set()
+            loop.close()
+
+    def stop(self) -> None:
+        thread, loop, stopping = self._thread, self._loop, self._stopping
+        if thread is not None and loop is not None and stopping is not None and thread.is_alive():
+            loop.call_soon_threadsafe(stopping.set)
+            thread.join(timeout=10)
+        self._thread = None
+        if self._record_file is not None:
+            self._record_file.close()
+            self._record_file = None
+
+    def wait(self) -> None:
+        """Block until the server stops (Ctrl-C raises KeyboardInterrupt here)."""
+        while self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout=0.5)
+
+    def __enter__(self) -> ScenarioServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _log_line(r: RecordedRequest) -> str:
+    what = f" step {r.step}" if r.step is not None else ""
+    stop = f" {r.stop_reason}" if r.stop_reason else ""
+    return f"#{r.index + 1} {r.method} {r.path} -> {r.status} {r.kind}{what}{stop}"
+
+
+def serve_main(args: Any) -> int:
+    """``agentlab serve SCENARIO [--port N] [--record FILE]``: serve until interrupted."""
+    engine = ScenarioEngine.from_name(args.scenario)  # ScenarioError (exit 2) when missing or malformed
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port: expected 0-65535, got {args.port}")
+    server = ScenarioServer(engine, port=args.port, record=args.record,
+                            log=lambda line: print(f"agentlab serve: {line}", file=sys.stderr, flush=True))
+    server.start()
+    print(f"agentlab serve: {server.base_url} (scenario {engine.scenario.name})", flush=True)
+    try:
+        server.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        failures = len(engine.failures)
+        print(f"agentlab serve: stopped after {len(engine.requests)} request(s), "
+              f"{failures} unexpected", file=sys.stderr, flush=True)
+    return 0

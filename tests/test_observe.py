@@ -1,0 +1,317 @@
+"""`agentlab observe` and the comparison table: request diffs, behaviour records, drift against the
+committed records, and the table built from them."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentlab.cli import main as cli_main
+from agentlab.loop import AgentLoop
+from agentlab.compare import (
+    claim_for,
+    comparison_html,
+    comparison_table,
+    describe,
+    load_claims,
+    signature,
+)
+from agentlab.observe import (
+    OBSERVED_DIR,
+    claude_bin,
+    classify,
+    client_version,
+    comparable,
+    diff_requests,
+    load_records,
+    observe,
+    reply_summary,
+)
+from agentlab.scenario import list_scenarios, load_scenario, scenario_names
+
+USER = {"role": "user", "content": "Hello"}
+CALL = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "calc", "input": {}}]}
+RESULT = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "42"}]}
+
+
+def body(*messages, **fields):
+    return {"model": "m", "max_tokens": 100, "messages": list(messages), **fields}
+
+
+# -- diff_requests and classify -----------------------------------------------------------------------------
+
+def test_first_request_appends_everything() -> None:
+    diff = diff_requests(None, body(USER))
+    assert diff["kept"] == 0 and diff["dropped"] == 0 and not diff["same_messages"]
+    assert diff["injected_user_texts"] == ["Hello"] and diff["changed"] == {}
+    assert classify(diff, None) == "first"
+
+
+def test_tool_results_after_the_assistant_turn() -> None:
+    diff = diff_requests(body(USER), body(USER, CALL, RESULT))
+    assert diff["kept"] == 1 and diff["assistant_blocks"] == ["tool_use"]
+    assert diff["tool_results"] == [{"tool_use_id": "t1", "is_error": False, "content": "42"}]
+    assert classify(diff, {"status": 200, "stop_reason": "tool_use", "blocks": ["tool_use"]}) == "tool_results"
+
+
+def test_cache_control_and_string_content_do_not_count_as_changes() -> None:
+    marked = {"role": "user", "content": [{"type": "text", "text": "Hello", "cache_control": {"type": "ephemeral"}}]}
+    diff = diff_requests(body(USER), body(marked, max_tokens=4096))
+    assert diff["same_messages"] and diff["changed"] == {"max_tokens": [100, 4096]}
+    assert classify(diff, {"status": 200, "stop_reason": "max_tokens", "blocks": ["text"]}) == "escalate"
+    assert classify(diff_requests(body(USER), body(USER)), {"status": 529, "error": "overloaded_error"}) == "retry"
+    switched = diff_requests(body(USER), body(USER, model="haiku"))
+    assert classify(switched, {"status": 529}) == "fallback_model"
+
+
+def test_continuation_nudge_and_reprompt_depend_on_the_previous_reply() -> None:
+    partial = {"role": "assistant", "content": [{"type": "text", "text": "3.14"}]}
+    more = {"role": "user", "content": "Output token limit hit, continue"}
+    diff = diff_requests(body(USER), body(USER, partial, more))
+    assert diff["injected_user_texts"] == ["Output token limit hit, continue"]
+    assert classify(diff, {"status": 200, "stop_reason": "max_tokens", "blocks": ["text"]}) == "continuation"
+    assert classify(diff, {"status": 200, "stop_reason": "end_turn", "blocks": ["text"]}) == "reprompt"
+    nudge = diff_requests(body(USER, CALL, RESULT), body(USER, CALL, RESULT, {"role": "user", "content": "go on"}))
+    assert classify(nudge, {"status": 200, "stop_reason": "end_turn", "blocks": []}) == "nudge"
+
+
+def test_a_paused_turn_sent_back_as_is_or_merged_is_a_resume() -> None:
+    paused = {"role": "assistant", "content": [{"type": "server_tool_use", "id": "s1", "name": "web_search",
+                                                "input": {}}]}
+    diff = diff_requests(body(USER), body(USER, paused))
+    assert diff["ends_with"] == "assistant"
+    assert classify(diff, {"status": 200, "stop_reason": "pause_turn", "blocks": ["server_tool_use"]}) == "resume"
+    merged = {"role": "assistant", "content": [*paused["content"], {"type": "text", "text": "found it"}]}
+    diff = diff_requests(body(USER, paused), body(USER, merged))
+    assert diff["extended_last"] and diff["dropped"] == 0
+    assert diff["appended"][0]["extends_previous"] and diff["appended"][0]["texts"] == ["found it"]
+    assert classify(diff, {"status": 200, "stop_reason": "pause_turn", "blocks": ["text"]}) == "resume"
+
+
+def test_text_added_to_the_last_user_message_is_injected_text_not_a_resume() -> None:
+    longer = {"role": "user", "content": [*RESULT["content"], {"type": "text", "text": "[Please continue]"}]}
+    diff = diff_requests(body(USER, CALL, RESULT), body(USER, CALL, longer))
+    assert diff["extended_last"] and diff["injected_user_texts"] == ["[Please continue]"]
+    assert classify(diff, {"status": 200, "stop_reason": "end_turn", "blocks": []}) == "nudge"
+
+
+def test_compaction_and_summary_requests_are_recognised() -> None:
+    summary_ask = {"role": "user", "content": "Please write a detailed summary of the conversation so far."}
+    diff = diff_requests(body(USER, CALL, RESULT), body(USER, CALL, RESULT, summary_ask))
+    assert diff["summary_request"] and classify(diff, {"status": 400}) == "summary"
+    short = {"role": "user", "content": "Earlier on, the calculator said 42."}
+    diff = diff_requests(body(USER, CALL, RESULT), body(short))
+    assert diff["dropped"] == 3 and classify(diff, {"status": 400}) == "compacted"
+
+
+def test_role_system_items_and_top_level_changes_are_reported() -> None:
+    reminder = {"role": "system", "content": "stop hook said: run the tests"}
+    diff = diff_requests(body(USER, system="a"), body(USER, reminder, system="b", tools=[{"name": "x"}]))
+    assert diff["injected_system_texts"] == ["stop hook said: run the tests"]
+    assert diff["changed"] == {"system": True, "tools": True}
+
+
+def test_long_texts_are_cut_short() -> None:
+    diff = diff_requests(None, body({"role": "user", "content": "word " * 100}))
+    assert len(diff["injected_user_texts"][0]) == 160 and diff["injected_user_texts"][0].endswith("…")
+
+
+def test_reply_summary_reads_json_sse_and_errors() -> None:
+    message = {"type": "message", "stop_reason": "end_turn", "content": [{"type": "text", "text": "hi"}]}
+    assert reply_summary(200, {"content-type": "application/json"}, json.dumps(message).encode()) == \
+        {"status": 200, "stop_reason": "end_turn", "blocks": ["text"]}
+    sse = (b'event: content_block_start\ndata: {"type": "content_block_start", "index": 0, '
+           b'"content_block": {"type": "tool_use"}}\n\nevent: message_delta\ndata: {"type": "message_delta", '
+           b'"delta": {"stop_reason": "tool_use"}}\n\n')
+    assert reply_summary(200, {"content-type": "text/event-stream"}, sse) == \
+        {"status": 200, "stop_reason": "tool_use", "blocks": ["tool_use"]}
+    error = json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "x"}}).encode()
+    assert reply_summary(529, {}, error) == {"status": 529, "error": "overloaded_error"}
+
+
+# -- re-recording: drift against the committed records ------------------------------------------------------
+
+DRIFT_CLIENTS = ("agentlab", "tool-runner")
+
+
+@pytest.fixture(scope="module")
+def rerecorded(tmp_path_factory) -> dict[str, dict[str, dict]]:
+    """Every scenario observed again for agentlab (its CLI in this process) and the tool runner, both at
+    once. Backoff waits are switched off: the SDK's retries and the loop's (which the CLI does not let a
+    caller inject) would only add wall time, which records keep apart and comparisons ignore."""
+    out = tmp_path_factory.mktemp("observed")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(time, "sleep", lambda seconds: None)
+        patch.setitem(AgentLoop.__init__.__kwdefaults__, "sleep", lambda seconds: None)
+        patch.delenv("ANTHROPIC_API_KEY", raising=False)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            runs = {client: pool.submit(observe, client, out=out, in_process=True) for client in DRIFT_CLIENTS}
+            return {client: {r["scenario"]: r for r in future.result()} for client, future in runs.items()}
+
+
+def committed(client: str) -> dict[str, dict]:
+    version = client_version(client)
+    found = load_records().get((client, version))
+    if not found:
+        pytest.skip(f"no committed {client} {version} records in {OBSERVED_DIR}; "
+                    f"record them with `agentlab observe {client}`")
+    return found
+
+
+@pytest.mark.parametrize("client", DRIFT_CLIENTS)
+def test_rerecorded_observations_match_the_committed_ones(client: str, rerecorded) -> None:
+    fresh = rerecorded[client]
+    saved = committed(client)
+    assert sorted(fresh) == sorted(scenario_names())
+    missing = sorted(set(fresh) - set(saved))
+    assert not missing, f"no committed {client} record for {missing}: run `agentlab observe {client} ...`"
+    drifted = [name for name in sorted(fresh) if comparable(fresh[name]) != comparable(saved[name])]
+    detail = {name: {"now": describe(fresh[name]), "committed": describe(saved[name])} for name in drifted}
+    assert not drifted, (f"{client} behaves differently from its committed records (re-record with "
+                         f"`agentlab observe {client} {' '.join(drifted)}` if intended): "
+                         + json.dumps(detail, indent=1, ensure_ascii=False))
+
+
+def test_the_agentlab_client_runs_as_a_subprocess_with_the_same_record(tmp_path: Path) -> None:
+    saved = committed("agentlab").get("tool_use")
+    [record] = observe("agentlab", ["tool_use"], out=tmp_path)
+    assert record["result"]["exit_code"] == 0 and record["timing"]["wall_s"] > 0
+    assert saved is not None and comparable(record) == comparable(saved)
+
+
+def test_agentlab_meets_every_scenario_expectation_when_observed(rerecorded) -> None:
+    for name, record in rerecorded["agentlab"].items():
+        sc = load_scenario(name)
+        assert record["summary"]["expect_unmet"] == 0, (name, [r.get("expect_unmet") for r in record["requests"]])
+        assert record["summary"]["beyond_script"] == 0, name
+        assert record["result"]["subtype"] == sc.expect.subtype, name
+        assert record["result"]["exit_code"] == (0 if sc.expect.subtype == "success" else 1), name
+
+
+def test_records_keep_wall_time_apart(rerecorded) -> None:
+    record = rerecorded["tool-runner"]["tool_use"]
+    assert set(record["timing"]) == {"wall_s"}
+    assert "timing" not in comparable(record) and "wall" not in json.dumps(comparable(record))
+    assert record["requests"][1]["thread"] == "continue" and record["requests"][1]["sent_messages"] == 1
+    assert [r["action"] for r in record["requests"]] == ["first", "tool_results"]
+
+
+CLAUDE_SAMPLE = ("max_tokens_give_up", "pause_turn", "stop_hook")  # AGENTLAB_OBSERVE_ALL=1: every scenario
+
+
+@pytest.mark.skipif(claude_bin() is None, reason="the Claude Code CLI is not installed (`make claude-code` "
+                    "installs it into tool/claude-code); its committed records are still used by the table")
+def test_claude_code_observation_matches_the_committed_one(tmp_path: Path) -> None:
+    version = client_version("claude-code")
+    saved = load_records().get(("claude-code", version))
+    if not saved:
+        pytest.skip(f"Claude Code {version} is installed but has no committed records: "
+                    "record them with `agentlab observe claude-code`")
+    names = scenario_names() if os.environ.get("AGENTLAB_OBSERVE_ALL") else list(CLAUDE_SAMPLE)
+    fresh = observe("claude-code", names, out=tmp_path, timeout=120)
+    for record in fresh:
+        old = saved.get(record["scenario"])
+        assert old is not None, f"no committed claude-code record for {record['scenario']}"
+        assert signature(record) == signature(old), (record["scenario"], describe(record), describe(old))
+        assert record["summary"]["max_tokens"] == old["summary"]["max_tokens"]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "agentlab ends an always-blocking Stop hook after feeding back 7 blocks (8 requests, the 8th block ends "
+    "the run with error_during_execution); Claude Code 2.1.197 feeds back 8 blocks, calls the hook a 9th "
+    "time, and ends with result success (9 requests). DESIGN row 10 says 'as Claude Code does'."))
+def test_stop_hook_cap_feeds_back_as_many_blocks_as_claude_code() -> None:
+    claude = load_records().get(("claude-code", "2.1.197"), {}).get("stop_hook_cap")
+    if claude is None:
+        pytest.skip("no committed claude-code 2.1.197 record of stop_hook_cap")
+    ours = committed("agentlab")["stop_hook_cap"]
+    assert ours["summary"]["actions"].count("reprompt") == claude["summary"]["actions"].count("reprompt")
+
+
+# -- the CLI ------------------------------------------------------------------------------------------------
+
+def test_cli_observe_writes_one_record_per_scenario(tmp_path: Path, capsys) -> None:
+    assert cli_main(["observe", "tool-runner", "end_turn", "pause_turn", "--out", str(tmp_path)]) == 0
+    version = client_version("tool-runner")
+    files = sorted(p.name for p in (tmp_path / "tool-runner" / version).iterdir())
+    assert files == ["end_turn.json", "pause_turn.json"]
+    printed = capsys.readouterr().out
+    assert "pause_turn" in printed and "resume" in printed
+    record = json.loads((tmp_path / "tool-runner" / version / "pause_turn.json").read_text())
+    assert record["client"] == "tool-runner" and record["version"] == version and record["row"] == "6"
+
+
+def test_cli_observe_rejects_an_unknown_client_or_scenario(capsys) -> None:
+    assert cli_main(["observe", "curl"]) == 2
+    assert "unknown client 'curl'" in capsys.readouterr().err
+    assert cli_main(["observe", "tool-runner", "no_such_scenario"]) == 2
+    assert "no scenario 'no_such_scenario'" in capsys.readouterr().err
+
+
+# -- the comparison table -----------------------------------------------------------------------------------
+
+def test_claims_cover_every_row_for_both_sources() -> None:
+    claims = load_claims()
+    rows = {str(sc.row) for sc in list_scenarios() if sc.row}
+    assert rows <= set(claims["rows"]), rows - set(claims["rows"])
+    for name in claims["scenarios"]:
+        load_scenario(name)  # every scenario entry names a real scenario
+    for sc in list_scenarios():
+        if sc.row:
+            for source in ("article", "docs"):
+                claim = claim_for(claims, source, sc)
+                assert claim and claim["text"], (sc.name, source)
+                assert claim.get("outcome", "ok") in ("ok", "error")
+
+
+def test_comparison_table_has_a_row_per_branch_and_marks_differences() -> None:
+    table = comparison_table()
+    branch_scenarios = sorted(sc.name for sc in list_scenarios() if sc.row)
+    assert sorted(table["scenario"]) == branch_scenarios
+    columns = list(table.columns)
+    assert columns[:4] == ["row", "scenario", "article (Claude Code v2.1.220)", "API docs"]
+    assert columns[-2:] == ["differs", "differing"]
+    observed = [c for c in columns[4:-2]]
+    assert observed[-1].startswith("agentlab ") and any(c.startswith("tool-runner ") for c in observed)
+    rows = table.set_index("scenario")
+    agentlab = observed[-1]
+    assert rows.loc["max_tokens_give_up", agentlab].startswith("5 requests: escalate, continuation ×3")
+    # the article says v2.1.220 has no pause_turn branch; agentlab resumes, as the API docs advise
+    assert rows.loc["pause_turn", "differs"]
+    assert "article (Claude Code v2.1.220)" in rows.loc["pause_turn", "differing"]
+    assert "API docs" not in rows.loc["pause_turn", "differing"]
+    assert not rows.loc["end_turn", "differs"]
+
+
+def test_comparison_table_falls_back_to_expectations_without_records(tmp_path: Path) -> None:
+    table = comparison_table(observed=tmp_path)
+    assert list(table.columns)[-3:] == ["agentlab", "differs", "differing"]
+    assert table.set_index("scenario").loc["refusal", "agentlab"] == "expected: error_refusal"
+    assert table["differs"].isna().all()
+
+
+def test_comparison_html_is_deterministic_and_marks_cells() -> None:
+    first, second = comparison_html(), comparison_html()
+    assert first == second
+    assert '<table class="agentlab-compare">' in first and '<td class="differs">' in first
+    assert ' id="T_' not in first  # no Styler-generated ids
+
+
+def test_describe_reads_like_the_table(tmp_path: Path) -> None:
+    record = {"row": "3", "summary": {"requests": 4, "actions": ["continuation"] * 3, "max_tokens": [32000],
+                                      "max_tokens_raised": False, "models": ["m"], "beyond_script": 0},
+              "result": {"exit_code": 1, "subtype": "success", "is_error": True}}
+    assert describe(record) == "4 requests: continuation ×3; no max_tokens raise; success, is_error (exit 1)"
+    assert signature(record) == (("continuation",) * 3, "error")
+
+
+def test_claims_file_is_plain_yaml_with_labels() -> None:
+    data = yaml.safe_load((OBSERVED_DIR / "claims.yaml").read_text())
+    assert data["sources"]["article"]["label"] == "article (Claude Code v2.1.220)"
+    assert data["sources"]["docs"]["label"] == "API docs"
