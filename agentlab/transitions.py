@@ -354,9 +354,10 @@ def after_stop_hooks(blocked: bool, reason: str | None, state: LoopState, limits
     """Row 10: the Stop hooks' verdict on a completion."""
     if not blocked:
         return End("complete", "no Stop hook blocked", subtype="success")
-    if state.stop_hook_blocks + 1 >= limits.stop_hook_block_cap:
-        text = (f"Stop hooks blocked {state.stop_hook_blocks + 1} times in a row (cap {limits.stop_hook_block_cap});"
-                f" ending. Last reason: {reason}")
+    if state.stop_hook_blocks >= limits.stop_hook_block_cap:
+        # Claude Code feeds 8 blocks back and ends at the 9th; it then reports success, agentlab an error.
+        text = (f"Stop hooks blocked {state.stop_hook_blocks + 1} times in a row; {limits.stop_hook_block_cap} "
+                f"were fed back (the cap), so the run ends without the hook's approval. Last reason: {reason}")
         return End("stop_hook_cap", text, subtype="error_during_execution", message=text)
     return HookBlocked("stop_hook_block", f"Stop hook blocked: {reason}",
                        feedback=STOP_HOOK_FEEDBACK.format(reason=reason or "(no reason given)"))

@@ -222,10 +222,6 @@ def test_claude_code_observation_matches_the_committed_one(tmp_path: Path) -> No
         assert record["summary"]["max_tokens"] == old["summary"]["max_tokens"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "agentlab ends an always-blocking Stop hook after feeding back 7 blocks (8 requests, the 8th block ends "
-    "the run with error_during_execution); Claude Code 2.1.197 feeds back 8 blocks, calls the hook a 9th "
-    "time, and ends with result success (9 requests). DESIGN row 10 says 'as Claude Code does'."))
 def test_stop_hook_cap_feeds_back_as_many_blocks_as_claude_code() -> None:
     claude = load_records().get(("claude-code", "2.1.197"), {}).get("stop_hook_cap")
     if claude is None:
