@@ -160,7 +160,7 @@ def _run(args: argparse.Namespace) -> int:
                         refusal_fallback_model=overrides.pop("refusal_fallback_model",
                                                              sc.refusal_fallback_model if sc else None))
         model = overrides.pop("model", None) or (sc.model if sc else None) or os.environ.get(
-            "ANTHROPIC_MODEL") or "claude-sonnet-4-5"
+            "ANTHROPIC_MODEL") or "claude-sonnet-4-6"
         prompt = overrides.pop("prompt", None) or (sc.prompt if sc else None)
         if prompt is None:
             raise ConfigError("--prompt is required when no scenario is given")

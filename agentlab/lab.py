@@ -15,7 +15,7 @@ from .trace import Trace
 from .transitions import Limits
 
 SANDBOX_DIR = Path(__file__).resolve().parent.parent / "data" / "sandbox"
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-4-6"
 
 
 def scenario_stop_hook(scenario: Scenario):

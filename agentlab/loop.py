@@ -97,7 +97,7 @@ class AgentLoop:
         *,
         prompt: str | None = None,
         messages: list[Message] | None = None,
-        model: str = "claude-sonnet-4-5",
+        model: str = "claude-sonnet-4-6",
         system: str | None = None,
         tools: Any = None,
         max_tokens: int = 1024,

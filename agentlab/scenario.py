@@ -224,7 +224,7 @@ class Scenario(_Strict):
     row: str | None = None
     prompt: str = "Hello"
     system: str | None = None
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-4-6"
     max_tokens: int = Field(default=1024, ge=1)
     max_turns: int | None = Field(default=None, ge=1)
     stop_sequences: list[str] | None = None

@@ -17,7 +17,7 @@ import pytest
 
 
 def _message(content, stop_reason):
-    return {"id": "msg_wire", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+    return {"id": "msg_wire", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
             "content": content, "stop_reason": stop_reason, "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 5}}
 
