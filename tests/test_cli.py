@@ -1,0 +1,443 @@
+"""The ``agentlab`` command, run as a subprocess: offline scenarios, bad usage, and ``--base-url`` runs against
+a tiny Messages API server written here from the API's JSON and SSE shapes (not agentlab's scripted engine).
+The server answers with canned replies in order and records every request, so the tests assert on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentlab.scenario import scenario_names
+
+SECRET = "sk-ant-test-SECRET123456"
+REPO = Path(__file__).resolve().parent.parent
+RESULT_KEYS = {"subtype", "is_error", "num_turns", "stop_reason", "usage"}
+
+
+# --- an independent Messages API server ----------------------------------------------------------------------
+
+def message(content: list[dict[str, Any]], stop_reason: str | None = "end_turn", **extra: Any) -> dict[str, Any]:
+    return {"id": "msg_canned", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+            "content": content, "stop_reason": stop_reason, "stop_sequence": None,
+            "usage": {"input_tokens": 25, "output_tokens": 10}, **extra}
+
+
+def error(status: int, error_type: str, text: str, **headers: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+    return status, {"type": "error", "error": {"type": error_type, "message": text}}, headers
+
+
+def text(t: str) -> dict[str, Any]:
+    return {"type": "text", "text": t}
+
+
+def sse(msg: dict[str, Any]) -> bytes:
+    """The Messages API event stream for a finished message."""
+    def event(name: str, data: dict[str, Any]) -> str:
+        return f"event: {name}\ndata: {json.dumps(data)}\n\n"
+
+    start = {**msg, "content": [], "stop_reason": None, "stop_sequence": None,
+             "usage": {**msg["usage"], "output_tokens": 1}}
+    out = [event("message_start", {"type": "message_start", "message": start})]
+    for i, block in enumerate(msg["content"]):
+        if block["type"] == "text":
+            out.append(event("content_block_start", {"type": "content_block_start", "index": i,
+                                                     "content_block": {"type": "text", "text": ""}}))
+            out.append(event("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                     "delta": {"type": "text_delta", "text": block["text"]}}))
+        else:
+            head = {**block, "input": {}}
+            out.append(event("content_block_start", {"type": "content_block_start", "index": i,
+                                                     "content_block": head}))
+            out.append(event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {
+                "type": "input_json_delta", "partial_json": json.dumps(block["input"])}}))
+        out.append(event("content_block_stop", {"type": "content_block_stop", "index": i}))
+    out.append(event("message_delta", {"type": "message_delta",
+                                       "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
+                                       "usage": {"output_tokens": msg["usage"]["output_tokens"]}}))
+    out.append(event("message_stop", {"type": "message_stop"}))
+    return "".join(out).encode()
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    for m in reversed(body.get("messages") or []):
+        if m.get("role") == "user":
+            content = m["content"]
+            if isinstance(content, str):
+                return content
+            return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
+
+
+@dataclass
+class Seen:
+    body: dict[str, Any]
+    headers: dict[str, str]
+    summary: bool
+
+
+@dataclass
+class MessagesServer:
+    """Answers POST /v1/messages with ``replies`` in order (a Message dict, or (status, body, headers)).
+    A compaction summary request (no tools, asking for a summary) gets a canned summary and uses no reply."""
+
+    replies: list[Any]
+    seen: list[Seen] = field(default_factory=list)
+    summary: Callable[[dict[str, Any]], bool] = lambda body: (
+        "tools" not in body and "summar" in last_user_text(body).lower())
+
+    def __post_init__(self) -> None:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - the http.server API
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+                is_summary = server.summary(body)
+                server.seen.append(Seen(body, {k.lower(): v for k, v in self.headers.items()}, is_summary))
+                if is_summary:
+                    reply: Any = message([text("Summary: the user asked for the weather in Oslo and Lima; "
+                                               "both were fetched.")])
+                elif server.replies:
+                    reply = server.replies.pop(0)
+                else:
+                    reply = error(400, "invalid_request_error", "no more canned replies")
+                status, payload, headers = (200, reply, {}) if isinstance(reply, dict) else reply
+                if status == 200 and body.get("stream"):
+                    data, ctype = sse(payload), "text/event-stream"
+                else:
+                    data, ctype = json.dumps(payload).encode(), "application/json"
+                self.send_response(status)
+                self.send_header("content-type", ctype)
+                self.send_header("content-length", str(len(data)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    @property
+    def turns(self) -> list[dict[str, Any]]:
+        return [s.body for s in self.seen if not s.summary]
+
+
+# --- running the command ---------------------------------------------------------------------------------
+#
+# Starting Python and importing the SDK takes most of a second, so every run the tests need is declared
+# below as a Job and all of them run at once, in a module fixture; each test then reads its job's outcome.
+
+@dataclass
+class Ran:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def result(self) -> dict[str, Any]:
+        lines = self.stdout.strip().splitlines()
+        assert lines, f"no output; stderr: {self.stderr}"
+        return json.loads(lines[-1])
+
+
+@dataclass
+class Job:
+    args: tuple[str, ...]
+    replies: list[Any] | None = None  # set: run with --base-url against a MessagesServer with these replies
+    prompt: str = "Help me, please."
+    files: dict[str, str] = field(default_factory=dict)  # written to the job's folder first; {dir} in args
+
+
+@dataclass
+class Outcome:
+    ran: Ran
+    server: MessagesServer | None
+    trace: Path | None
+    folder: Path
+
+
+def agentlab(args: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None) -> Ran:
+    full_env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_MODEL")}
+    full_env.update(env or {})
+    proc = subprocess.run([sys.executable, "-m", "agentlab", *args], capture_output=True, text=True,
+                          timeout=180, env=full_env, cwd=cwd or REPO)
+    return Ran(proc.returncode, proc.stdout, proc.stderr)
+
+
+def start_job(job: Job, folder: Path) -> tuple[Callable[[], Ran], MessagesServer | None, Path | None]:
+    folder.mkdir(parents=True)
+    for name, content in job.files.items():
+        (folder / name).write_text(content, encoding="utf-8")
+    args = [a.replace("{dir}", str(folder)) for a in job.args]
+    if job.replies is None:
+        return (lambda: agentlab(args)), None, None
+    server = MessagesServer(list(job.replies))
+    trace = folder / "wire.jsonl"
+    args = ["run", "--base-url", server.url, "--tools", "demo", "--json", "--prompt", job.prompt,
+            "--trace", str(trace), *args]
+    return (lambda: agentlab(args, env={"ANTHROPIC_API_KEY": SECRET})), server, trace
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Any:
+    root = tmp_path_factory.mktemp("cli")
+    started = {name: start_job(job, root / name) for name, job in JOBS.items()}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {name: pool.submit(call) for name, (call, _, _) in started.items()}
+        outcomes = {name: Outcome(futures[name].result(), server, trace, root / name)
+                    for name, (_, server, trace) in started.items()}
+    yield outcomes
+    for _, server, _ in started.values():
+        if server is not None:
+            server.close()
+
+
+def assert_clean_failure(ran: Ran, *needles: str) -> None:
+    assert ran.code == 2, (ran.code, ran.stdout, ran.stderr)
+    assert ran.stderr.strip(), "a usage error needs a message on stderr"
+    assert "Traceback" not in ran.stderr and "Traceback" not in ran.stdout
+    for needle in needles:
+        assert needle in ran.stderr, (needle, ran.stderr)
+
+
+def on_the_wire(outcome: Outcome) -> Ran:
+    """A --base-url run: the key went to the server, and nowhere else."""
+    ran, server, trace = outcome.ran, outcome.server, outcome.trace
+    assert server is not None and trace is not None
+    assert server.seen, ran.stderr
+    assert all(SECRET in (s.headers.get("x-api-key", "") + s.headers.get("authorization", "")) for s in server.seen)
+    for where, output in (("stdout", ran.stdout), ("stderr", ran.stderr),
+                          ("trace", trace.read_text(encoding="utf-8") if trace.exists() else "")):
+        assert SECRET not in output and "SECRET123456" not in output, f"the API key leaked into {where}"
+    assert "Traceback" not in ran.stderr
+    return ran
+
+
+def tool_use(uid: str, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_use", "id": uid, "name": name, "input": tool_input}
+
+
+BAD_SCENARIO = ("description: broken\nsteps:\n  - content: [{type: text, text: hi}]\n"
+                "  - content: [{type: text, text: hi}]\n    stop_reason: banana\n")
+TOOL_REPLIES = [
+    message([text("Calculating."), tool_use("toolu_w1", "calculator", {"expression": "6 * 7"}),
+             tool_use("toolu_w2", "get_weather", {"location": "Oslo"})], "tool_use"),
+    message([text("6 * 7 = 42, and Oslo is clear.")]),
+]
+PAUSED = [text("Searching."), {"type": "server_tool_use", "id": "srvtoolu_w1", "name": "web_search",
+                               "input": {"query": "agent loops"}}]
+TOO_LONG_PROMPT = "Check the weather in Oslo, then in Lima, then summarise."
+
+JOBS: dict[str, Job] = {
+    # offline, on scenarios
+    "end_turn": Job(("run", "end_turn", "--json", "--trace", "{dir}/trace.jsonl")),
+    "refusal": Job(("run", "refusal", "--json")),
+    "tour": Job(("run", "tour", "--json")),
+    "tour_stream": Job(("run", "tour", "--json", "--stream")),
+    "table": Job(("run", "tool_use", "--max-turns", "5")),
+    "scenarios": Job(("scenarios",)),
+    # bad usage
+    "unknown_scenario": Job(("run", "no_such_scenario", "--json")),
+    "max_turns_0": Job(("run", "end_turn", "--max-turns", "0")),
+    "nothing_to_run": Job(("run", "--prompt", "Hello")),
+    "malformed": Job(("run", "{dir}/bad.yaml", "--json"), files={"bad.yaml": BAD_SCENARIO}),
+    # --base-url against the independent server
+    "wire_tool_use": Job((), TOOL_REPLIES),
+    "wire_tool_use_stream": Job(("--stream",), TOOL_REPLIES),
+    "wire_max_tokens": Job(("--max-tokens", "256"), [
+        message([text("The first part")], "max_tokens"),
+        message([text("The first part, longer")], "max_tokens"),
+        message([text(" and the end.")])]),
+    "wire_pause_turn": Job((), [message(PAUSED, "pause_turn"), message([text("Found it.")])]),
+    "wire_overloaded": Job((), [error(529, "overloaded_error", "Overloaded", **{"retry-after": "0"}),
+                                message([text("Hello after the retry.")])]),
+    "wire_prompt_too_long": Job((), [
+        message([tool_use("toolu_p1", "get_weather", {"location": "Oslo"})], "tool_use"),
+        message([tool_use("toolu_p2", "get_weather", {"location": "Lima"})], "tool_use"),
+        error(400, "invalid_request_error", "prompt is too long: 250000 tokens > 200000 maximum"),
+        message([text("Oslo and Lima are both fine.")])], prompt=TOO_LONG_PROMPT),
+    "wire_refusal": Job((), [message([], "refusal", stop_details={"type": "refusal", "category": "cyber",
+                                                                  "explanation": "Not this one."}),
+                             message([text("never sent")])]),
+    "wire_forbidden": Job((), [error(403, "permission_error", "This key may not use this model."),
+                               message([text("never")])]),
+    "wire_key_echo": Job((), [error(401, "authentication_error", f"invalid x-api-key: {SECRET}")]),
+}
+
+
+# --- offline, on scenarios ------------------------------------------------------------------------------------
+
+def test_run_json_success(runs):
+    outcome = runs["end_turn"]
+    ran = outcome.ran
+    assert ran.code == 0, ran.stderr
+    result = ran.result
+    assert RESULT_KEYS <= set(result)
+    assert result["subtype"] == "success" and result["is_error"] is False
+    assert result["num_turns"] == 1 and result["stop_reason"] == "end_turn"
+    assert result["usage"]["input_tokens"] > 0 and result["usage"]["output_tokens"] > 0
+
+
+def test_trace_file_is_jsonl(runs):
+    trace = runs["end_turn"].folder / "trace.jsonl"
+    events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert events[0]["kind"] == "start" and events[-1]["kind"] == "result"
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    assert {"request", "response", "transition"} <= {e["kind"] for e in events}
+    assert events[-1]["data"]["subtype"] == "success"
+
+
+def test_run_json_error_result_exits_1(runs):
+    ran = runs["refusal"].ran
+    assert ran.code == 1, ran.stderr
+    assert RESULT_KEYS <= set(ran.result)
+    assert ran.result["subtype"] == "error_refusal" and ran.result["is_error"] is True
+    assert "Traceback" not in ran.stderr
+
+
+def test_stream_gives_the_same_result(runs):
+    plain, streamed = runs["tour"].ran, runs["tour_stream"].ran
+    assert plain.code == streamed.code == 0, (plain.stderr, streamed.stderr)
+    assert plain.result == streamed.result
+    assert plain.result["num_turns"] == 9
+
+
+def test_readable_table_without_json(runs):
+    ran = runs["table"].ran
+    assert ran.code == 0, ran.stderr
+    for word in ("request", "response", "transition", "tool", "calculator", "6912", "success"):
+        assert word in ran.stdout, word
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(ran.stdout.strip().splitlines()[-1])
+
+
+def test_scenarios_lists_every_scenario(runs):
+    ran = runs["scenarios"].ran
+    assert ran.code == 0, ran.stderr
+    lines = [line for line in ran.stdout.splitlines() if line.strip()]
+    assert [line.split()[0] for line in lines] == scenario_names()
+
+
+# --- bad usage ----------------------------------------------------------------------------------------------
+
+def test_unknown_scenario_is_bad_usage(runs):
+    assert_clean_failure(runs["unknown_scenario"].ran, "no_such_scenario")
+
+
+def test_bad_max_turns_is_bad_usage(runs):
+    assert_clean_failure(runs["max_turns_0"].ran, "--max-turns")
+
+
+def test_nothing_to_run_against_is_bad_usage(runs):
+    assert_clean_failure(runs["nothing_to_run"].ran, "ANTHROPIC_API_KEY")
+
+
+def test_malformed_scenario_file_is_bad_usage(runs):
+    assert_clean_failure(runs["malformed"].ran, "bad.yaml", "steps[1]", "stop_reason")
+
+
+# --- on the wire ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("job", ["wire_tool_use", "wire_tool_use_stream"])
+def test_wire_tool_use_is_answered_with_tool_results(runs, job):
+    ran = on_the_wire(runs[job])
+    assert ran.code == 0 and ran.result["subtype"] == "success" and ran.result["num_turns"] == 2
+    first, second = runs[job].server.turns
+    assert bool(first.get("stream")) == job.endswith("stream")
+    assert {t["name"] for t in first["tools"]} >= {"calculator", "get_weather"}
+    assert second["messages"][:-2] == first["messages"]
+    assistant, reply = second["messages"][-2:]
+    assert assistant == {"role": "assistant", "content": TOOL_REPLIES[0]["content"]}
+    assert reply["role"] == "user"
+    assert [b["type"] for b in reply["content"]] == ["tool_result", "tool_result"]
+    assert [b["tool_use_id"] for b in reply["content"]] == ["toolu_w1", "toolu_w2"]
+    assert "42" in json.dumps(reply["content"][0]) and "Oslo" in json.dumps(reply["content"][1])
+
+
+def test_wire_streaming_sends_the_same_requests(runs):
+    plain = runs["wire_tool_use"].server.turns
+    streamed = runs["wire_tool_use_stream"].server.turns
+    assert [{k: v for k, v in b.items() if k != "stream"} for b in plain] == [
+        {k: v for k, v in b.items() if k != "stream"} for b in streamed]
+    assert runs["wire_tool_use"].ran.result == runs["wire_tool_use_stream"].ran.result
+
+
+def test_wire_max_tokens_escalates_then_continues(runs):
+    ran = on_the_wire(runs["wire_max_tokens"])
+    assert ran.code == 0 and ran.result["subtype"] == "success"
+    first, second, third = runs["wire_max_tokens"].server.turns
+    assert first["max_tokens"] == 256
+    assert second["max_tokens"] > 256 and second["messages"] == first["messages"]
+    *head, partial, continuation = third["messages"]
+    assert head == first["messages"]
+    assert partial == {"role": "assistant", "content": [text("The first part, longer")]}
+    assert continuation["role"] == "user" and "continue" in json.dumps(continuation["content"]).lower()
+
+
+def test_wire_pause_turn_resends_the_content(runs):
+    ran = on_the_wire(runs["wire_pause_turn"])
+    assert ran.code == 0 and ran.result["num_turns"] == 2
+    first, second = runs["wire_pause_turn"].server.turns
+    assert second["messages"][:-1] == first["messages"]
+    assert second["messages"][-1] == {"role": "assistant", "content": PAUSED}
+
+
+def test_wire_overloaded_then_success_is_retried(runs):
+    ran = on_the_wire(runs["wire_overloaded"])
+    assert ran.code == 0 and ran.result["subtype"] == "success"
+    assert ran.result.get("retries") == 1
+    first, second = runs["wire_overloaded"].server.turns
+    assert first == second  # the identical request, sent again
+
+
+def test_wire_prompt_too_long_sends_a_smaller_request(runs):
+    ran = on_the_wire(runs["wire_prompt_too_long"])
+    assert ran.code == 0 and ran.result["subtype"] == "success", ran.stdout
+    turns = runs["wire_prompt_too_long"].server.turns
+    assert len(turns) == 4
+    too_long, retried = turns[2], turns[3]
+    assert len(json.dumps(retried["messages"])) < len(json.dumps(too_long["messages"]))
+    assert TOO_LONG_PROMPT in json.dumps(retried["messages"][0])  # the first request survives compaction
+
+
+def test_wire_refusal_sends_nothing_more(runs):
+    ran = on_the_wire(runs["wire_refusal"])
+    assert ran.code == 1
+    assert ran.result["subtype"] == "error_refusal" and ran.result["is_error"] is True
+    assert len(runs["wire_refusal"].server.seen) == 1
+
+
+def test_wire_fatal_error_is_not_retried(runs):
+    ran = on_the_wire(runs["wire_forbidden"])
+    assert ran.code == 1 and ran.result["subtype"] == "error_api"
+    assert len(runs["wire_forbidden"].server.seen) == 1
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "agentlab/cli.py _run: the final result is printed with json.dumps(result.to_dict()) (and result.result "
+    "in the readable form) without redaction; only Trace events are redacted, so an API error message that "
+    "echoes the key (Result.result = the error message, set in loop.py AgentLoop._end) reaches stdout"))
+def test_wire_key_echoed_by_the_server_is_not_printed(runs):
+    ran = on_the_wire(runs["wire_key_echo"])
+    assert ran.code == 1

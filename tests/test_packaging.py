@@ -1,0 +1,120 @@
+"""Packaging: one list of packages in two files, the Makefile's one-command targets, CI, the console script."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tomllib
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def normalise(requirement: str) -> str:
+    """The distribution name of a requirement or conda spec, normalised as in PEP 503."""
+    name = re.split(r"[\s<>=!~;\[@]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pyproject() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def pyproject_packages() -> set[str]:
+    project = pyproject()["project"]
+    requirements = list(project["dependencies"]) + list(project["optional-dependencies"]["test"])
+    return {normalise(r) for r in requirements}
+
+
+def environment_packages() -> set[str]:
+    env = yaml.safe_load((REPO / "environment.yml").read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for entry in env["dependencies"]:
+        if isinstance(entry, dict):
+            names |= {normalise(r) for r in entry.get("pip", []) if not r.startswith("-")}
+        else:
+            names.add(normalise(entry))
+    return names - {"python", "pip"}
+
+
+def test_environment_and_pyproject_name_the_same_packages():
+    in_pyproject, in_environment = pyproject_packages(), environment_packages()
+    assert in_pyproject == in_environment, (
+        f"only in pyproject.toml: {sorted(in_pyproject - in_environment)}; "
+        f"only in environment.yml: {sorted(in_environment - in_pyproject)}")
+
+
+def test_required_packages_are_declared():
+    project = pyproject()["project"]
+    runtime = {normalise(r) for r in project["dependencies"]}
+    test = {normalise(r) for r in project["optional-dependencies"]["test"]}
+    assert {"anthropic", "pandas", "matplotlib", "ipywidgets", "jupyterlab", "pyyaml"} <= runtime
+    assert {"pytest", "nbval", "hypothesis"} <= test
+
+
+def test_normalise():
+    assert normalise("PyYAML>=6.0,<7") == "pyyaml"
+    assert normalise("ruamel.yaml") == "ruamel-yaml"
+    assert normalise("foo_bar[extra]>=1") == "foo-bar"
+    assert normalise("python>=3.11") == "python"
+
+
+def test_console_script_is_declared_and_installed():
+    assert pyproject()["project"]["scripts"]["agentlab"] == "agentlab.cli:main"
+    installed = entry_points(group="console_scripts", name="agentlab")
+    assert installed, "the agentlab console script is not installed (pip install -e .)"
+    from agentlab.cli import main
+
+    assert next(iter(installed)).load() is main
+
+
+@pytest.fixture
+def fresh_checkout(tmp_path) -> Path:
+    """The Makefile and pyproject.toml in a folder without a .venv, as on a fresh clone."""
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    return tmp_path
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize("target", ["lab", "test", "demo"])
+def test_make_target_creates_the_venv_when_missing(fresh_checkout, target):
+    dry = subprocess.run(["make", "-n", "-C", str(fresh_checkout), target], capture_output=True, text=True,
+                         timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    commands = dry.stdout.splitlines()
+    venv = next((i for i, c in enumerate(commands) if re.search(r"-m venv \.venv\b", c)), None)
+    install = next((i for i, c in enumerate(commands) if "pip install" in c and "-e" in c), None)
+    assert venv is not None, f"make {target} does not create .venv on a fresh checkout:\n{dry.stdout}"
+    assert install is not None and venv < install, dry.stdout
+    # ... and then does the thing
+    action = {"lab": "jupyter lab", "test": "pytest", "demo": "agentlab run"}[target]
+    assert any(action in c for c in commands[install + 1:]), dry.stdout
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_demo_runs_the_tour(fresh_checkout):
+    dry = subprocess.run(["make", "-n", "-C", str(fresh_checkout), "demo"], capture_output=True, text=True,
+                         timeout=60)
+    assert re.search(r"agentlab run tour\b", dry.stdout), dry.stdout
+
+
+def test_make_test_runs_the_tests_folder():
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    recipe = re.search(r"^test:.*\n((?:\t.*\n?)+)", makefile, re.MULTILINE)
+    assert recipe, "no test target"
+    assert re.search(r"pytest\b.*\btests\b", recipe.group(1))
+
+
+def test_ci_calls_make_test():
+    script = REPO / ".ci" / "run"
+    assert script.exists()
+    assert script.stat().st_mode & 0o111, ".ci/run is not executable"
+    lines = [line.strip() for line in script.read_text(encoding="utf-8").splitlines()]
+    commands = [line for line in lines if line and not line.startswith("#")]
+    assert any(re.fullmatch(r"(exec\s+)?make test", line) for line in commands), commands
