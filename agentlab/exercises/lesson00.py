@@ -1,0 +1,218 @@
+"""Lesson 00, the loop: a naive agent loop, the scripted model it talks to, and the check of the exercise.
+
+The learner writes ``naive_loop(call_model, run_tool, prompt)``: call the model, and while its reply holds
+``tool_use`` blocks, run them and send the results back; otherwise stop. ``check_naive_loop`` drives it with a
+scripted model (plain dicts, no SDK, no network) and raises an AssertionError naming the case, what was
+expected and what came back.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+Message = dict[str, Any]
+NaiveLoop = Callable[[Callable[[list[Message]], Message], Callable[[str, dict[str, Any]], str], str], list[Message]]
+
+
+# --- the scripted model for the check -----------------------------------------------------------------------
+
+def _reply(stop_reason: str, *blocks: dict[str, Any]) -> Message:
+    return {"role": "assistant", "type": "message", "content": list(blocks), "stop_reason": stop_reason}
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _use(tool_id: str, name: str, **tool_input: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}
+
+
+class _Script:
+    """A fake model answering from a list of replies; keeps a copy of every request it was sent."""
+
+    def __init__(self, case: str, replies: list[Message]) -> None:
+        self.case = case
+        self.replies = replies
+        self.requests: list[list[Message]] = []
+        self.tool_calls: list[tuple[str, dict[str, Any]]] = []
+
+    def call_model(self, messages: list[Message]) -> Message:
+        if len(self.requests) >= len(self.replies):
+            raise AssertionError(
+                f"case {self.case!r}: the model was called {len(self.requests) + 1} times, but its reply "
+                f"number {len(self.replies)} had no tool_use block, so the loop should have stopped there")
+        self.requests.append(copy.deepcopy(messages))
+        return copy.deepcopy(self.replies[len(self.requests) - 1])
+
+    def run_tool(self, name: str, tool_input: dict[str, Any]) -> str:
+        self.tool_calls.append((name, dict(tool_input)))
+        return f"result of {name}({json.dumps(tool_input, sort_keys=True)})"
+
+
+CASES: tuple[tuple[str, list[Message]], ...] = (
+    ("a plain text answer", [_reply("end_turn", _text("Paris."))]),
+    ("one tool call, then the answer", [
+        _reply("tool_use", _text("Let me add."), _use("toolu_a", "calculator", expression="2+2")),
+        _reply("end_turn", _text("2+2 = 4.")),
+    ]),
+    ("two tool calls in one reply", [
+        _reply("tool_use", _use("toolu_a", "get_weather", location="Oslo"),
+               _use("toolu_b", "get_weather", location="Lima")),
+        _reply("end_turn", _text("Oslo is colder than Lima.")),
+    ]),
+    ("three rounds of tools", [
+        _reply("tool_use", _use("toolu_1", "read_file", path="notes.txt")),
+        _reply("tool_use", _use("toolu_2", "calculator", expression="4711+1")),
+        _reply("tool_use", _use("toolu_3", "run_tests")),
+        _reply("end_turn", _text("Done.")),
+    ]),
+)
+
+
+def _expected_history(prompt: str, replies: list[Message]) -> list[Message]:
+    history: list[Message] = [{"role": "user", "content": prompt}]
+    for reply in replies:
+        history.append({"role": "assistant", "content": reply["content"]})
+        uses = [b for b in reply["content"] if b["type"] == "tool_use"]
+        if uses:
+            history.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": u["id"],
+                 "content": f"result of {u['name']}({json.dumps(u['input'], sort_keys=True)})"} for u in uses]})
+    return history
+
+
+def _normal(message: Any) -> Any:
+    """A message with string content written as one text block, so both spellings compare equal."""
+    if isinstance(message, dict) and isinstance(message.get("content"), str):
+        return {**message, "content": [{"type": "text", "text": message["content"]}]}
+    return message
+
+
+def _show(value: Any, width: int = 300) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _first_difference(want: list[Message], got: list[Message]) -> str | None:
+    """Where two histories first differ, in words; None when they are equal."""
+    for i, (w, g) in enumerate(zip(want, got, strict=False)):
+        if w != g:
+            return f"message {i} should be\n  {_show(w)}\nbut it is\n  {_show(g)}"
+    if len(got) != len(want):
+        what = f"extra message {_show(got[len(want)])}" if len(got) > len(want) else \
+            f"missing message {_show(want[len(got)])}"
+        return f"expected {len(want)} messages, got {len(got)}: {what}"
+    return None
+
+
+def check_naive_loop(naive_loop: NaiveLoop) -> str:
+    """Run ``naive_loop`` against scripted models; raise AssertionError with a clear message when it is wrong."""
+    prompt = "Help me, please."
+    for case, replies in CASES:
+        script = _Script(case, replies)
+        history = naive_loop(script.call_model, script.run_tool, prompt)
+        expected = _expected_history(prompt, replies)
+        assert len(script.requests) == len(replies), (
+            f"case {case!r}: expected {len(replies)} model call(s), got {len(script.requests)}: the loop should "
+            "call the model again after every reply with tool_use blocks, and stop after the first without")
+        assert isinstance(history, list), (
+            f"case {case!r}: naive_loop should return the message history (a list), got {type(history).__name__}")
+        for n, sent in enumerate(script.requests):
+            problem = _first_difference([_normal(m) for m in expected[: 1 + 2 * n]], [_normal(m) for m in sent])
+            assert problem is None, (
+                f"case {case!r}: request {n + 1} carried the wrong history: {problem}\n(append the assistant's whole "
+                "content, then ONE user message with a tool_result for every tool_use id, in order, and nothing else)")
+        problem = _first_difference([_normal(m) for m in expected], [_normal(m) for m in history])
+        assert problem is None, f"case {case!r}: the history naive_loop returned is wrong: {problem}"
+    return f"All {len(CASES)} cases pass: your loop runs tools until a reply has none, then stops."
+
+
+# --- reading a run ---------------------------------------------------------------------------------------------
+
+def print_trace(loop: Any, kinds: tuple[str, ...] | None = None) -> None:
+    """Print the readable line of every event of ``loop.trace`` (or of a Trace), optionally only some kinds."""
+    from ..report import format_event
+
+    events = loop.trace if hasattr(loop, "trace") else loop
+    for event in events:
+        if kinds is not None and event.kind not in kinds:
+            continue
+        line = format_event(event)
+        if line:
+            print(line)
+
+
+# --- the same loop against the scripted scenarios -------------------------------------------------------------
+
+def scripted_model(name: str, counter: list[int] | None = None) -> Callable[[list[Message]], Message]:
+    """``call_model(messages) -> dict`` answering from scenario ``name`` through the real SDK client (offline).
+
+    The client keeps the SDK's default of two automatic retries (429, 529, 5xx), as a plain
+    ``anthropic.Anthropic()`` would; ``counter``, when given, counts the calls made.
+    """
+    from ..lab import build_tools
+    from ..scenario import load_scenario
+    from ..scripted import ScenarioEngine, scripted_client
+
+    scenario = load_scenario(name)
+    client = scripted_client(ScenarioEngine(scenario), max_retries=2)
+    tools = build_tools(scenario.tools)
+    extra = {"tools": tools.schemas()} if tools is not None else {}
+
+    def call_model(messages: list[Message]) -> Message:
+        if counter is not None:
+            counter[0] += 1
+        reply = client.messages.create(model=scenario.model, max_tokens=scenario.max_tokens,
+                                       messages=messages, **extra)
+        return reply.to_dict()
+
+    return call_model
+
+
+def demo_tool_runner() -> Callable[[str, dict[str, Any]], str]:
+    """``run_tool(name, input) -> str`` with agentlab's demo tools (calculator, get_weather, read_file, ...)."""
+    from ..lab import build_tools
+
+    tools = build_tools("demo")
+    assert tools is not None
+
+    def run_tool(name: str, tool_input: dict[str, Any]) -> str:
+        return tools.run(name, tool_input).content
+
+    return run_tool
+
+
+def _answer(history: list[Message]) -> str:
+    last = history[-1] if history else {}
+    if last.get("role") != "assistant":
+        return "(no answer)"
+    content = last.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text").strip()
+    return text or "(empty)"
+
+
+def naive_vs_agentlab(naive_loop: NaiveLoop, names: list[str], width: int = 38):
+    """One row per scenario: what the naive loop handed the user, and how agentlab's loop ended the run."""
+    import pandas as pd
+
+    from ..lab import run_scenario
+    from ..scenario import load_scenario
+
+    rows = []
+    for name in names:
+        prompt = load_scenario(name).prompt
+        calls = [0]
+        try:
+            answer = _answer(naive_loop(scripted_model(name, calls), demo_tool_runner(), prompt))
+        except Exception as exc:  # shown to the learner: how the naive loop failed
+            answer = f"crashed: {type(exc).__name__}"
+        result = run_scenario(name)
+        answer = answer if len(answer) <= width else answer[: width - 1] + "…"
+        rows.append({"scenario": name, "naive: calls": calls[0], "naive: the user gets": answer,
+                     "agentlab: calls": result.requests, "agentlab: result": result.subtype})
+    return pd.DataFrame(rows).set_index("scenario")
