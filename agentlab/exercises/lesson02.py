@@ -1,0 +1,82 @@
+"""Lesson 02, max_tokens: the recovery policy for a reply cut off by the output limit.
+
+The learner writes ``on_max_tokens(message, escalated, recoveries) -> str`` for a reply whose stop_reason is
+``max_tokens``, answering one of ``"escalate"``, ``"continue"``, ``"give_up"``, ``"run_tools"``:
+
+- the last block is a ``tool_use`` block: it was cut off, so resend the same request with a higher
+  max_tokens (a continuation would build on a broken tool call); give up once the recoveries are used up;
+- a complete ``tool_use`` block earlier in the content: run it, as for any tool call;
+- otherwise (text was cut): escalate once, then ask the model to continue, at most ``LIMIT`` times.
+
+``check_on_max_tokens`` holds the cases; the tests compare the same cases with agentlab's ``decide()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .lesson00 import print_trace as print_trace  # the lessons print their traces with it
+
+Message = dict[str, Any]
+LIMIT = 3  # MAX_OUTPUT_TOKENS_RECOVERY_LIMIT in the article
+
+ACTIONS = ("escalate", "continue", "give_up", "run_tools")
+
+
+def _cut(*blocks: dict[str, Any]) -> Message:
+    return {"type": "message", "role": "assistant", "content": list(blocks), "stop_reason": "max_tokens"}
+
+
+TEXT = {"type": "text", "text": "TCP congestion control has four"}
+TOOL = {"type": "tool_use", "id": "toolu_1", "name": "calculator", "input": {"expression": "(17 * 2"}}
+DONE_TOOL = {"type": "tool_use", "id": "toolu_2", "name": "calculator", "input": {"expression": "2 + 2"}}
+
+# (case, reply, escalated, recoveries used, expected action)
+CASES: tuple[tuple[str, Message, bool, int, str], ...] = (
+    ("text cut, first time", _cut(TEXT), False, 0, "escalate"),
+    ("text cut again after the escalation", _cut(TEXT), True, 0, "continue"),
+    ("text cut, 2 continuations used", _cut(TEXT), True, 2, "continue"),
+    ("text cut, all 3 recoveries used", _cut(TEXT), True, 3, "give_up"),
+    ("a tool_use block cut off", _cut(TEXT, TOOL), False, 0, "escalate"),
+    ("a tool_use block cut off, after an escalation", _cut(TOOL), True, 1, "escalate"),
+    ("a tool_use block cut off, recoveries used up", _cut(TOOL), True, 3, "give_up"),
+    ("a complete tool_use, then text cut", _cut(DONE_TOOL, TEXT), False, 0, "run_tools"),
+    ("a complete tool_use, then text cut, late", _cut(DONE_TOOL, TEXT), True, 3, "run_tools"),
+)
+
+
+def check_on_max_tokens(on_max_tokens: Callable[[Message, bool, int], str]) -> str:
+    """Raise AssertionError listing every case where ``on_max_tokens`` picks the wrong recovery."""
+    wrong = []
+    for case, message, escalated, recoveries, expected in CASES:
+        try:
+            got = on_max_tokens(message, escalated, recoveries)
+        except Exception as exc:
+            wrong.append(f"- {case}: expected {expected!r}, but it raised {type(exc).__name__}: {exc}")
+            continue
+        if got != expected:
+            blocks = ", ".join(b["type"] for b in message["content"])
+            wrong.append(f"- {case} [{blocks}; escalated={escalated}, recoveries={recoveries}]: "
+                         f"expected {expected!r}, got {got!r}")
+    assert not wrong, (f"{len(wrong)} of {len(CASES)} cases are wrong (answers are one of {', '.join(ACTIONS)}):\n"
+                       + "\n".join(wrong))
+    return (f"All {len(CASES)} cases pass: escalate once, continue at most {LIMIT} times, "
+            "never continue a cut tool call.")
+
+
+def recovery_table(names: list[str]):
+    """Per scenario: the requests sent, the max_tokens of each, the branch after each, and the result."""
+    import pandas as pd
+
+    from ..lab import scenario_loop
+
+    rows = []
+    for name in names:
+        loop = scenario_loop(name)
+        result = loop.run()
+        sizes = [str(e.data["max_tokens"]) for e in loop.trace if e.kind == "request"]
+        branches = [e.data["branch"] for e in loop.trace if e.kind == "transition"]
+        rows.append({"scenario": name, "max_tokens per call": " → ".join(sizes),
+                     "branches": " → ".join(branches), "result": result.subtype})
+    return pd.DataFrame(rows).set_index("scenario")
