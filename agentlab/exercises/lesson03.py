@@ -1,0 +1,95 @@
+"""Lesson 03, the context window: a compaction strategy of your own, and what it forgets.
+
+The learner writes ``drop_middle(messages, keep_last) -> list``: keep the first request and the last
+``keep_last`` turns, drop every turn in between. A turn starts at an assistant message and runs up to the next
+one, so a ``tool_use`` never loses its ``tool_result``. ``check_drop_middle`` runs it on scripted histories and
+checks the result is a valid history, equal to the expected one, and that the input was left alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ..compaction import estimate_tokens, facts_kept, validate_history
+from .lesson00 import print_trace as print_trace  # the lessons print their traces with it
+
+Message = dict[str, Any]
+
+FACTS = {"door code": "4711", "deploy day": "Tuesday"}
+
+
+def _use(tool_id: str, name: str, **tool_input: Any) -> Message:
+    return {"role": "assistant", "content": [{"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}]}
+
+
+def _result(tool_id: str, text: str) -> Message:
+    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": text}]}
+
+
+# The history of a run just before its context overflowed: the request, then three tool turns.
+HISTORY: list[Message] = [
+    {"role": "user", "content": "Read notes.txt, check the weather in Oslo and Lima, and tell me the door code."},
+    _use("toolu_read", "read_file", path="notes.txt"),
+    _result("toolu_read", "Project notes\n\nThe door code is 4711.\nDeploys happen on Tuesdays."),
+    _use("toolu_oslo", "get_weather", location="Oslo"),
+    _result("toolu_oslo", "Weather in Oslo: 11°C, clear skies"),
+    _use("toolu_lima", "get_weather", location="Lima"),
+    _result("toolu_lima", "Weather in Lima: -8°C, heavy snow"),
+]
+
+# After an empty reply the loop drops it and sends a nudge: here the middle turn holds three messages.
+WITH_NUDGE: list[Message] = [
+    {"role": "user", "content": "What is 12 * 12? Then check Oslo's weather and run the tests."},
+    _use("toolu_calc", "calculator", expression="12 * 12"),
+    _result("toolu_calc", "144"),
+    _use("toolu_weather", "get_weather", location="Oslo"),
+    _result("toolu_weather", "Weather in Oslo: 11°C, clear skies"),
+    {"role": "user", "content": "Please continue."},
+    _use("toolu_tests", "run_tests"),
+    _result("toolu_tests", "3 passed"),
+]
+
+# (case, history, keep_last, indices of the messages to keep)
+CASES: tuple[tuple[str, list[Message], int, list[int]], ...] = (
+    ("three tool turns, keep 1", HISTORY, 1, [0, 5, 6]),
+    ("three tool turns, keep 2", HISTORY, 2, [0, 3, 4, 5, 6]),
+    ("three tool turns, keep 0", HISTORY, 0, [0]),
+    ("keep more turns than there are", HISTORY, 5, [0, 1, 2, 3, 4, 5, 6]),
+    ("a turn ending with a nudge, keep 2", WITH_NUDGE, 2, [0, 3, 4, 5, 6, 7]),
+    ("a turn ending with a nudge, keep 1", WITH_NUDGE, 1, [0, 6, 7]),
+)
+
+
+def _show(value: Any, width: int = 400) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def check_drop_middle(drop_middle: Callable[[list[Message], int], list[Message]]) -> str:
+    """Raise AssertionError with the first case where ``drop_middle`` breaks the history or keeps the wrong turns."""
+    for case, history, keep_last, keep in CASES:
+        original = copy.deepcopy(history)
+        given = copy.deepcopy(history)
+        got = drop_middle(given, keep_last)
+        assert given == original, f"case {case!r}: drop_middle changed its input; build a new list instead"
+        assert isinstance(got, list), f"case {case!r}: expected a list of messages, got {type(got).__name__}"
+        problems = validate_history(got)
+        assert not problems, (f"case {case!r} (keep_last={keep_last}): the result is not a valid history, the API "
+                              f"would answer 400:\n  " + "\n  ".join(problems) + f"\nresult: {_show(got)}")
+        expected = [history[i] for i in keep]
+        assert got == expected, (
+            f"case {case!r} (keep_last={keep_last}): expected messages {keep} of the history:\n  {_show(expected)}\n"
+            f"got:\n  {_show(got)}")
+    return f"All {len(CASES)} cases pass: whole turns dropped, every tool_use still has its tool_result."
+
+
+def forgotten(strategy_output: list[Message], facts: dict[str, str] = FACTS) -> dict[str, Any]:
+    """Size and planted facts of a compacted history, next to the original HISTORY."""
+    kept = facts_kept(strategy_output, facts)
+    return {"tokens": f"{estimate_tokens(HISTORY)} -> {estimate_tokens(strategy_output)}",
+            "messages": f"{len(HISTORY)} -> {len(strategy_output)}",
+            "facts kept": [name for name, ok in kept.items() if ok],
+            "facts forgotten": [name for name, ok in kept.items() if not ok]}
