@@ -1,0 +1,278 @@
+"""The exercises of lessons 00-05: the notebook's own solution passes its check, wrong answers fail it clearly.
+
+The solutions are read from the notebooks (the cells tagged ``solution``, run after the ``exercise`` stub as
+a learner running top to bottom would), so the test covers exactly what the lessons ship.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentlab.exercises import lesson00, lesson01, lesson02, lesson03, lesson04, lesson05
+from agentlab.transitions import Limits, LoopState, decide
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+
+LESSONS = {
+    "00_the_loop": ("naive_loop", lesson00.check_naive_loop),
+    "01_content_not_label": ("tools_to_run", lesson01.check_tools_to_run),
+    "02_max_tokens": ("on_max_tokens", lesson02.check_on_max_tokens),
+    "03_context_window": ("drop_middle", lesson03.check_drop_middle),
+    "04_refusal": ("on_refusal", lesson04.check_on_refusal),
+    "05_stop_sequence": ("my_scenario", lesson05.check_stop_scenario),
+}
+
+
+def _cells(notebook: str, tag: str) -> list[str]:
+    nb = json.loads((NOTEBOOKS / f"{notebook}.ipynb").read_text(encoding="utf-8"))
+    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+            for c in nb["cells"] if tag in c.get("metadata", {}).get("tags", [])]
+
+
+def _answer(notebook: str, *tags: str) -> Any:
+    name, _ = LESSONS[notebook]
+    namespace: dict[str, Any] = {}
+    for tag in tags:
+        sources = _cells(notebook, tag)
+        assert len(sources) == 1, f"{notebook}: expected one cell tagged {tag!r}, found {len(sources)}"
+        exec(compile(sources[0], f"{notebook}:{tag}", "exec"), namespace)
+    return namespace[name]
+
+
+@pytest.mark.parametrize("notebook", sorted(LESSONS))
+def test_the_notebook_solution_passes(notebook: str) -> None:
+    _, check = LESSONS[notebook]
+    message = check(_answer(notebook, "exercise", "solution"))
+    assert message.startswith("All ") or message.startswith("Your scenario")
+
+
+@pytest.mark.parametrize("notebook", sorted(LESSONS))
+def test_the_unsolved_stub_fails_with_an_assertion(notebook: str) -> None:
+    _, check = LESSONS[notebook]
+    with pytest.raises(AssertionError):
+        check(_answer(notebook, "exercise"))
+
+
+@pytest.mark.parametrize("notebook", sorted(LESSONS))
+def test_each_check_cell_calls_the_check_on_the_answer(notebook: str) -> None:
+    name, check = LESSONS[notebook]
+    (source,) = _cells(notebook, "check")
+    assert f"{check.__name__}({name})" in source
+
+
+# --- lesson 00 ------------------------------------------------------------------------------------------------
+
+def _loop_without_tool_results(call_model, run_tool, prompt):
+    messages = [{"role": "user", "content": prompt}]
+    while True:
+        reply = call_model(messages)
+        messages.append({"role": "assistant", "content": reply["content"]})
+        if not any(b["type"] == "tool_use" for b in reply["content"]):
+            return messages
+        for b in reply["content"]:
+            if b["type"] == "tool_use":
+                run_tool(b["name"], b["input"])
+        messages.append({"role": "user", "content": "done"})
+
+
+def _one_message_per_result(call_model, run_tool, prompt):
+    messages = [{"role": "user", "content": prompt}]
+    while True:
+        reply = call_model(messages)
+        messages.append({"role": "assistant", "content": reply["content"]})
+        uses = [b for b in reply["content"] if b["type"] == "tool_use"]
+        if not uses:
+            return messages
+        for u in uses:
+            messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": u["id"], "content": run_tool(u["name"], u["input"])}]})
+
+
+def _loop_that_never_stops(call_model, run_tool, prompt):
+    messages = [{"role": "user", "content": prompt}]
+    for _ in range(100):
+        reply = call_model(messages)
+        messages.append({"role": "assistant", "content": reply["content"]})
+        messages.append({"role": "user", "content": "go on"})
+    return messages
+
+
+def _single_call(call_model, run_tool, prompt):
+    messages = [{"role": "user", "content": prompt}]
+    messages.append({"role": "assistant", "content": call_model(messages)["content"]})
+    return messages
+
+
+@pytest.mark.parametrize("wrong, match", [
+    (_loop_without_tool_results, r"(?s)request 2 carried the wrong history: message 2 should be.*tool_result.*"
+                                 r"but it is.*\"done\""),
+    (_one_message_per_result, r"(?s)two tool calls in one reply.*message 2 should be.*ONE user message"),
+    (_loop_that_never_stops, r"had no tool_use block, so the loop should have stopped"),
+    (_single_call, r"one tool call, then the answer.*expected 2 model call\(s\), got 1"),
+])
+def test_lesson00_wrong_loops_fail(wrong, match) -> None:
+    with pytest.raises(AssertionError, match=match):
+        lesson00.check_naive_loop(wrong)
+
+
+def test_lesson00_naive_table_shows_the_failures() -> None:
+    naive = _answer("00_the_loop", "exercise", "solution")
+    table = lesson00.naive_vs_agentlab(naive, ["max_tokens_give_up", "refusal"])
+    assert table.loc["max_tokens_give_up", "naive: the user gets"] == "3.14159265358979"
+    assert table.loc["refusal", "naive: the user gets"] == "(empty)"
+    assert table.loc["refusal", "agentlab: result"] == "error_refusal"
+
+
+# --- lesson 01 ------------------------------------------------------------------------------------------------
+
+def test_lesson01_a_label_driven_answer_fails() -> None:
+    def by_label(message):
+        if message["stop_reason"] != "tool_use":
+            return []
+        return [b["id"] for b in message["content"] if b["type"] == "tool_use"]
+
+    with pytest.raises(AssertionError, match=r"a tool_use block labelled end_turn.*expected \['toolu_x'\], got \[\]"):
+        lesson01.check_tools_to_run(by_label)
+
+
+def test_lesson01_running_server_tools_fails() -> None:
+    def every_tool(message):
+        return [b["id"] for b in message["content"] if b["type"] in ("tool_use", "server_tool_use")]
+
+    with pytest.raises(AssertionError, match=r"a server tool \(the API runs it, not you\).*got \['srvtoolu_1'\]"):
+        lesson01.check_tools_to_run(every_tool)
+
+
+def test_lesson01_an_exception_is_reported_as_a_wrong_case() -> None:
+    with pytest.raises(AssertionError, match=r"raised KeyError"):
+        lesson01.check_tools_to_run(lambda m: [b["id"] for b in m["content"] if b["name"]])
+
+
+# --- lesson 02 ------------------------------------------------------------------------------------------------
+
+def test_lesson02_continuing_a_cut_tool_call_fails() -> None:
+    def always_continue_after_escalation(message, escalated, recoveries):
+        if not escalated:
+            return "escalate"
+        return "continue" if recoveries < lesson02.LIMIT else "give_up"
+
+    with pytest.raises(AssertionError, match=r"(?s)a tool_use block cut off, after an escalation.*expected 'escalate', "
+                                             r"got 'continue'"):
+        lesson02.check_on_max_tokens(always_continue_after_escalation)
+
+
+def test_lesson02_an_off_by_one_limit_fails() -> None:
+    solution = _answer("02_max_tokens", "exercise", "solution")
+
+    def one_too_many(message, escalated, recoveries):
+        answer = solution(message, escalated, recoveries)
+        return "continue" if answer == "give_up" and recoveries == lesson02.LIMIT else answer
+
+    with pytest.raises(AssertionError, match=r"(?s)all 3 recoveries used.*expected 'give_up', got 'continue'"):
+        lesson02.check_on_max_tokens(one_too_many)
+
+
+@pytest.mark.parametrize("case", lesson02.CASES, ids=[c[0] for c in lesson02.CASES])
+def test_lesson02_cases_agree_with_decide(case) -> None:
+    """The lesson's expected answers are what agentlab's own decide() does."""
+    _, message, escalated, recoveries, expected = case
+    state = LoopState(model="claude-sonnet-4-6", max_tokens=64_000 if escalated else 1024, escalated=escalated,
+                      output_recoveries=recoveries)
+    branch = decide(message, state, Limits()).branch
+    assert {"max_tokens_escalate": "escalate", "incomplete_tool_use": "escalate", "max_tokens_continue": "continue",
+            "max_tokens_give_up": "give_up", "tool_use": "run_tools"}[branch] == expected
+
+
+# --- lesson 03 ------------------------------------------------------------------------------------------------
+
+def test_lesson03_slicing_by_message_orphans_a_tool_result() -> None:
+    with pytest.raises(AssertionError, match=r"(?s)not a valid history.*tool_result toolu_lima lacks a tool_use"):
+        lesson03.check_drop_middle(lambda messages, keep_last: messages[:1] + messages[-keep_last:])
+
+
+def test_lesson03_mutating_the_input_fails() -> None:
+    solution = _answer("03_context_window", "exercise", "solution")
+
+    def in_place(messages, keep_last):
+        kept = solution(messages, keep_last)
+        messages[:] = kept
+        return kept
+
+    with pytest.raises(AssertionError, match=r"changed its input"):
+        lesson03.check_drop_middle(in_place)
+
+
+def test_lesson03_assuming_two_messages_per_turn_fails() -> None:
+    def pairs(messages, keep_last):  # assumes every turn is exactly two messages
+        n = min(2 * keep_last, len(messages) - 1)
+        return [messages[0]] + (messages[len(messages) - n:] if n else [])
+
+    with pytest.raises(AssertionError, match=r"(?s)a turn ending with a nudge, keep 2.*not a valid history"):
+        lesson03.check_drop_middle(pairs)
+
+
+def test_lesson03_forgotten_names_the_lost_facts() -> None:
+    solution = _answer("03_context_window", "exercise", "solution")
+    report = lesson03.forgotten(solution(lesson03.HISTORY, 1))
+    assert report["facts forgotten"] == ["door code", "deploy day"]
+    assert lesson03.forgotten(lesson03.HISTORY)["facts kept"] == ["door code", "deploy day"]
+
+
+# --- lesson 04 ------------------------------------------------------------------------------------------------
+
+def test_lesson04_retrying_on_the_same_model_fails() -> None:
+    def retry_when_set(message, model, fallback_model, fallback_used):
+        if fallback_model and not fallback_used:
+            return ("retry", fallback_model)
+        return ("end", "Refused: " + str((message.get("stop_details") or {}).get("category")))
+
+    with pytest.raises(AssertionError, match=r"(?s)the fallback is the model that refused.*expected action 'end', "
+                                             r"got 'retry'"):
+        lesson04.check_on_refusal(retry_when_set)
+
+
+def test_lesson04_a_vague_explanation_fails() -> None:
+    def vague(message, model, fallback_model, fallback_used):
+        if fallback_model and fallback_model != model and not fallback_used:
+            return ("retry", fallback_model)
+        return ("end", "The model refused.")
+
+    with pytest.raises(AssertionError, match=r"should mention \['cyber', 'The request could enable cyber harm.'\]"):
+        lesson04.check_on_refusal(vague)
+
+
+def test_lesson04_a_bare_string_fails() -> None:
+    with pytest.raises(AssertionError, match=r"expected a pair of strings"):
+        lesson04.check_on_refusal(lambda *args: "end")
+
+
+# --- lesson 05 ------------------------------------------------------------------------------------------------
+
+def _scenario(text: str = "Apple, pear, plum. ", **reply: Any) -> dict[str, Any]:
+    step = {"content": [{"type": "text", "text": text}], "stop_reason": "stop_sequence", "stop_sequence": "STOP"}
+    step.update(reply)
+    return {"description": "fruits", "prompt": "Name three fruits, then write STOP.", "steps": [step]}
+
+
+@pytest.mark.parametrize("raw, match", [
+    (_scenario(text="Apple, pear, plum. STOP"), r"never includes the matched stop sequence"),
+    (_scenario(stop_sequence="END"), r"(?s)stop_sequence 'STOP'.*got 'END'"),
+    (_scenario(stop_reason="end_turn", stop_sequence=None), r"stop_reason 'stop_sequence', got 'end_turn'"),
+    (_scenario(text=""), r"give the reply some text"),
+    ({"prompt": "x", "steps": []}, r"does not load"),
+    ("steps: []", r"write the scenario as a dict"),
+])
+def test_lesson05_wrong_scenarios_fail(raw, match) -> None:
+    with pytest.raises(AssertionError, match=match):
+        lesson05.check_stop_scenario(raw)
+
+
+def test_lesson05_a_second_unexpected_step_is_caught() -> None:
+    raw = _scenario()
+    raw["steps"].insert(0, {"content": [{"type": "text", "text": "Thinking. "}], "stop_reason": "end_turn"})
+    with pytest.raises(AssertionError, match=r"first reply should have stop_reason 'stop_sequence'"):
+        lesson05.check_stop_scenario(raw)
