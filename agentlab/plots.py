@@ -1,0 +1,661 @@
+"""Plots of a run, read from the trace: tokens per call, context fill, compactions, recoveries, the decision path.
+
+Every function takes the trace DataFrame (``trace.to_frame()``), a ``Trace`` or an ``AgentLoop``, returns a
+matplotlib Figure and, given ``save=PATH``, writes it as a PNG. Nothing here needs pyplot, a display or a
+live API: figures are drawn by Agg at a fixed size, dpi and layout, so a scenario always gives the
+same picture. The returned figure shows itself as a PNG in any notebook front end.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
+
+from .transitions import ROWS
+
+DPI = 100
+INPUT_COLOR = "#4C72B0"
+OUTPUT_COLOR = "#DD8452"
+CACHE_COLOR = "#8C8C8C"
+WINDOW_COLOR = "#C44E52"
+ERROR_COLOR = "#C44E52"
+OK_COLOR = "#55A868"
+STEP_COLOR = "#4C72B0"
+COMPACTION_COLOR = "#8172B3"
+LIMIT_COLOR = "#C44E52"
+
+TERMINAL_TYPE = "End"   # the Transition type that ends a run
+
+
+class PlotFigure(Figure):
+    """A Figure that renders itself as a PNG in a notebook, whether or not pyplot was ever imported."""
+
+    def _repr_png_(self) -> bytes:
+        return to_png(self)
+
+
+# --- reading a run out of the trace -----------------------------------------------------------------------
+
+@dataclass
+class Call:
+    """One model call as the trace tells it."""
+
+    n: int
+    purpose: str = "turn"
+    model: str | None = None
+    max_tokens: int | None = None
+    context_tokens: int | None = None   # the loop's estimate before sending
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_tokens: int = 0
+    stop_reason: str | None = None
+    error_status: int | None = None
+    error_type: str | None = None
+    answered: bool = False
+
+
+@dataclass
+class Run:
+    """What the plots need from a trace, in plain values."""
+
+    calls: list[Call] = field(default_factory=list)
+    transitions: list[dict[str, Any]] = field(default_factory=list)   # each with "call"
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    retries: list[int] = field(default_factory=list)                  # call number of each retry
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    limits: dict[str, Any] = field(default_factory=dict)
+    context_window: int | None = None
+    result: dict[str, Any] | None = None
+
+    @property
+    def last_call(self) -> int:
+        numbers = [c.n for c in self.calls] + [t["call"] for t in self.transitions]
+        return max(numbers, default=0)
+
+    def count_until(self, items: Iterable[int], call: int) -> int:
+        return sum(1 for n in items if n <= call)
+
+
+def as_frame(source: Any):
+    """The trace DataFrame of a DataFrame, a Trace, an AgentLoop (anything with ``.trace``) or a list of Events."""
+    import pandas as pd
+
+    from .trace import Trace, events_to_frame
+
+    if isinstance(source, pd.DataFrame):
+        return source
+    if isinstance(source, Trace):
+        return source.to_frame()
+    trace = getattr(source, "trace", None)
+    if isinstance(trace, Trace):
+        return trace.to_frame()
+    if isinstance(source, (list, tuple)):
+        return events_to_frame(list(source))
+    raise TypeError(f"expected a trace DataFrame, a Trace or an AgentLoop, got {type(source).__name__}")
+
+
+def _records(frame) -> list[tuple[str, int, dict[str, Any]]]:
+    """(kind, call, payload) per event; the payload is the ``data`` column, or the scalar columns without it."""
+    if frame is None or len(frame) == 0 or "kind" not in frame.columns:
+        return []
+    has_data = "data" in frame.columns
+    out = []
+    for row in frame.to_dict("records"):
+        data = row.get("data") if has_data else None
+        if not isinstance(data, dict):
+            data = {k: v for k, v in row.items() if k not in ("seq", "kind", "call", "wall_ms", "data")
+                    and not _missing(v)}
+        call = row.get("call")
+        out.append((str(row["kind"]), 0 if _missing(call) else int(call), data))
+    return out
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return default if _missing(value) else int(value)
+
+
+def read_run(source: Any) -> Run:
+    """Parse a trace (DataFrame, Trace or AgentLoop) into a Run."""
+    run = Run()
+    calls: dict[int, Call] = {}
+
+    def call(n: int) -> Call:
+        if n not in calls:
+            calls[n] = Call(n)
+        return calls[n]
+
+    for kind, n, d in _records(as_frame(source)):
+        if kind == "start":
+            run.limits = dict(d.get("limits") or {})
+            run.context_window = _int(d.get("context_window"), 0) or run.context_window
+        elif kind == "request":
+            c = call(n)
+            c.purpose = str(d.get("purpose") or "turn")
+            c.model, c.max_tokens = d.get("model"), _int(d.get("max_tokens"), 0) or None
+            c.context_tokens = None if _missing(d.get("context_tokens")) else int(d["context_tokens"])
+            run.context_window = _int(d.get("context_window"), 0) or run.context_window
+        elif kind == "response":
+            c = call(n)
+            usage = d.get("usage") if isinstance(d.get("usage"), dict) else {}
+            c.answered = True
+            c.purpose = str(d.get("purpose") or c.purpose)
+            c.model = d.get("model") or c.model
+            c.stop_reason = d.get("stop_reason")
+            c.input_tokens = _int(d.get("input_tokens", usage.get("input_tokens")))
+            c.output_tokens = _int(d.get("output_tokens", usage.get("output_tokens")))
+            c.cache_tokens = _int(usage.get("cache_read_input_tokens")) + _int(usage.get("cache_creation_input_tokens"))
+        elif kind == "api_error":
+            c = call(n)
+            c.error_status = None if _missing(d.get("status")) else int(d["status"])
+            c.error_type = d.get("error_type")
+            if d.get("purpose"):
+                c.purpose = str(d["purpose"])
+        elif kind == "transition":
+            run.transitions.append({**d, "call": n})
+        elif kind == "compaction":
+            run.compactions.append({**d, "call": n})
+        elif kind == "retry":
+            run.retries.append(n)
+        elif kind == "fallback":
+            run.fallbacks.append({**d, "call": n})
+        elif kind == "result":
+            run.result = dict(d)
+    run.calls = [calls[n] for n in sorted(calls) if n > 0]
+    return run
+
+
+# --- figures ----------------------------------------------------------------------------------------------
+
+def new_figure(width: float, height: float, dpi: int = DPI) -> PlotFigure:
+    """A white figure with no layout engine: axes are placed at fixed inches (fast, and always the same)."""
+    fig = PlotFigure(figsize=(width, height), dpi=dpi)
+    fig.patch.set_facecolor("white")
+    return fig
+
+
+def place(fig: Figure, left: float, top: float, width: float, height: float):
+    """New axes at a box given in inches from the figure's top-left corner."""
+    fig_w, fig_h = fig.get_size_inches()
+    return fig.add_axes((left / fig_w, 1 - (top + height) / fig_h, width / fig_w, height / fig_h))
+
+
+def _heading(fig: Figure, left: float, top: float, text: str, **kw: Any) -> None:
+    fig_w, fig_h = fig.get_size_inches()
+    fig.text(left / fig_w, 1 - top / fig_h, text, ha="left", va="top", **kw)
+
+
+def to_png(fig: Figure, dpi: int | None = None) -> bytes:
+    """The figure as PNG bytes: same figure, same bytes (no timestamp or version in the file)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi or fig.dpi, facecolor="white", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _finish(fig: PlotFigure, save: str | os.PathLike | None) -> PlotFigure:
+    if save is not None:
+        path = os.fspath(save)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(to_png(fig))
+    return fig
+
+
+def _tokens(value: float, _pos: Any = None) -> str:
+    value = abs(value)
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:g}M"
+    if value >= 10_000:
+        return f"{value / 1000:g}k"
+    return f"{value:,.0f}"
+
+
+def _empty(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=10, color="#555555")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for spine in ax.spines.values():
+        spine.set_color("#DDDDDD")
+
+
+def _call_ticks(ax, last: int, *, first: int = 1) -> None:
+    """Every call number on the axis while they fit, integers only after that."""
+    if last - first < 20:
+        ax.set_xticks(range(first, last + 1))
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=20))
+
+
+def _call_axis(ax, run: Run, *, label: bool = True) -> None:
+    last = max(run.last_call, 1)
+    ax.set_xlim(0.4, last + 0.6)
+    _call_ticks(ax, last)
+    if label:
+        ax.set_xlabel("model call")
+
+
+# --- token usage ------------------------------------------------------------------------------------------
+
+def draw_token_usage(ax, run: Run) -> None:
+    ax.set_title("Tokens per model call", loc="left", fontsize=11)
+    if not run.calls:
+        _empty(ax, "no model calls in this run")
+        return
+    xs = [c.n for c in run.calls]
+    inputs = [c.input_tokens for c in run.calls]
+    cached = [c.cache_tokens for c in run.calls]
+    outputs = [c.output_tokens for c in run.calls]
+    hatches = ["//" if c.purpose == "summary" else "" for c in run.calls]
+    ax.bar(xs, inputs, color=INPUT_COLOR, label="input tokens", hatch=hatches, edgecolor="white")
+    if any(cached):
+        ax.bar(xs, cached, bottom=inputs, color=CACHE_COLOR, label="cache read/write tokens")
+    bottoms = [i + c for i, c in zip(inputs, cached, strict=True)]
+    ax.bar(xs, outputs, bottom=bottoms, color=OUTPUT_COLOR, label="output tokens", hatch=hatches,
+           edgecolor="white")
+    totals = [b + o for b, o in zip(bottoms, outputs, strict=True)]
+    top = max(totals, default=0)
+    if len(xs) <= 20:
+        for x, total in zip(xs, totals, strict=True):
+            if total:
+                ax.annotate(_tokens(total), (x, total), xytext=(0, 2), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=7, color="#333333")
+    errors = [c for c in run.calls if not c.answered]
+    for c in errors:
+        ax.plot([c.n], [0], marker="x", color=ERROR_COLOR, markersize=9, mew=2, linestyle="none")
+        ax.annotate(f"HTTP {c.error_status or '—'}", (c.n, 0), xytext=(0, 8), textcoords="offset points",
+                    ha="center", fontsize=8, color=ERROR_COLOR)
+    window = run.context_window
+    if window and top >= 0.25 * window:
+        ax.axhline(window, color=WINDOW_COLOR, linestyle="--", linewidth=1.2,
+                   label=f"context window ({_tokens(window)})")
+        ax.set_ylim(0, window * 1.08)
+    else:
+        ax.set_ylim(0, max(top, 4) * 1.25)
+        if window:
+            share = f"the largest call used {100 * top / window:.2g}% of it" if top else "no call used any tokens"
+            ax.text(0.99, 0.97, f"context window: {window:,} tokens, far above this scale\n({share})",
+                    transform=ax.transAxes, ha="right", va="top", fontsize=8, color=WINDOW_COLOR)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 2.5, 5, 10]))
+    ax.yaxis.set_major_formatter(FuncFormatter(_tokens))
+    ax.set_ylabel("tokens")
+    _call_axis(ax, run)
+    handles, _ = ax.get_legend_handles_labels()
+    if any(c.purpose == "summary" for c in run.calls):
+        handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//", label="summary call (compaction)"))
+    if errors:
+        handles.append(Line2D([], [], marker="x", color=ERROR_COLOR, mew=2, linestyle="none",
+                              label="failed call (no tokens)"))
+    ax.legend(handles=handles, loc="upper left", fontsize=8, frameon=False)
+
+
+def token_usage(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
+    """Input and output tokens of every model call, stacked, with the context window as a line."""
+    fig = new_figure(8, 4, dpi)
+    draw_token_usage(place(fig, 0.75, 0.35, 7.05, 3.05), read_run(frame))
+    return _finish(fig, save)
+
+
+# --- context fill -----------------------------------------------------------------------------------------
+
+def draw_context_fill(ax, run: Run) -> None:
+    ax.set_title("Context fill before each call", loc="left", fontsize=11)
+    turn_calls = [c for c in run.calls if c.purpose == "turn"]
+    if not turn_calls:
+        _empty(ax, "no model calls in this run")
+        return
+    window = run.context_window or 0
+    est = [(c.n, c.context_tokens) for c in turn_calls if c.context_tokens is not None]
+    reported = [(c.n, c.input_tokens + c.cache_tokens) for c in turn_calls if c.answered]
+    if est:
+        ax.plot([n for n, _ in est], [max(t, 1) for _, t in est], marker="o", color=STEP_COLOR,
+                label="estimated before sending")
+    if reported:
+        ax.plot([n for n, _ in reported], [max(t, 1) for _, t in reported], marker="s", linestyle="none",
+                markerfacecolor="none", color=OUTPUT_COLOR, label="input tokens the API reported")
+    overs = [c for c in turn_calls if c.stop_reason == "model_context_window_exceeded"
+             or (c.error_status == 400 and c.error_type == "invalid_request_error")]
+    for c in overs:
+        y = max(c.input_tokens + c.cache_tokens, window or 1) * 1.8   # just above the window, pointing at it
+        ax.plot([c.n], [y], marker="v", color=ERROR_COLOR, markersize=9, linestyle="none")
+    if overs:
+        ax.plot([], [], marker="v", color=ERROR_COLOR, linestyle="none", label="did not fit the window")
+    values = [t for _, t in est + reported] + ([window] if window else [])
+    ax.set_yscale("log")
+    ax.yaxis.set_minor_locator(NullLocator())
+    low = max(1, min(v for v in values if v > 0) / 3) if any(v > 0 for v in values) else 1
+    ax.set_ylim(low, max(values + [10]) * 6)
+    if window:
+        ax.axhline(window, color=WINDOW_COLOR, linestyle="--", linewidth=1.2,
+                   label=f"context window ({_tokens(window)})")
+    last = max(run.last_call, 1)
+    for i, comp in enumerate(run.compactions):
+        x = comp["call"] + 0.5
+        right_half = x > (last + 1) / 2
+        ax.axvline(x, color=COMPACTION_COLOR, linestyle=":", linewidth=1.5,
+                   label="compaction" if i == 0 else None)
+        ax.annotate(f"compacted: {comp.get('strategy')}\nhistory ≈{_tokens(_int(comp.get('tokens_before')))} → "
+                    f"≈{_tokens(_int(comp.get('tokens_after')))} tokens", (x, low), xytext=(-3 if right_half else 3, 4),
+                    textcoords="offset points", fontsize=7, color=COMPACTION_COLOR, va="bottom",
+                    ha="right" if right_half else "left")
+    ax.yaxis.set_major_formatter(FuncFormatter(_tokens))
+    ax.set_ylabel("tokens (log scale)")
+    _call_axis(ax, run)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, frameon=False, ncols=3)
+
+
+def context_fill(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
+    """The context estimate before each call against the window, with the compactions marked."""
+    fig = new_figure(8, 4, dpi)
+    draw_context_fill(place(fig, 0.85, 0.35, 6.95, 2.6), read_run(frame))
+    return _finish(fig, save)
+
+
+# --- compactions ------------------------------------------------------------------------------------------
+
+def draw_compaction_bars(ax, run: Run) -> None:
+    ax.set_title("History size before and after each compaction", loc="left", fontsize=11)
+    if not run.compactions:
+        _empty(ax, "no compaction in this run")
+        return
+    xs = list(range(len(run.compactions)))
+    before = [_int(c.get("tokens_before")) for c in run.compactions]
+    after = [_int(c.get("tokens_after")) for c in run.compactions]
+    width = 0.38
+    ax.bar([x - width / 2 for x in xs], before, width, color="#BBBBBB", label="before")
+    ax.bar([x + width / 2 for x in xs], after, width, color=COMPACTION_COLOR, label="after")
+    top = max(before + after + [1])
+    for x, c, b, a in zip(xs, run.compactions, before, after, strict=True):
+        saved = f"−{100 * (b - a) / b:.0f}%" if b else ""
+        ax.annotate(f"{saved}\n{c.get('messages_before')} → {c.get('messages_after')} msgs",
+                    (x, max(b, a)), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8)
+    ax.set_xticks(xs, [f"#{i + 1} before call {c['call'] + 1}\n{c.get('strategy')}\n({c.get('trigger')})"
+                       for i, c in enumerate(run.compactions)], fontsize=8)
+    ax.set_xlim(-1.2, max(len(xs), 2) - 0.8)
+    ax.set_ylim(0, top * 1.35)
+    ax.yaxis.set_major_formatter(FuncFormatter(_tokens))
+    ax.set_ylabel("estimated tokens in history")
+    ax.legend(loc="upper right", fontsize=8, frameon=False)
+
+
+def compaction_bars(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
+    """Estimated history tokens before and after every compaction (a note when there was none)."""
+    fig = new_figure(6, 4, dpi)
+    draw_compaction_bars(place(fig, 0.75, 0.35, 5.05, 2.75), read_run(frame))
+    return _finish(fig, save)
+
+
+# --- recoveries -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Counter:
+    title: str
+    series: tuple[tuple[str, str], ...]          # (label, what to count)
+    limit_key: str | None
+    limit_label: str
+    ends: tuple[str, ...]                        # branches that end the run at this limit
+    limited: int = 0                             # which series the limit applies to
+
+
+COUNTERS = (
+    Counter("max_tokens recoveries", (("escalations", "branch:max_tokens_escalate,incomplete_tool_use"),
+                                      ("continuations", "branch:max_tokens_continue")),
+            "max_output_recoveries", "limit on continuations", ("max_tokens_give_up",), limited=1),
+    Counter("API retries and fallbacks", (("retries", "retry"), ("fallbacks", "fallback")),
+            "max_api_retries", "retry limit per request", ("api_error",)),
+    Counter("pause_turn continuations", (("continuations", "branch:pause_turn"),),
+            "max_pause_continuations", "limit in a row", ("pause_give_up",)),
+    Counter("Stop-hook blocks", (("blocks fed back", "branch:stop_hook_block"),),
+            "stop_hook_block_cap", "cap in a row", ("stop_hook_cap",)),
+    Counter("compactions", (("compactions", "compaction"),),
+            "max_compactions", "limit in a row", ("context_give_up",)),
+    Counter("model turns", (("turns answered", "turns"),),
+            "max_turns", "max_turns", ("max_turns",)),
+)
+SERIES_STYLES = (dict(color=STEP_COLOR, marker="o"), dict(color=OUTPUT_COLOR, marker="s"))
+
+
+def _occurrences(run: Run, what: str) -> list[int]:
+    """The call number of every occurrence of a counted thing."""
+    if what == "retry":
+        return list(run.retries)
+    if what == "fallback":
+        return [f["call"] for f in run.fallbacks]
+    if what == "compaction":
+        return [c["call"] for c in run.compactions]
+    if what == "turns":
+        return [c.n for c in run.calls if c.answered and c.purpose == "turn"]
+    branches = set(what.removeprefix("branch:").split(","))
+    return [t["call"] for t in run.transitions if t.get("branch") in branches]
+
+
+def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True) -> None:
+    last = run.last_call
+    xs = list(range(0, last + 1))
+    top = 1
+    counts: list[list[int]] = []
+    for (label, what), style in zip(counter.series, SERIES_STYLES, strict=False):
+        hits = _occurrences(run, what)
+        counts.append(hits)
+        ys = [run.count_until(hits, x) for x in xs]
+        top = max(top, ys[-1] if ys else 0)
+        ax.step(xs, ys, where="post", label=f"{label} ({len(hits)})", linewidth=1.6, color=style["color"])
+        marks = sorted(set(hits))
+        ax.plot(marks, [run.count_until(hits, x) for x in marks], linestyle="none", markersize=4, **style)
+    limit = run.limits.get(counter.limit_key) if counter.limit_key else None
+    if limit:
+        ax.axhline(limit, color=LIMIT_COLOR, linestyle="--", linewidth=1,
+                   label=f"{counter.limit_label} = {limit}")
+        top = max(top, limit)
+    elif counter.limit_key == "max_turns":
+        ax.plot([], [], linestyle="none", label="(no max_turns set)")
+    ended = [t for t in run.transitions if t.get("branch") in counter.ends and t.get("type") == TERMINAL_TYPE]
+    for i, t in enumerate(ended):
+        at = max(run.count_until(hits, t["call"]) for hits in counts)
+        ax.plot([t["call"]], [at], marker="X", color=ERROR_COLOR, markersize=9, linestyle="none",
+                label="the run ended here" if i == 0 else None)
+    ax.set_title(counter.title, loc="left", fontsize=9)
+    ax.set_ylim(-0.2, top * 1.6 + 0.5)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
+    ax.set_xlim(-0.2, max(last, 1) + 0.4)
+    if last <= 10:
+        ax.set_xticks(range(0, max(last, 1) + 1))
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
+    ax.tick_params(labelsize=8)
+    if xlabel:
+        ax.set_xlabel("model call", fontsize=8)
+    ax.legend(loc="upper left", fontsize=7, frameon=False, handlelength=1.6)
+
+
+def draw_recovery_attempts(fig: Figure, run: Run, left: float, top: float, width: float, height: float) -> None:
+    """The six counters in a 2 × 3 grid filling a box (inches from the top-left corner), under a heading."""
+    _heading(fig, left - 0.4, top, "Recoveries so far (cumulative) against their limits", fontsize=11)
+    gap_x, heading, title, ticks, xlabel = 0.55, 0.4, 0.3, 0.3, 0.5
+    panel_w = (width - 2 * gap_x) / 3
+    panel_h = (height - heading - 2 * title - ticks - xlabel) / 2
+    for i, counter in enumerate(COUNTERS):
+        row, col = divmod(i, 3)
+        y = top + heading + title + row * (panel_h + ticks + title)
+        ax = place(fig, left + col * (panel_w + gap_x), y, panel_w, panel_h)
+        draw_recovery_counter(ax, run, counter, xlabel=row == 1)
+
+
+def recovery_attempts(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
+    """Escalations, continuations, retries, fallbacks, pause continuations, Stop-hook blocks, compactions
+    and turns, counted over the calls, each against the limit that ends the run."""
+    fig = new_figure(10, 5, dpi)
+    draw_recovery_attempts(fig, read_run(frame), 0.5, 0.15, 9.35, 4.85)
+    return _finish(fig, save)
+
+
+# --- the path through the decision table ------------------------------------------------------------------
+
+def _call_label(c: Call) -> str:
+    if not c.answered:
+        return f"{c.n}\nHTTP {c.error_status or 'error'}"
+    if c.purpose == "summary":
+        return f"{c.n}\nsummary"
+    reason = str(c.stop_reason or "none").replace("model_context_window_exceeded", "ctx_window_exceeded")
+    return f"{c.n}\n{reason}"
+
+
+def draw_decision_path(ax, run: Run) -> None:
+    ax.set_title("Path through the decision table", loc="left", fontsize=11)
+    labels = [f"{row:>2}  {branch}" for row, branch, _ in ROWS]
+    index = {branch: i for i, (_, branch, _) in enumerate(ROWS)}
+    ax.set_yticks(range(len(ROWS)), labels, fontsize=8, family="monospace")
+    ax.set_ylim(len(ROWS) - 0.5, -0.5)
+    last = max(run.last_call, 1)
+    for i, (row, _, _) in enumerate(ROWS):
+        if int(row.rstrip("b")) % 2 == 0:
+            ax.axhspan(i - 0.5, i + 0.5, color="#F3F3F3", zorder=0)
+    ax.set_xlim(0.4, last + 0.6)
+    if not run.transitions:
+        ax.text(0.5, 0.5, "no decision taken yet", transform=ax.transAxes, ha="center", va="center",
+                color="#555555", bbox=dict(facecolor="white", edgecolor="#DDDDDD"))
+        ax.set_xticks([])
+        return
+    points = []
+    per_call: dict[int, int] = {}
+    for t in run.transitions:
+        branch = t.get("branch")
+        if branch not in index:
+            continue
+        k = per_call.get(t["call"], 0)
+        per_call[t["call"]] = k + 1
+        points.append((t["call"] + 0.18 * k, index[branch], t))
+    ax.plot([p[0] for p in points], [p[1] for p in points], color="#AAAAAA", linewidth=1, zorder=1)
+    end = run.result.get("subtype") if run.result else None
+    for i, (x, y, t) in enumerate(points):
+        subtype = t.get("subtype") if t.get("type") == TERMINAL_TYPE else None
+        if i == len(points) - 1 and end is not None:
+            subtype = end   # the last decision ended the run (a completion the Stop hooks let through)
+        color = STEP_COLOR if subtype is None else OK_COLOR if subtype == "success" else ERROR_COLOR
+        ax.scatter([x], [y], s=70, color=color, zorder=3, edgecolor="white", linewidth=0.8)
+    if end is not None:
+        x, y, _ = points[-1]
+        ax.annotate(f"end: {end}", (x, y), xytext=(-9, 0), textcoords="offset points", ha="right",
+                    va="center", fontsize=8, color=OK_COLOR if end == "success" else ERROR_COLOR,
+                    bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1))
+    calls = {c.n: c for c in run.calls}
+    ticks = list(range(1, last + 1))
+    ax.set_xticks(ticks, [_call_label(calls[n]) if n in calls else str(n) for n in ticks],
+                  fontsize=7 if last > 8 else 8, rotation=0 if last <= 8 else 45,
+                  ha="center" if last <= 8 else "right")
+    ax.set_xlabel("model call (and the stop_reason it returned)")
+    ax.grid(axis="x", color="#E6E6E6", zorder=0)
+    ax.scatter([], [], s=40, color=STEP_COLOR, label="go on")
+    ax.scatter([], [], s=40, color=OK_COLOR, label="end: success")
+    ax.scatter([], [], s=40, color=ERROR_COLOR, label="end: error")
+    for f in run.fallbacks:
+        hits = [(x, y) for x, y, t in points if t["call"] == f["call"]]
+        if hits:
+            ax.annotate(f"→ {f.get('to_model')}", hits[-1], xytext=(7, 0), textcoords="offset points",
+                        va="center", fontsize=7, color="#555555")
+    ax.legend(loc="lower right", bbox_to_anchor=(1, 1), fontsize=8, frameon=False, ncols=3,
+              borderaxespad=0.1)
+
+
+def decision_path(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
+    """A grid of model calls × rows of the decision table, a dot where a branch fired, joined in order."""
+    run = read_run(frame)
+    width = max(8.5, 4.0 + 0.45 * run.last_call)
+    fig = new_figure(width, 6, dpi)
+    draw_decision_path(place(fig, 2.0, 0.35, width - 2.2, 4.55), run)
+    return _finish(fig, save)
+
+
+# --- the recovery budget at a glance (the widget's live view) ---------------------------------------------
+
+def draw_budget(ax, run: Run) -> None:
+    """One horizontal bar per counter: how much of its limit the run has used so far."""
+    ax.set_title("Recovery budget used", loc="left", fontsize=11)
+    labels, used, limits = [], [], []
+    for counter in COUNTERS:
+        label, what = counter.series[counter.limited]
+        labels.append(f"{counter.title}: {label}" if counter.title != label else label)
+        used.append(len(_occurrences(run, what)))
+        limits.append(run.limits.get(counter.limit_key) if counter.limit_key else None)
+    ys = list(range(len(labels)))
+    shares = [min(n / lim, 1.0) if lim else 0.0 for n, lim in zip(used, limits, strict=True)]
+    ax.barh(ys, [1.0] * len(ys), color="#EEEEEE", height=0.6)
+    colors = [ERROR_COLOR if s >= 1 else OUTPUT_COLOR if s >= 0.5 else STEP_COLOR for s in shares]
+    ax.barh(ys, shares, color=colors, height=0.6)
+    for y, n, lim in zip(ys, used, limits, strict=True):
+        ax.text(1.02, y, f"{n} / {lim}" if lim else f"{n} / none", va="center", fontsize=8)
+    ax.set_yticks(ys, [_short_counter(label) for label in labels], fontsize=8)
+    ax.set_ylim(len(ys) - 0.5, -0.5)
+    ax.set_xlim(0, 1)
+    ax.set_xticks([0, 0.5, 1], ["0", "half", "limit"], fontsize=8)
+    for spine in ("top", "right"):
+        ax.spines[spine].set_visible(False)
+
+
+def _short_counter(label: str) -> str:
+    return {"max_tokens recoveries: continuations": "max_tokens continuations",
+            "API retries and fallbacks: retries": "API retries",
+            "pause_turn continuations: continuations": "pause_turn continuations",
+            "Stop-hook blocks: blocks fed back": "Stop-hook blocks",
+            "compactions": "compactions",
+            "model turns: turns answered": "turns (max_turns)"}.get(label, label)
+
+
+def overview(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
+    """A quick one-row view for stepping: tokens per call, context fill, and the recovery budget used."""
+    run = read_run(frame)
+    fig = new_figure(15, 3.7, dpi)
+    draw_token_usage(place(fig, 0.7, 0.35, 4.6, 2.75), run)
+    draw_context_fill(place(fig, 6.15, 0.35, 4.3, 2.3), run)
+    draw_budget(place(fig, 12.45, 0.35, 2.0, 2.75), run)
+    return _finish(fig, save)
+
+
+# --- all of it --------------------------------------------------------------------------------------------
+
+def run_title(run: Run) -> str:
+    calls = len(run.calls)
+    if run.result is None:
+        return f"Run in progress: {calls} model call(s) so far"
+    r = run.result
+    last = f"last stop_reason {r['stop_reason']}" if r.get("stop_reason") else "no message came back"
+    return (f"Run ended: {r.get('subtype')}  ·  {r.get('num_turns')} turn(s), {r.get('requests', calls)} "
+            f"model call(s)  ·  {last}")
+
+
+def dashboard(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI,
+              title: str | None = None) -> PlotFigure:
+    """One figure with every plot: tokens, context fill, recovery budget, decision path, compactions,
+    recoveries against their limits."""
+    run = read_run(frame)
+    fig = new_figure(15, 15.5, dpi)
+    _heading(fig, 0.15, 0.15, title or run_title(run), fontsize=13, fontweight="bold")
+    draw_token_usage(place(fig, 0.75, 0.9, 5.0, 3.1), run)
+    draw_context_fill(place(fig, 6.65, 0.9, 4.3, 2.75), run)
+    draw_budget(place(fig, 12.65, 0.9, 1.6, 3.1), run)
+    draw_decision_path(place(fig, 2.0, 5.0, 7.6, 4.4), run)
+    draw_compaction_bars(place(fig, 10.6, 5.0, 4.2, 4.4), run)
+    draw_recovery_attempts(fig, run, 0.55, 10.75, 14.25, 4.65)
+    return _finish(fig, save)
+
+
+PLOTS = {
+    "overview": overview,
+    "dashboard": dashboard,
+    "tokens": token_usage,
+    "context": context_fill,
+    "compaction": compaction_bars,
+    "recoveries": recovery_attempts,
+    "path": decision_path,
+}

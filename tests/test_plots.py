@@ -1,0 +1,196 @@
+"""Plots: every scenario renders, PNGs are written and repeatable, odd traces (empty, error-only) do not crash."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from agentlab import plots
+from agentlab.lab import scenario_loop
+from agentlab.scenario import parse_scenario, scenario_names
+from agentlab.trace import Trace, events_to_frame
+from agentlab.transitions import ROWS
+
+PNG = b"\x89PNG\r\n\x1a\n"
+SINGLE = [plots.token_usage, plots.context_fill, plots.compaction_bars, plots.recovery_attempts,
+          plots.decision_path, plots.overview]
+FUNCTIONS = [*SINGLE, plots.dashboard]
+# One scenario for each kind of run: tools and most branches, compaction (reactive and by a 400),
+# give-ups at a limit, retries and a fallback, an error with no message at all. (Every scenario goes
+# through every plot in the dashboard test.)
+SAMPLE = ["tour", "context_window_exceeded", "prompt_too_long", "max_tokens_give_up", "stop_hook_cap",
+          "overloaded_fallback", "api_error_fatal", "max_turns"]
+SAMPLE_PNG = ["tour", "prompt_too_long", "stop_hook_cap", "api_error_fatal"]
+
+
+def finished(name: str):
+    loop = scenario_loop(name)
+    loop.run()
+    return loop
+
+
+@pytest.fixture(scope="module")
+def frames():
+    return {name: finished(name).trace.to_frame() for name in SAMPLE}
+
+
+def axes_text(fig) -> str:
+    """Every piece of text on the figure (titles, labels, tick labels, annotations, legends)."""
+    parts = [t.get_text() for t in fig.texts]
+    for ax in fig.axes:
+        parts += [ax.get_title(loc="left"), ax.get_xlabel(), ax.get_ylabel()]
+        parts += [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()]
+        parts += [t.get_text() for t in ax.texts]
+        legend = ax.get_legend()
+        if legend is not None:
+            parts += [t.get_text() for t in legend.get_texts()]
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("name", scenario_names())
+def test_every_scenario_renders_in_the_dashboard(name, tmp_path):
+    # The dashboard draws every plot (tokens, context, budget, path, compactions, recoveries) into one figure.
+    loop = finished(name)
+    path = tmp_path / f"{name}.png"
+    fig = plots.dashboard(loop.trace.to_frame(), save=path, dpi=30)
+    assert path.read_bytes().startswith(PNG)
+    assert f"Run ended: {loop.result.subtype}" in axes_text(fig)
+
+
+@pytest.mark.parametrize("function", SINGLE, ids=lambda f: f.__name__)
+def test_each_plot_writes_a_png_for_each_kind_of_run(function, frames, tmp_path):
+    for name in SAMPLE_PNG:
+        path = tmp_path / f"{function.__name__}-{name}.png"
+        fig = function(frames[name], save=path, dpi=30)
+        assert fig.axes, f"{function.__name__}({name}) drew nothing"
+        assert path.read_bytes().startswith(PNG)
+
+
+def test_same_trace_same_png(frames):
+    frame = frames["tour"]
+    first = plots.to_png(plots.dashboard(frame, dpi=40))
+    again = plots.to_png(plots.dashboard(finished("tour").trace.to_frame(), dpi=40))
+    assert first == again
+
+
+def test_accepts_a_frame_a_trace_or_a_loop():
+    loop = finished("tool_use")
+    pngs = {plots.to_png(plots.decision_path(source, dpi=40))
+            for source in (loop, loop.trace, loop.trace.to_frame(), loop.trace.events)}
+    assert len(pngs) == 1
+    with pytest.raises(TypeError, match="trace DataFrame"):
+        plots.token_usage(42)
+
+
+def test_save_creates_missing_directories(tmp_path):
+    path = tmp_path / "a" / "b" / "tokens.png"
+    plots.token_usage(finished("end_turn"), save=path, dpi=30)
+    assert path.read_bytes().startswith(PNG)
+
+
+def test_the_figure_shows_itself_as_png_without_pyplot():
+    fig = plots.token_usage(finished("end_turn"), dpi=30)
+    assert fig._repr_png_().startswith(PNG)
+
+
+@pytest.mark.parametrize("function", SINGLE, ids=lambda f: f.__name__)
+def test_empty_frames_draw_a_note(function):
+    for frame in (events_to_frame([]), pd.DataFrame(), Trace().to_frame()):   # no events; not even columns
+        assert plots.to_png(function(frame, dpi=30)).startswith(PNG)
+
+
+def test_empty_frame_says_so():
+    text = axes_text(plots.dashboard(pd.DataFrame(), dpi=30))
+    assert "no model calls in this run" in text
+    assert "no compaction in this run" in text
+    assert "no decision taken yet" in text
+
+
+def test_a_run_stopped_before_any_call():
+    # A UserPromptSubmit hook that stops the prompt: a start, a transition and a result, zero model calls.
+    loop = scenario_loop("end_turn", hooks=_StopPrompt())
+    loop.run()
+    assert loop.result.requests == 0
+    frame = loop.trace.to_frame()
+    assert plots.read_run(frame).calls == []
+    text = axes_text(plots.dashboard(frame, dpi=30))
+    assert "Run ended: error_during_execution" in text and "no model calls in this run" in text
+    assert "end: error_during_execution" in text
+
+
+def test_error_only_run(frames):
+    run = plots.read_run(frames["api_error_fatal"])
+    assert [(c.n, c.answered, c.error_status) for c in run.calls] == [(1, False, 401)]
+    text = axes_text(plots.token_usage(frames["api_error_fatal"], dpi=30))
+    assert "HTTP 401" in text and "no call used any tokens" in text
+
+
+def test_a_run_in_progress_is_labelled_so():
+    loop = scenario_loop("tour")
+    loop.step()
+    loop.step()
+    assert "Run in progress: 2 model call(s)" in axes_text(plots.dashboard(loop, dpi=30))
+
+
+def test_no_compaction_note_and_compaction_bars(frames):
+    assert "no compaction in this run" in axes_text(plots.compaction_bars(frames["tour"], dpi=30))
+    text = axes_text(plots.compaction_bars(frames["prompt_too_long"], dpi=30))
+    assert "summarize" in text and "(prompt_too_long)" in text
+
+
+def test_token_usage_draws_the_window_only_when_it_matters(frames):
+    near = axes_text(plots.token_usage(frames["context_window_exceeded"], dpi=30))
+    far = axes_text(plots.token_usage(frames["tour"], dpi=30))
+    assert "context window (200k)" in near
+    assert "far above this scale" in far and "context window (200k)" not in far
+
+
+def test_decision_path_has_a_row_for_every_branch_and_a_dot_per_decision(frames):
+    fig = plots.decision_path(frames["tour"], dpi=30)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert [label.split()[-1] for label in labels] == [branch for _, branch, _ in ROWS]
+    dots = [c for c in ax.collections if len(c.get_offsets())]
+    transitions = (frames["tour"].kind == "transition").sum()
+    assert len(dots) == transitions
+    assert "end: success" in axes_text(fig)
+
+
+def test_recoveries_count_against_their_limits(frames):
+    run = plots.read_run(frames["max_tokens_give_up"])
+    counts = {(c.title, label): len(plots._occurrences(run, what)) for c in plots.COUNTERS
+              for label, what in c.series}
+    assert counts["max_tokens recoveries", "escalations"] == 1
+    assert counts["max_tokens recoveries", "continuations"] == 3
+    assert counts["pause_turn continuations", "continuations"] == 0
+    text = axes_text(plots.recovery_attempts(frames["max_tokens_give_up"], dpi=30))
+    assert "limit on continuations = 3" in text and "the run ended here" in text
+    capped = axes_text(plots.recovery_attempts(frames["stop_hook_cap"], dpi=30))
+    assert "blocks fed back (8)" in capped and "cap in a row = 8" in capped and "the run ended here" in capped
+
+
+def test_fallback_is_named_on_the_path(frames):
+    assert "→ claude-haiku-4-5" in axes_text(plots.decision_path(frames["overloaded_fallback"], dpi=30))
+
+
+def test_inline_scenario_with_server_tools():
+    sc = parse_scenario({"description": "server tool", "prompt": "Find a park.", "steps": [
+        {"content": [{"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+                      "input": {"query": "park"}}], "stop_reason": "pause_turn"},
+        {"content": [{"type": "text", "text": "Frognerparken."}], "stop_reason": "end_turn"}]}, "inline")
+    loop = scenario_loop(sc)
+    loop.run()
+    assert "pause_turn" in axes_text(plots.decision_path(loop, dpi=30))
+
+
+class _StopPrompt:
+    """A hooks object whose UserPromptSubmit hook says continue: false."""
+
+    def has(self, event: str) -> bool:
+        return event == "UserPromptSubmit"
+
+    def run(self, event, payload, tool_name=None):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(stop_loop=True, blocked=False, stop_reason="prompt rejected in a test", reason=None,
+                               additional_context=[], runs=[])
