@@ -117,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
     from .lab import build_hooks, build_tools, scenario_loop, scenario_stop_hook
     from .loop import AgentLoop
     from .scenario import load_scenario
-    from .trace import Trace
+    from .trace import Trace, redact
     from .transitions import Limits
 
     key = os.environ.get("ANTHROPIC_API_KEY") or ""
@@ -176,14 +176,15 @@ def _run(args: argparse.Namespace) -> int:
         result = loop.run()
     finally:
         trace.close()
+    secrets = (key,)
     if args.json:
-        print(json.dumps(result.to_dict(), sort_keys=True))
+        print(redact(json.dumps(result.to_dict(), sort_keys=True), secrets))
     else:
         print(f"\n{result.subtype}: {result.num_turns} turn(s), {result.requests} request(s), "
               f"stop_reason {result.stop_reason}, usage in/out {result.usage['input_tokens']}/"
               f"{result.usage['output_tokens']}")
         if result.result:
-            print(result.result)
+            print(redact(result.result, secrets))
     return 0 if result.subtype == "success" else 1
 
 

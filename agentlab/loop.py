@@ -307,8 +307,8 @@ class AgentLoop:
         if isinstance(t, Retry):                                                         # row 0
             self._retry(t)
         elif isinstance(t, End):
-            if blocks and t.subtype == "error_refusal":
-                self._append({"role": "assistant", "content": blocks})
+            if t.subtype == "error_refusal":  # keep what was said, never an unanswered tool call
+                self._merge_or_append_assistant([b for b in blocks if b.get("type") in ("text", "thinking")])
             self._end(t)
         elif isinstance(t, Compact):                                                     # rows 0b, 4
             self._pending_compaction = t.trigger
@@ -322,8 +322,9 @@ class AgentLoop:
             self._merge_or_append_assistant(blocks)
             self._run_tools(t)
         elif isinstance(t, ContinueTruncated):                                           # row 3
-            self._merge_or_append_assistant(blocks)
-            self._append({"role": "user", "content": t.text})
+            if self._merge_or_append_assistant(blocks):
+                self._append_user_text(t.text)
+            # an empty partial leaves nothing to continue from: the same request goes again (still counted)
             self.state = replace(self.state, output_recoveries=self.state.output_recoveries + 1)
             self.counts["continuations"] += 1
         elif isinstance(t, Resume):                                                      # row 6
@@ -331,7 +332,7 @@ class AgentLoop:
             self.state = replace(self.state, pause_continuations=self.state.pause_continuations + 1)
             self.counts["pause_continuations"] += 1
         elif isinstance(t, Nudge):                                                       # row 8
-            self._append({"role": "user", "content": t.text})
+            self._append_user_text(t.text)
             self.state = replace(self.state, nudges=self.state.nudges + 1)
             self.counts["nudges"] += 1
         elif isinstance(t, RetryOnModel):                                                # row 5
@@ -340,17 +341,15 @@ class AgentLoop:
             self.state = replace(self.state, model=t.model, refusal_fallback_used=True)
             self.counts["fallbacks"] += 1
         elif isinstance(t, Complete):                                                    # rows 7, 11 → 10
-            if blocks:
-                self._merge_or_append_assistant(blocks)
+            self._merge_or_append_assistant(blocks)
             self._final_text = _text_of(blocks)
             self._stop_hooks(blocks)
 
     def _retry(self, t: Retry) -> None:
         attempt = self.state.api_attempts + 1
         overloads = self.state.consecutive_overloads
-        last_error = self.trace.of_kind("api_error")[-1].data if self.trace.of_kind("api_error") else {}
-        if last_error.get("status") == 529:
-            overloads += 1
+        errors = self.trace.of_kind("api_error")
+        overloads = overloads + 1 if errors and errors[-1].data.get("status") == 529 else 0
         delay = t.delay * (1 + 0.25 * self._rng.random()) if t.delay else 0.0
         if t.switch_model:
             self.trace.emit("fallback", self.requests, {"from_model": self.state.model, "to_model": t.switch_model,
@@ -366,15 +365,42 @@ class AgentLoop:
         if delay:
             self.sleep(delay)
 
-    def _merge_or_append_assistant(self, blocks: list[dict[str, Any]]) -> None:
-        """Append the assistant turn; after a pause_turn the continuation joins the paused turn."""
+    def _merge_or_append_assistant(self, blocks: list[dict[str, Any]]) -> bool:
+        """Append the assistant turn; after a pause_turn the continuation joins the paused turn.
+
+        Blank text blocks are left out (the API rejects them in a resent turn); nothing is appended when
+        nothing is left. Returns whether anything was appended.
+        """
+        blocks = [b for b in blocks if not (b.get("type") == "text" and not str(b.get("text", "")).strip())]
+        if not blocks:
+            return False
         if self.messages and self.messages[-1]["role"] == "assistant":
             merged = list(self.messages[-1]["content"]) + blocks
             self.messages[-1] = {"role": "assistant", "content": merged}
             self.trace.emit("append", self.requests, {"role": "assistant", "merged": True,
                                                       "content": blocks, "blocks": _types(blocks)})
-            return
+            return True
         self._append({"role": "assistant", "content": blocks})
+        return True
+
+    def _append_user_text(self, text: str) -> None:
+        """A loop-written user message (continuation, nudge, hook feedback), keeping roles alternating.
+
+        After a plain-text user message (when the model's turn left nothing to append) the text joins it;
+        after a tool_result message it goes into a message of its own, so the tool results stay alone in
+        theirs (the API merges the two user turns).
+        """
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == "user" and not self.state.after_tool_results:
+            content = last["content"]
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+            merged = {"role": "user", "content": blocks + [{"type": "text", "text": text}]}
+            self.messages[-1] = merged
+            self.meter.appended({"role": "user", "content": text})
+            self.trace.emit("append", self.requests, {"role": "user", "merged": True,
+                                                      "content": [{"type": "text", "text": text}], "blocks": "text"})
+            return
+        self._append({"role": "user", "content": text})
 
     def _append(self, message: Message) -> None:
         self.messages.append(message)
@@ -466,7 +492,7 @@ class AgentLoop:
         if verdict.branch != getattr(self.last_transition, "branch", None):
             self._emit_transition(verdict)
         if isinstance(verdict, HookBlocked):
-            self._append({"role": "user", "content": verdict.feedback})
+            self._append_user_text(verdict.feedback)
             self.state = replace(self.state, stop_hook_active=True,
                                  stop_hook_blocks=self.state.stop_hook_blocks + 1)
             self.counts["stop_hook_blocks"] += 1

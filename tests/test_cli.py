@@ -434,10 +434,6 @@ def test_wire_fatal_error_is_not_retried(runs):
     assert len(runs["wire_forbidden"].server.seen) == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "agentlab/cli.py _run: the final result is printed with json.dumps(result.to_dict()) (and result.result "
-    "in the readable form) without redaction; only Trace events are redacted, so an API error message that "
-    "echoes the key (Result.result = the error message, set in loop.py AgentLoop._end) reaches stdout"))
 def test_wire_key_echoed_by_the_server_is_not_printed(runs):
     ran = on_the_wire(runs["wire_key_echo"])
     assert ran.code == 1
