@@ -36,6 +36,23 @@ def show_result(result: Any) -> None:
     print(f"result: {result.result!r}")
 
 
+def observed(scenario: str, extra: Iterable[str] = ()) -> None:
+    """What each recorded client did when served ``scenario`` (the records in data/observed), one line each.
+
+    ``extra`` names fields of the client's own result to show as well, e.g. ``("num_turns",)``.
+    """
+    from ..compare import describe
+    from ..observe import load_records
+
+    for (client, version), by_scenario in sorted(load_records().items()):
+        record = by_scenario.get(scenario)
+        line = describe(record) if record else "not recorded"
+        if record:
+            result = record.get("result") or {}
+            line += "".join(f"; {name} {result.get(name)}" for name in extra if name in result)
+        print(f"{client} {version}".ljust(22), line)
+
+
 # --- the fake model used by the check ---------------------------------------------------------------------
 
 def _search(i: int) -> list[dict[str, Any]]:

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..transitions import Failure, Limits, LoopState, Retry, decide
-from .lesson06 import show_result, show_trace
+from .lesson06 import observed, show_result, show_trace
 
-__all__ = ["check_retry_delay", "expected_delay", "sdk_backoff", "show_result", "show_trace"]
+__all__ = ["check_retry_delay", "expected_delay", "observed", "sdk_backoff", "show_result", "show_trace"]
 
 STATUSES = (None, 400, 401, 403, 404, 408, 409, 413, 429, 500, 502, 503, 504, 529)
 # The policy the exercise states, pinned here so that a change of agentlab's defaults cannot move the answer.

@@ -11,9 +11,9 @@ from typing import Any
 from ..errors import ScenarioError
 from ..lab import scenario_loop
 from ..scenario import parse_scenario
-from .lesson06 import show_result, show_trace
+from .lesson06 import observed, show_result, show_trace
 
-__all__ = ["check_runaway_scenario", "show_result", "show_trace", "turns_table"]
+__all__ = ["check_runaway_scenario", "observed", "show_result", "show_trace", "turns_table"]
 
 WANTED_REQUESTS = 4
 
