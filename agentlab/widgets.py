@@ -1,0 +1,610 @@
+"""The stepper: a notebook widget that drives an AgentLoop one model call at a time and shows every decision.
+
+Pick a scenario, press Step, and watch the loop: the transcript of each call (text, tool_use, tool_result and
+server-tool blocks each look different), the row of the decision table that fired and why, the result
+banner when the run ends, and a plot of tokens, context fill and recovery budget, redrawn after every step.
+
+The widget holds no logic of its own: ``step()`` advances the loop, ``update()`` renders every pane from the
+loop and its trace, and each button handler is ``step(); update()``, guarded so that an error (a malformed
+scenario, a broken expectation) shows in the error pane instead of leaving a dead widget. Only core
+ipywidgets are used (no custom front-end code), so it works in JupyterLab, Notebook, Voilà and VS Code.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as widgets
+
+from . import plots
+from .lab import scenario_loop
+from .loop import AgentLoop
+from .scenario import Scenario, load_scenario, scenario_names
+from .trace import Event
+from .transitions import ROWS
+
+DEFAULT_CONTEXT_WINDOW = 200_000
+RUN_STEP_CAP = 1000          # Run to end gives up after this many steps (a loop that never ends is a bug)
+PLOT_CHOICES = (("tokens · context · budget", "overview"), ("decision path", "path"),
+                ("recoveries vs limits", "recoveries"), ("compactions", "compaction"),
+                ("tokens per call", "tokens"), ("context fill", "context"), ("dashboard (slow)", "dashboard"))
+PLOT_DPI = {"overview": 64, "dashboard": 48}
+
+# Block styles: a learner tells text, tool calls, tool results and server tools apart at a glance.
+BLOCK_STYLES = {
+    "text": ("#FFFFFF", "#9E9E9E"),
+    "tool_use": ("#E8F0FE", "#1A73E8"),
+    "tool_result": ("#E6F4EA", "#188038"),
+    "tool_result_error": ("#FCE8E6", "#D93025"),
+    "server_tool_use": ("#F3E8FD", "#8430CE"),
+    "web_search_tool_result": ("#F8F1FE", "#A142F4"),
+    "thinking": ("#F5F5F5", "#BDBDBD"),
+    "marker": ("#FFF4E5", "#E37400"),
+}
+ROLE_LABELS = {"user": "user", "assistant": "assistant", "marker": "marker"}
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _clip(text: str, limit: int = 700) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+# --- rendering blocks and calls (pure functions of the trace) ---------------------------------------------
+
+def render_block(block: dict[str, Any]) -> str:
+    """One content block as a styled div with the class ``agentlab-block-<type>``."""
+    kind = str(block.get("type", "unknown"))
+    style_key = "tool_result_error" if kind == "tool_result" and block.get("is_error") else kind
+    background, border = BLOCK_STYLES.get(style_key, ("#FAFAFA", "#757575"))
+    if kind == "text":
+        title, body = "text", _e(_clip(str(block.get("text", "")))) or "<i>(empty text)</i>"
+    elif kind in ("tool_use", "server_tool_use"):
+        title = f"{kind} · {_e(block.get('name'))} · {_e(block.get('id', ''))}"
+        body = f"<code>{_e(_clip(_json(block.get('input', {})), 400))}</code>"
+    elif kind == "tool_result":
+        flag = " · is_error" if block.get("is_error") else ""
+        title = f"tool_result for {_e(block.get('tool_use_id'))}{flag}"
+        content = block.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(c.get("text", c)) if isinstance(c, dict) else str(c) for c in content)
+        body = _e(_clip(str(content or "")))
+    elif kind == "web_search_tool_result":
+        title = f"web_search_tool_result for {_e(block.get('tool_use_id'))}"
+        items = block.get("content") if isinstance(block.get("content"), list) else []
+        body = "<br>".join(f"{_e(i.get('title', ''))} <code>{_e(i.get('url', ''))}</code>"
+                           for i in items if isinstance(i, dict)) or "(no results)"
+    elif kind == "thinking":
+        title, body = "thinking", f"<i>{_e(_clip(str(block.get('thinking', ''))))}</i>"
+    else:
+        title, body = kind, f"<code>{_e(_clip(_json(block), 300))}</code>"
+    return (f'<div class="agentlab-block agentlab-block-{_e(kind)}" style="background:{background};'
+            f'border-left:4px solid {border};margin:3px 0;padding:3px 7px;border-radius:3px;'
+            f'white-space:pre-wrap;word-break:break-word">'
+            f'<div style="font-size:10px;font-weight:600;color:{border};text-transform:none">{title}</div>'
+            f'{body}</div>')
+
+
+def _render_blocks(blocks: list[dict[str, Any]]) -> str:
+    if not blocks:
+        return '<div class="agentlab-block agentlab-block-empty" style="color:#777;font-style:italic">' \
+               '(empty content)</div>'
+    return "".join(render_block(b) for b in blocks)
+
+
+def _line(css: str, text: str, color: str = "#444") -> str:
+    return f'<div class="{css}" style="font-size:11px;color:{color};margin:2px 0">{text}</div>'
+
+
+def render_event(e: Event) -> str:
+    """The HTML for one event inside a call's box ('' for events the box does not show)."""
+    d = e.data
+    if e.kind == "request":
+        purpose = " · <b>summary request (compaction)</b>" if d.get("purpose") == "summary" else ""
+        return _line("agentlab-request", f"request · {_e(d.get('model'))} · max_tokens {_e(d.get('max_tokens'))}"
+                     f" · {_e(d.get('messages'))} message(s) · context ≈ {_e(d.get('context_tokens'))} tokens"
+                     f"{purpose}", "#555")
+    if e.kind == "response":
+        head = _line("agentlab-response", f"response · stop_reason <b>{_e(d.get('stop_reason'))}</b> · tokens in/out "
+                     f"{_e(d.get('input_tokens'))}/{_e(d.get('output_tokens'))}", "#222")
+        return head + _render_blocks(d.get("content") or [])
+    if e.kind == "api_error":
+        return (f'<div class="agentlab-api-error" style="background:#FCE8E6;border-left:4px solid #D93025;'
+                f'padding:3px 7px;margin:3px 0">HTTP {_e(d.get("status"))} {_e(d.get("error_type"))}: '
+                f'{_e(_clip(str(d.get("message", "")), 300))}</div>')
+    if e.kind == "transition":
+        return (f'<div class="agentlab-branch" style="margin:4px 0;font-size:12px">'
+                f'<span style="background:#FFF3C4;border:1px solid #E0B800;border-radius:10px;padding:0 7px">'
+                f'row {_e(d.get("row"))} · <b>{_e(d.get("branch"))}</b></span> '
+                f'<span style="color:#444">{_e(d.get("reason"))}</span></div>')
+    if e.kind == "append":
+        role = str(d.get("role"))
+        if role == "assistant":
+            how = "joined to the previous assistant message" if d.get("merged") else "appended"
+            return _line("agentlab-append", f"↳ assistant message {how} ({_e(d.get('blocks'))})", "#777")
+        if role == "marker":
+            return "".join(_line("agentlab-append agentlab-marker", f"↳ {_e(b.get('text'))}", "#E37400")
+                           for b in d.get("content") or [])
+        return _line("agentlab-append", "↳ user message appended:", "#777") + _render_blocks(d.get("content") or [])
+    if e.kind == "hook":
+        verdict = d.get("decision") or ("error" if d.get("error") else "no opinion")
+        why = f": {_e(_clip(str(d.get('reason') or d.get('error') or ''), 200))}" if (d.get("reason")
+                                                                                       or d.get("error")) else ""
+        return _line("agentlab-hook", f"hook {_e(d.get('event'))} [{_e(d.get('source'))}] → <b>{_e(verdict)}</b>{why}",
+                     "#8430CE")
+    if e.kind == "retry":
+        return _line("agentlab-retry", f"retry: attempt {_e(d.get('attempt'))} after {_e(d.get('delay_s'))} s on "
+                     f"{_e(d.get('model'))}", "#B06000")
+    if e.kind == "fallback":
+        return _line("agentlab-fallback", f"fallback: {_e(d.get('from_model'))} → <b>{_e(d.get('to_model'))}</b> "
+                     f"({_e(d.get('cause'))})", "#B06000")
+    if e.kind == "compaction":
+        return _line("agentlab-compaction", f"compaction ({_e(d.get('strategy'))}, {_e(d.get('trigger'))}): history "
+                     f"≈{_e(d.get('tokens_before'))} → ≈{_e(d.get('tokens_after'))} tokens, "
+                     f"{_e(d.get('messages_before'))} → {_e(d.get('messages_after'))} messages", "#8172B3")
+    return ""
+
+
+def render_transcript(events: list[Event], *, latest_from: int | None = None) -> str:
+    """The run so far, one box per model call (class ``agentlab-call``), newest at the bottom and in view.
+
+    Events before the first call (the prompt) come first; events of the step that began at sequence number
+    ``latest_from`` are outlined so the learner sees what the last Step did.
+    """
+    prompt = [e for e in events if e.call == 0 and e.kind == "append"]
+    head = "".join(_render_blocks(e.data.get("content") or []) for e in prompt)
+    calls: dict[int, list[Event]] = {}
+    for e in events:
+        if e.call > 0 and e.kind not in ("start", "result", "tool"):
+            calls.setdefault(e.call, []).append(e)
+    boxes = []
+    for n, group in calls.items():
+        latest = latest_from is not None and group[-1].seq >= latest_from
+        purpose = " (summary for compaction)" if any(e.kind == "request" and e.data.get("purpose") == "summary"
+                                                     for e in group) else ""
+        border = "2px solid #1A73E8" if latest else "1px solid #DADCE0"
+        css = "agentlab-call agentlab-call-latest" if latest else "agentlab-call"
+        body = "".join(render_event(e) for e in group)
+        boxes.append(f'<div class="{css}" data-call="{n}" style="border:{border};border-radius:5px;'
+                     f'padding:4px 8px;margin:5px 0;background:#FFFFFF">'
+                     f'<div style="font-weight:600;font-size:12px">Call {n}{purpose}</div>{body}</div>')
+    prompt_box = (f'<div class="agentlab-prompt" style="margin:4px 0"><div style="font-weight:600;font-size:12px">'
+                  f'Prompt</div>{head}</div>' if prompt else "")
+    if not prompt and not boxes:
+        prompt_box = '<div class="agentlab-empty" style="color:#777">Nothing yet: press Step.</div>'
+    # column-reverse keeps the scroll position at the bottom, so the newest call is what you see.
+    inner = prompt_box + "".join(boxes)
+    return (f'<div class="agentlab-transcript-scroll" style="display:flex;flex-direction:column-reverse;'
+            f'max-height:460px;overflow-y:auto;font-size:12px;line-height:1.35;padding-right:4px">'
+            f'<div>{inner}</div></div>')
+
+
+def render_decision(step_events: list[Event], all_events: list[Event], loop: AgentLoop | None) -> str:
+    """The decision table with the row(s) the last step took highlighted, the reason, and the counters."""
+    taken = [e.data for e in step_events if e.kind == "transition"]
+    fired: dict[str, int] = {}
+    for e in all_events:
+        if e.kind == "transition":
+            fired[str(e.data.get("branch"))] = fired.get(str(e.data.get("branch")), 0) + 1
+    current = taken[-1].get("branch") if taken else None
+    earlier = {t.get("branch") for t in taken[:-1]}
+    if taken:
+        t = taken[-1]
+        call = step_events[-1].call if step_events else 0
+        what = next((w for _, b, w in ROWS if b == current), "")
+        before = "".join(f"row {_e(x.get('row'))} · {_e(x.get('branch'))}: {_e(x.get('reason'))}<br>"
+                         for x in taken[:-1])
+        reason = (f'<div class="agentlab-reason" style="background:#FFF3C4;border:1px solid #E0B800;'
+                  f'border-radius:4px;padding:4px 8px;margin-bottom:6px;font-size:12px">'
+                  f'{"<span style=color:#666>" + before + "</span>" if before else ""}'
+                  f'<b>After call {call}: row {_e(t.get("row"))} · {_e(t.get("branch"))}</b><br>'
+                  f'<span style="color:#555">{_e(what)}</span><br>Why: {_e(t.get("reason"))}</div>')
+    else:
+        reason = ('<div class="agentlab-reason" style="color:#777;margin-bottom:6px">No decision yet: press Step '
+                  'to make the first model call.</div>')
+    rows = []
+    cell = "padding:0 5px;line-height:17px;border:none;white-space:nowrap"
+    for row, branch, what in ROWS:
+        css, style = "", ""
+        if branch == current:
+            css, style = "agentlab-current", "background:#FFE082;font-weight:600"
+        elif branch in earlier:
+            css, style = "agentlab-earlier", "background:#FFF3C4"
+        count = fired.get(branch, 0)
+        rows.append(f'<tr class="{css}" data-branch="{_e(branch)}" title="{_e(what)}" style="{style}">'
+                    f'<td style="{cell};text-align:right;color:#666">{_e(row)}</td>'
+                    f'<td style="{cell};font-family:monospace">{_e(branch)}</td>'
+                    f'<td style="{cell};text-align:right;color:#555">{"×" + str(count) if count else ""}</td>'
+                    f'<td style="{cell};color:#666;overflow:hidden;text-overflow:ellipsis">{_e(what)}</td></tr>')
+    table = ('<table class="agentlab-rows" style="border-collapse:collapse;font-size:11px;width:100%;'
+             'table-layout:fixed"><colgroup><col style="width:28px"><col style="width:150px">'
+             '<col style="width:38px"><col></colgroup>'
+             '<thead><tr style="border-bottom:1px solid #999;text-align:left">'
+             f'<th style="{cell}">row</th><th style="{cell}">branch</th>'
+             f'<th style="{cell}" title="times this branch fired so far">fired</th>'
+             f'<th style="{cell}" title="hover a row to read all of it">what happens</th></tr></thead>'
+             f'<tbody>{"".join(rows)}</tbody></table>')
+    return reason + table + _render_counters(loop)
+
+
+def _render_counters(loop: AgentLoop | None) -> str:
+    if loop is None:
+        return ""
+    s, lim = loop.state, loop.limits
+    parts = [f"model {s.model}", f"max_tokens {s.max_tokens}",
+             f"turns {s.num_turns}/{lim.max_turns if lim.max_turns is not None else '∞'}",
+             f"output recoveries {s.output_recoveries}/{lim.max_output_recoveries}",
+             f"compactions in a row {s.consecutive_compactions}/{lim.max_compactions}",
+             f"pause continuations {s.pause_continuations}/{lim.max_pause_continuations}",
+             f"Stop-hook blocks {s.stop_hook_blocks}/{lim.stop_hook_block_cap}"]
+    return (f'<div class="agentlab-counters" style="font-size:11px;color:#555;margin-top:6px">'
+            f'Loop state: {" · ".join(_e(p) for p in parts)}</div>')
+
+
+def render_result(loop: AgentLoop | None, error: str | None = None) -> str:
+    """The banner: running, or the result (subtype, turns, requests, recoveries, the final text)."""
+    if loop is None:
+        return ('<div class="agentlab-banner agentlab-no-run" style="padding:6px 10px;background:#EEEEEE;'
+                'border-radius:4px">No run: fix the problem shown above, or pick another scenario.</div>')
+    if loop.result is None:
+        if error:
+            return (f'<div class="agentlab-banner agentlab-stopped" data-subtype="" style="padding:6px 10px;'
+                    f'background:#FCE8E6;border-radius:4px">Run stopped by the error above after '
+                    f'{loop.requests} model call(s). Press <b>Reset</b> to start again.</div>')
+        return (f'<div class="agentlab-banner agentlab-running" data-subtype="" style="padding:6px 10px;'
+                f'background:#E8F0FE;border-radius:4px">Run in progress: {loop.requests} model call(s), '
+                f'{loop.state.num_turns} turn(s) so far. Press <b>Step</b> for the next call, or '
+                f'<b>Run to end</b>.</div>')
+    r = loop.result
+    ok = not r.is_error
+    counts = ", ".join(f"{name} {getattr(r, name)}" for name in (
+        "escalations", "continuations", "compactions", "retries", "fallbacks", "pause_continuations", "nudges",
+        "stop_hook_blocks") if getattr(r, name))
+    usage = f"{r.usage.get('input_tokens', 0)}/{r.usage.get('output_tokens', 0)}"
+    return (f'<div class="agentlab-banner agentlab-{"success" if ok else "failure"}" data-subtype="{_e(r.subtype)}" '
+            f'style="padding:6px 10px;border-radius:4px;background:{"#E6F4EA" if ok else "#FCE8E6"};'
+            f'border-left:5px solid {"#188038" if ok else "#D93025"}">'
+            f'<b>Result: <span class="agentlab-subtype">{_e(r.subtype)}</span></b> · is_error {r.is_error} · '
+            f'{r.num_turns} turn(s), {r.requests} model call(s) · stop_reason {_e(r.stop_reason)} · '
+            f'tokens in/out {usage}{" · " + _e(counts) if counts else ""}'
+            f'<div style="margin-top:3px;color:#333">{_e(_clip(str(r.result or ""), 400))}</div></div>')
+
+
+def render_error(error: str | None) -> str:
+    if not error:
+        return ""
+    return (f'<div class="agentlab-error-message" style="background:#FCE8E6;border:1px solid #D93025;'
+            f'border-radius:4px;padding:6px 10px;white-space:pre-wrap;font-family:monospace;font-size:12px">'
+            f'{_e(error)}</div>')
+
+
+# --- the widget ------------------------------------------------------------------------------------------
+
+class Stepper:
+    """Step an agent loop call by call in a notebook.
+
+    ``Stepper("tour")`` (a scenario name), ``Stepper("path/to/scenario.yaml")``, ``Stepper(scenario)`` (a
+    Scenario) or ``Stepper(loop)`` (any AgentLoop, e.g. one against the live API; it cannot be reset with
+    other settings). ``max_turns``, ``max_tokens`` and ``context_window`` override the scenario's values.
+    Display it as the last expression of a cell. Drive it from code with ``step()``, ``run_to_end()``,
+    ``reset()``, ``select(name)``, or by clicking the buttons (``stepper.step_button.click()``).
+    """
+
+    def __init__(self, scenario_or_loop: str | Path | Scenario | AgentLoop | None = None, *,
+                 max_turns: int | None = None, max_tokens: int | None = None,
+                 context_window: int | None = None, plot: str = "overview", show_plots: bool = True) -> None:
+        self.loop: AgentLoop | None = None
+        self.error: str | None = None
+        self.show_plots = show_plots
+        self._fixed_loop: AgentLoop | None = None
+        self._fixed_label: str | None = None      # the picker option that stands for the loop passed in
+        self._custom: dict[str, str | Scenario] = {}
+        self._step_from: int | None = None       # trace length before the last step
+        self._plot_key: tuple[Any, ...] | None = None
+        self._quiet = False                      # set while controls are changed from code
+        self._build_view(plot)
+        choice = self._register(scenario_or_loop)
+        self._quiet = True
+        try:
+            self.scenario_picker.value = choice
+        finally:
+            self._quiet = False
+        self._guarded(lambda: self._load(choice, max_turns=max_turns, max_tokens=max_tokens,
+                                         context_window=context_window))()
+
+    # -- view -------------------------------------------------------------------------------------------
+    def _build_view(self, plot: str) -> None:
+        initial = "initial"
+        self.scenario_picker = widgets.Dropdown(options=scenario_names(), description="scenario",
+                                                style={"description_width": initial},
+                                                layout=widgets.Layout(width="300px"))
+        self.max_turns_input = widgets.BoundedIntText(value=0, min=0, max=10_000, description="max_turns (0 = none)",
+                                                      style={"description_width": initial},
+                                                      layout=widgets.Layout(width="190px"))
+        self.max_tokens_input = widgets.BoundedIntText(value=1024, min=1, max=128_000, description="max_tokens",
+                                                       style={"description_width": initial},
+                                                       layout=widgets.Layout(width="170px"))
+        self.context_window_input = widgets.BoundedIntText(value=DEFAULT_CONTEXT_WINDOW, min=100, max=2_000_000,
+                                                           step=1000, description="context window",
+                                                           style={"description_width": initial},
+                                                           layout=widgets.Layout(width="210px"))
+        self.step_button = widgets.Button(description="Step", button_style="primary", icon="step-forward",
+                                          tooltip="one model call and the decision after it")
+        self.run_button = widgets.Button(description="Run to end", icon="fast-forward",
+                                         tooltip="step until the run ends")
+        self.reset_button = widgets.Button(description="Reset", icon="undo",
+                                           tooltip="start the run again with the settings above")
+        self.plot_picker = widgets.Dropdown(options=PLOT_CHOICES, value=plot, description="plot",
+                                            style={"description_width": initial},
+                                            layout=widgets.Layout(width="290px"))
+        self.header = widgets.HTML()
+        self.error_pane = widgets.HTML(layout=widgets.Layout(display="none"))
+        self.result_pane = widgets.HTML()
+        self.transcript_pane = widgets.HTML(layout=widgets.Layout(flex="1 1 55%", min_width="0", width="55%"))
+        self.decision_pane = widgets.HTML(layout=widgets.Layout(flex="1 1 45%", min_width="0", width="45%",
+                                                                overflow="hidden"))
+        self.plot_image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
+        for widget, css in ((self.step_button, "agentlab-step"), (self.run_button, "agentlab-run"),
+                            (self.reset_button, "agentlab-reset"), (self.scenario_picker, "agentlab-scenario"),
+                            (self.max_turns_input, "agentlab-max-turns"),
+                            (self.max_tokens_input, "agentlab-max-tokens"),
+                            (self.context_window_input, "agentlab-context-window"),
+                            (self.plot_picker, "agentlab-plot-picker"), (self.header, "agentlab-header"),
+                            (self.error_pane, "agentlab-error"), (self.result_pane, "agentlab-result"),
+                            (self.transcript_pane, "agentlab-transcript"),
+                            (self.decision_pane, "agentlab-decision"), (self.plot_image, "agentlab-plot")):
+            widget.add_class(css)
+        self.step_button.on_click(self._guarded(self.step))
+        self.run_button.on_click(self._guarded(self.run_to_end))
+        self.reset_button.on_click(self._guarded(self.reset))
+        self.scenario_picker.observe(self._on_scenario, names="value")
+        for control in (self.max_turns_input, self.max_tokens_input, self.context_window_input):
+            control.observe(self._on_control, names="value")
+        self.plot_picker.observe(self._guarded(lambda: None, on_change=True), names="value")
+        panes = widgets.HBox([self.transcript_pane, self.decision_pane],
+                             layout=widgets.Layout(align_items="flex-start", width="100%", grid_gap="12px"))
+        self.view = widgets.VBox([
+            self.header,
+            widgets.HBox([self.scenario_picker, self.max_turns_input, self.max_tokens_input,
+                          self.context_window_input], layout=widgets.Layout(flex_flow="row wrap")),
+            widgets.HBox([self.step_button, self.run_button, self.reset_button, self.plot_picker],
+                         layout=widgets.Layout(flex_flow="row wrap")),
+            self.error_pane, self.result_pane, panes, self.plot_image,
+        ], layout=widgets.Layout(width="100%"))
+        self.view.add_class("agentlab-stepper")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = self.view._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, dict):
+            bundle["text/plain"] = repr(self)
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"Stepper({self.scenario_picker.value!r})"
+
+    # -- handlers ---------------------------------------------------------------------------------------
+    def _guarded(self, action: Callable[[], Any], *, on_change: bool = False) -> Callable[..., None]:
+        """A handler that runs ``action`` then ``update()``; an exception lands in the error pane."""
+        def handler(*_args: Any) -> None:
+            if on_change and self._quiet:
+                return
+            try:
+                action()
+            except Exception as exc:  # any failure must reach the learner, not kill the widget
+                self.error = _describe(exc)
+            try:
+                self.update()
+            except Exception as exc:  # the pane shows it; the widget stays alive
+                self.error = _describe(exc)
+                self.error_pane.value = render_error(self.error)
+                self.error_pane.layout.display = None
+        return handler
+
+    def _on_scenario(self, change: dict[str, Any]) -> None:
+        if self._quiet:
+            return
+        self._guarded(lambda: self._load(change["new"]))()
+
+    def _on_control(self, change: dict[str, Any]) -> None:
+        if self._quiet:
+            return
+        self._guarded(self.reset)()
+
+    # -- state ------------------------------------------------------------------------------------------
+    def _register(self, source: str | Path | Scenario | AgentLoop | None) -> str:
+        """Put the source in the picker's options; return the option value that selects it."""
+        names = list(scenario_names())
+        if source is None:
+            return "tour" if "tour" in names else (names[0] if names else "")
+        if isinstance(source, AgentLoop):
+            self._fixed_loop = source
+            sc = getattr(source, "scenario", None)
+            label = f"(loop) {sc.name}" if isinstance(sc, Scenario) else "(loop passed in)"
+            if isinstance(sc, Scenario):
+                self._custom[label] = sc
+            self._fixed_label = label
+            self._add_option(label)
+            return label
+        if isinstance(source, Scenario):
+            label = source.name if source.name not in names else f"{source.name} (custom)"
+            self._custom[label] = source
+            self._add_option(label)
+            return label
+        text = str(source)
+        if text in names:
+            return text
+        self._custom[text] = text
+        self._add_option(text)
+        return text
+
+    def _add_option(self, label: str) -> None:
+        options = list(self.scenario_picker.options)
+        if label not in options:
+            self._quiet = True
+            try:
+                self.scenario_picker.options = [label, *options]
+            finally:
+                self._quiet = False
+
+    def _scenario(self, choice: str) -> Scenario:
+        source = self._custom.get(choice, choice)
+        if isinstance(source, Scenario):
+            return source
+        return load_scenario(source)
+
+    def _load(self, choice: str, *, max_turns: int | None = None, max_tokens: int | None = None,
+              context_window: int | None = None) -> None:
+        """Select a scenario: set the controls to its values (or the ones given), then start a fresh run."""
+        self.loop, self.error, self._step_from = None, None, None
+        if self._fixed_loop is not None and choice == self._fixed_label:
+            loop = self._fixed_loop
+            self._set_controls(loop.limits.max_turns, loop.state.max_tokens, loop.context_window)
+            self.loop = loop
+            return
+        sc = self._scenario(choice)
+        self._set_controls(max_turns if max_turns is not None else sc.max_turns,
+                           max_tokens if max_tokens is not None else sc.max_tokens,
+                           context_window if context_window is not None
+                           else sc.context_window or DEFAULT_CONTEXT_WINDOW)
+        self.reset()
+
+    def _set_controls(self, max_turns: int | None, max_tokens: int, context_window: int) -> None:
+        self._quiet = True
+        try:
+            self.max_turns_input.value = max_turns or 0
+            self.max_tokens_input.value = max_tokens
+            self.context_window_input.value = context_window
+        finally:
+            self._quiet = False
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The loop options the controls hold (max_turns None means no limit)."""
+        return {"max_turns": self.max_turns_input.value or None, "max_tokens": self.max_tokens_input.value,
+                "context_window": self.context_window_input.value}
+
+    def reset(self) -> None:
+        """Start the selected scenario again from its first call, with the values in the controls."""
+        self.loop, self.error, self._step_from, self._plot_key = None, None, None, None
+        choice = self.scenario_picker.value
+        if choice == self._fixed_label and choice not in self._custom:
+            raise RuntimeError("this loop was passed in ready-made and cannot be restarted; "
+                               "pass a scenario name to the Stepper to be able to reset")
+        sc = self._scenario(choice)
+        settings = self.settings
+        window = settings["context_window"]
+        if window != (sc.context_window or DEFAULT_CONTEXT_WINDOW):
+            sc = sc.model_copy(update={"context_window": window})   # the scripted server enforces it too
+        self.loop = scenario_loop(sc, **settings)
+
+    def select(self, name: str) -> None:
+        """Pick a scenario by name or path (as if chosen in the dropdown)."""
+        choice = self._register(name)
+        self._quiet = True
+        try:
+            self.scenario_picker.value = choice
+        finally:
+            self._quiet = False
+        self._guarded(lambda: self._load(choice))()
+
+    def step(self) -> None:
+        """One step of the loop: one model call and the decision after it."""
+        if self.loop is None or self.loop.done:
+            return
+        self._step_from = len(self.loop.trace)
+        self.loop.step()
+
+    def run_to_end(self) -> None:
+        """Step until the run ends (at most RUN_STEP_CAP steps)."""
+        if self.loop is None or self.loop.done:
+            return
+        start = len(self.loop.trace)
+        for _ in range(RUN_STEP_CAP):
+            if self.loop.done:
+                break
+            self._step_from = len(self.loop.trace)
+            self.loop.step()
+        else:
+            raise RuntimeError(f"the run did not end after {RUN_STEP_CAP} steps")
+        self._step_from = start if self._step_from is None else self._step_from
+
+    # -- rendering --------------------------------------------------------------------------------------
+    def update(self) -> None:
+        """Render every pane from the loop and its trace."""
+        loop = self.loop
+        events = loop.trace.events if loop is not None else []
+        step_events = events[self._step_from:] if self._step_from is not None else []
+        self.header.value = _pane(self._render_header())
+        self.transcript_pane.value = _pane(render_transcript(events, latest_from=self._step_from))
+        self.decision_pane.value = _pane(render_decision(step_events, events, loop))
+        self.result_pane.value = _pane(render_result(loop, self.error))
+        runnable = loop is not None and not loop.done and self.error is None
+        self.step_button.disabled = self.run_button.disabled = not runnable
+        fixed_only = self.scenario_picker.value == self._fixed_label and self._fixed_label not in self._custom
+        self.reset_button.disabled = fixed_only
+        for control in (self.max_turns_input, self.max_tokens_input, self.context_window_input):
+            control.disabled = fixed_only
+        self._render_plot()
+        self.error_pane.value = _pane(render_error(self.error))
+        self.error_pane.layout.display = None if self.error else "none"
+
+    def _render_header(self) -> str:
+        choice = self.scenario_picker.value
+        description = ""
+        source = self._custom.get(choice, choice)
+        if isinstance(source, Scenario):
+            description = source.description
+        elif self.loop is not None and isinstance(getattr(self.loop, "scenario", None), Scenario):
+            description = self.loop.scenario.description  # type: ignore[attr-defined]
+        prompt = f" · prompt: <i>{_e(_clip(self.loop.prompt or '', 160))}</i>" if self.loop is not None else ""
+        return (f'<div style="font-size:13px"><b>agentlab stepper</b> · <code>{_e(choice)}</code>'
+                f'{" — " + _e(description) if description else ""}{prompt}</div>')
+
+    def _render_plot(self) -> None:
+        if not self.show_plots:
+            self.plot_image.layout.display = "none"
+            return
+        kind = self.plot_picker.value
+        events = self.loop.trace.events if self.loop is not None else []
+        key = (id(self.loop), len(events), kind)
+        if key == self._plot_key:
+            return
+        fig = plots.PLOTS[kind](list(events))
+        self.plot_image.value = plots.to_png(fig, dpi=PLOT_DPI.get(kind, 60))
+        self._plot_key = key
+
+    # -- conveniences -----------------------------------------------------------------------------------
+    @property
+    def call_count(self) -> int:
+        """Model calls shown in the transcript."""
+        return self.transcript_pane.value.count('class="agentlab-call')
+
+
+def _pane(body: str) -> str:
+    """Pane content with its own line height and wrapping (widget HTML defaults to one-line label styles)."""
+    return f'<div style="line-height:1.35;white-space:normal;font-size:12px">{body}</div>'
+
+
+def _describe(exc: BaseException) -> str:
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    place = f"\n(raised in {Path(where.filename).name}:{where.lineno}, {where.name})" if where else ""
+    return f"{type(exc).__name__}: {exc}{place}"
+
+
+def stepper(scenario_or_loop: str | Path | Scenario | AgentLoop | None = None, **kwargs: Any) -> Stepper:
+    """``Stepper(...)``, for symmetry with the plot functions."""
+    return Stepper(scenario_or_loop, **kwargs)

@@ -1,0 +1,199 @@
+"""The stepper in a real browser: JupyterLab on loopback, Chromium driven by Playwright.
+
+Runs in CI (``.ci/run`` installs Debian's chromium when it is missing); when Chromium or Playwright is not
+there the test fails with a message saying what to install, it never skips. Set ``AGENTLAB_SCREENSHOTS`` to
+a directory to keep the screenshot (it goes to pytest's temporary directory otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from agentlab.lab import run_scenario
+from agentlab.scenario import scenario_names
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("AGENTLAB_CHROMIUM", "/usr/bin/chromium")
+NOTEBOOK = Path(__file__).with_name("browser_stepper.ipynb")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+
+# Installed in the page before a click: stamps the click, the first change of the transcript pane and the
+# first change of the plot image, all with the page's own clock.
+WATCH_NEXT_STEP = """() => {
+  const w = {click: null, transcript: null, plot: null};
+  window.__agentlab = w;
+  const button = document.querySelector('.agentlab-stepper .agentlab-step');
+  button.addEventListener('click', () => { w.click = performance.now(); }, {capture: true, once: true});
+  const pane = document.querySelector('.agentlab-stepper .agentlab-transcript');
+  const paneWatch = new MutationObserver(() => {
+    if (w.click !== null && w.transcript === null) { w.transcript = performance.now(); paneWatch.disconnect(); }
+  });
+  paneWatch.observe(pane, {childList: true, subtree: true, characterData: true});
+  const img = document.querySelector('.agentlab-stepper img.agentlab-plot');
+  const imgWatch = new MutationObserver(() => {
+    if (w.click !== null && w.plot === null) { w.plot = performance.now(); imgWatch.disconnect(); }
+  });
+  imgWatch.observe(img, {attributes: true, attributeFilter: ['src']});
+}"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _require_browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium is needed for the browser test and is not at {CHROMIUM}: install it with "
+                    "`apt-get install -y chromium` (.ci/run does this), or set AGENTLAB_CHROMIUM to its path.")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the browser test needs the playwright package: pip install -e '.[test]'")
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab on 127.0.0.1 with private config/data/runtime dirs, serving a copy of the notebook."""
+    jupyter_lab = Path(sys.executable).with_name("jupyter-lab")
+    if not jupyter_lab.exists():
+        pytest.fail(f"jupyter-lab is not installed next to {sys.executable}: pip install -e '.[test]'")
+    base = tmp_path_factory.mktemp("lab")
+    root = base / "root"
+    root.mkdir()
+    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    env = dict(os.environ)
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
+                 "JUPYTERLAB_WORKSPACES_DIR", "IPYTHONDIR", "MPLCONFIGDIR"):
+        path = base / name.lower()
+        path.mkdir()
+        env[name] = str(path)
+    notify = Path(env["JUPYTERLAB_SETTINGS_DIR"]) / "@jupyterlab" / "apputils-extension"
+    notify.mkdir(parents=True)
+    (notify / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    port, token = _free_port(), "agentlab-browser-test"
+    log = (base / "jupyter.log").open("w")
+    server = subprocess.Popen(
+        [str(jupyter_lab), "--no-browser", "--allow-root", f"--port={port}", "--ServerApp.port_retries=0",
+         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         "--LabApp.news_url=None", "--LabApp.extension_manager=readonly"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if server.poll() is not None:
+                tail = (base / "jupyter.log").read_text()[-2000:]
+                pytest.fail(f"jupyter-lab exited with {server.returncode}: {tail}")
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("jupyter-lab did not answer /api/status within 60 s")
+            time.sleep(0.2)
+        yield {"url": url, "token": token, "root": root}
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def _screenshot_dir(tmp_path: Path) -> Path:
+    target = Path(os.environ.get("AGENTLAB_SCREENSHOTS") or tmp_path)
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def test_stepper_in_jupyterlab(lab, tmp_path, capsys):
+    sync_playwright = _require_browser()
+    from playwright.sync_api import expect
+
+    expected = {name: run_scenario(name).subtype for name in scenario_names()}
+    started = time.monotonic()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 2000})   # tall: the whole widget in view
+        try:
+            page.goto(f"{lab['url']}/lab/tree/{NOTEBOOK.name}?reset&token={lab['token']}")
+            page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=60_000)
+            # The execution indicator says idle before a kernel exists; the status bar text does not.
+            expect(page.locator("#jp-main-statusbar")).to_contain_text(re.compile(r"\|\s*Idle"), timeout=60_000)
+            page.locator("#jp-MainMenu .lm-MenuBar-item", has_text="Run").click()
+            page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
+
+            stepper = page.locator(".agentlab-stepper")
+            expect(stepper).to_be_visible(timeout=60_000)
+            transcript = stepper.locator(".agentlab-transcript")
+            plot = stepper.locator("img.agentlab-plot")
+            result = stepper.locator(".agentlab-result")
+            expect(transcript).to_contain_text("Nothing yet", timeout=30_000)
+            expect(plot).to_have_attribute("src", re.compile(r"^blob:|^data:"), timeout=30_000)
+            plot_before = plot.get_attribute("src")
+            pixels_before = plot.screenshot()
+
+            timings = []
+            for n in (1, 2, 3):
+                page.evaluate(WATCH_NEXT_STEP)
+                stepper.locator(".agentlab-step").click()
+                expect(transcript.locator(".agentlab-call")).to_have_count(n, timeout=30_000)
+                page.wait_for_function("() => window.__agentlab.transcript !== null && window.__agentlab.plot !== null",
+                                       timeout=30_000)
+                w = page.evaluate("() => window.__agentlab")
+                timings.append((w["transcript"] - w["click"], w["plot"] - w["click"]))
+            expect(transcript.locator(".agentlab-call-latest")).to_have_attribute("data-call", "3")
+            expect(stepper.locator(".agentlab-decision .agentlab-current")).to_have_attribute("data-branch", "tool_use")
+            expect(transcript.locator(".agentlab-block-tool_use").first).to_be_visible()
+            expect(result.locator(".agentlab-running")).to_be_visible()
+            assert plot.get_attribute("src") != plot_before
+            page.wait_for_function("() => document.querySelector('img.agentlab-plot').naturalWidth > 0")
+            assert plot.screenshot() != pixels_before, "the plot looks the same after three steps"
+            shot = _screenshot_dir(tmp_path) / "stepper.png"
+            stepper.screenshot(path=str(shot))
+
+            # Every scenario, picked in the dropdown and run to its end in the page, its plot redrawn.
+            picker = stepper.locator(".agentlab-scenario select")
+            header = stepper.locator(".agentlab-header")
+            for name, subtype in expected.items():
+                picker.select_option(name)
+                expect(header).to_contain_text(name)
+                expect(result.locator(".agentlab-running")).to_be_visible()
+                expect(transcript).to_contain_text("Nothing yet")
+                before = plot.get_attribute("src")
+                stepper.locator(".agentlab-run").click()
+                expect(result.locator(".agentlab-subtype")).to_have_text(subtype, timeout=30_000)
+                expect(plot).not_to_have_attribute("src", before, timeout=30_000)
+                assert stepper.locator(".agentlab-error").is_hidden(), f"{name}: the error pane is showing"
+        finally:
+            browser.close()
+    elapsed = time.monotonic() - started
+    with capsys.disabled():
+        print()
+        for n, (pane_ms, plot_ms) in enumerate(timings, start=1):
+            print(f"  Step {n}: click to transcript update {pane_ms:.0f} ms, to plot update {plot_ms:.0f} ms")
+        print(f"  {len(expected)} scenarios stepped to their end in the browser; test took {elapsed:.1f} s; "
+              f"screenshot: {shot}")
