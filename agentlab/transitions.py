@@ -38,7 +38,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("8", "empty_nudge", "empty end_turn right after tool results: one 'please continue' nudge"),
     ("9", "max_turns", "max_turns model calls made: end with error_max_turns"),
     ("10", "stop_hook_block", "a Stop hook blocked: feed its reason back, run another iteration"),
-    ("10", "stop_hook_cap", "8 consecutive Stop-hook blocks: end"),
+    ("10", "stop_hook_cap", "a 9th Stop-hook block after 8 fed back: end with error_during_execution"),
     ("10", "hook_stop", "a hook said continue: false: end the run"),
     ("11", "complete", "no tool_use, nothing to recover, no Stop hook blocks: success"),
 )

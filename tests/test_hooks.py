@@ -308,13 +308,12 @@ def test_hanging_hook_is_killed_at_its_timeout(tmp_path):
 
 
 def test_default_timeout_applies_and_kills_the_process_group(tmp_path):
-    pid_file = tmp_path / "child.pid"
-    command = f"sleep 30 & echo $! > {shlex.quote(str(pid_file))}; wait"
+    # The background `sleep` inherits the hook's stdout: unless the whole process group is killed, reading
+    # the hook's output would wait the full 30 s for it. Finishing well before that proves the kill.
+    command = "sleep 30 & wait"
     outcome = Hooks(settings("Stop", command), cwd=str(tmp_path), default_timeout=0.5).run("Stop", {})
     assert outcome.runs[0].timed_out
-    pid = int(pid_file.read_text())
-    stat = Path(f"/proc/{pid}/stat")
-    assert not stat.exists() or stat.read_text().split(") ")[1].startswith("Z")  # gone or a zombie
+    assert outcome.runs[0].duration_ms < 20_000
 
 
 def test_callable_that_raises_is_a_non_blocking_error():
