@@ -304,6 +304,9 @@ class AgentLoop:
             self.state = replace(self.state, pause_continuations=0)
         if not isinstance(outcome, Failure) and outcome.stop_reason != "max_tokens":
             self.state = replace(self.state, output_recoveries=0)
+        if isinstance(t, (Escalate, RetryOnModel)) and not isinstance(outcome, Failure):
+            # the reply is thrown away and the same request goes again: its output is not in the context
+            self.meter.base -= int(getattr(outcome.usage, "output_tokens", 0) or 0)
         if isinstance(t, Retry):                                                         # row 0
             self._retry(t)
         elif isinstance(t, End):
