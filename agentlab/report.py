@@ -55,7 +55,15 @@ def format_event(e: Event) -> str | None:
         flag = " ERROR" if d.get("is_error") else ""
         return f"{head} {d.get('name')}({_clip(d.get('input'), 30)}) ->{flag} {_clip(d.get('output'), 50)!r}"
     if e.kind == "hook":
-        what = d.get("decision") or ("error: " + _clip(d.get("error"), 40) if d.get("error") else "no opinion")
+        if d.get("decision"):
+            what = d["decision"]
+        elif d.get("error"):
+            what = "error: " + _clip(d.get("error"), 40)
+        elif d.get("event") == "UserPromptSubmit" and str(d.get("stdout", "")).strip():
+            what = "added context"
+        else:
+            what = "no opinion"
+
         return f"{head} {d.get('event')} [{d.get('source')}] {what}"
     if e.kind == "compaction":
         return (f"{head} {d.get('strategy')} ({d.get('trigger')}): {d.get('tokens_before')} -> "

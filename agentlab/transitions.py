@@ -94,7 +94,7 @@ class LoopState:
     nudges: int = 0
     after_tool_results: bool = False   # the last message appended was the tool_result message
     stop_hook_active: bool = False
-    stop_hook_blocks: int = 0          # consecutive
+    stop_hook_blocks: int = 0          # blocks fed back in this run (every one keeps the run from ending)
 
 
 @dataclass(frozen=True)
@@ -310,7 +310,9 @@ def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transitio
 
     if stop_reason in ("pause_turn", "compaction"):                                 # row 6
         if state.pause_continuations >= limits.max_pause_continuations:
-            text = f"{stop_reason} {state.pause_continuations} times in a row; the turn never finished"
+            text = (f"{stop_reason}: continuing is switched off (max_pause_continuations=0)"
+                    if limits.max_pause_continuations == 0 else
+                    f"{stop_reason} {state.pause_continuations} times in a row; the turn never finished")
             return End("pause_give_up", text, subtype="error_during_execution", message=text)
         return Resume("pause_turn", f"{stop_reason}: send the content back unchanged "
                       f"({state.pause_continuations + 1} of {limits.max_pause_continuations})")
