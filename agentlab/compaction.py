@@ -318,6 +318,32 @@ def _removable_turns(messages: list[Message], starts: list[int], keep_last_turns
     return max(len(starts) - keep, 0)
 
 
+@dataclass
+class _TurnPlan:
+    """What drop_oldest and summarize both need first: turn starts, sizes, and how many turns may go."""
+
+    starts: list[int]
+    removable: int
+    sizes: list[int]
+    before_chars: int
+    before_tokens: int
+
+
+def _plan_turns(messages: list[Message], keep_last_turns: int, strategy: str) -> _TurnPlan | CompactionResult:
+    """The turn plan, or the unchanged result when no turn may be removed."""
+    if keep_last_turns < 0:
+        raise ValueError(f"keep_last_turns must be >= 0, got {keep_last_turns}")
+    starts = _turn_starts(messages)
+    removable = _removable_turns(messages, starts, keep_last_turns)
+    sizes = [_json_chars(m) for m in messages]
+    before_chars = _list_chars(sizes)
+    before_tokens = _tokens_from_chars(before_chars)
+    if removable == 0:
+        why = "no turns after the first request" if not starts else f"all {len(starts)} turn(s) are kept"
+        return _unchanged(messages, strategy, why, before_tokens)
+    return _TurnPlan(starts, removable, sizes, before_chars, before_tokens)
+
+
 def _describe_span(messages: list[Message], start: int, end: int, turn_no: int) -> list[str]:
     label = f"turn {turn_no}" if turn_no > 0 else "request"
     out: list[str] = []
@@ -427,17 +453,12 @@ def drop_oldest(
     ``head + the newest turns``: the first message after the head is an assistant message,
     roles still alternate, and no tool_result loses its tool_use.
     """
-    if keep_last_turns < 0:
-        raise ValueError(f"keep_last_turns must be >= 0, got {keep_last_turns}")
     strategy = "drop_oldest"
-    starts = _turn_starts(messages)
-    droppable = _removable_turns(messages, starts, keep_last_turns)
-    sizes = [_json_chars(m) for m in messages]
-    before_chars = _list_chars(sizes)
-    before_tokens = _tokens_from_chars(before_chars)
-    if droppable == 0:
-        why = "no turns after the first request" if not starts else f"all {len(starts)} turn(s) are kept"
-        return _unchanged(messages, strategy, why, before_tokens)
+    plan = _plan_turns(messages, keep_last_turns, strategy)
+    if isinstance(plan, CompactionResult):
+        return plan
+    starts, droppable, sizes = plan.starts, plan.removable, plan.sizes
+    before_chars, before_tokens = plan.before_chars, plan.before_tokens
 
     bounds = starts + [len(messages)]
     if target_tokens is None:
@@ -525,17 +546,12 @@ def summarize(
     summary is also rejected (``changed=False``, see ``note``) when it is blank or the new
     history would not be smaller than the old one.
     """
-    if keep_last_turns < 0:
-        raise ValueError(f"keep_last_turns must be >= 0, got {keep_last_turns}")
     strategy = "summarize"
-    starts = _turn_starts(messages)
-    n_summarised = _removable_turns(messages, starts, keep_last_turns)
-    sizes = [_json_chars(m) for m in messages]
-    before_chars = _list_chars(sizes)
-    before_tokens = _tokens_from_chars(before_chars)
-    if n_summarised == 0:
-        why = "no turns after the first request" if not starts else f"all {len(starts)} turn(s) are kept"
-        return _unchanged(messages, strategy, why, before_tokens)
+    plan = _plan_turns(messages, keep_last_turns, strategy)
+    if isinstance(plan, CompactionResult):
+        return plan
+    starts, n_summarised, sizes = plan.starts, plan.removable, plan.sizes
+    before_tokens = plan.before_tokens
 
     bounds = starts + [len(messages)]
     cut = bounds[n_summarised]

@@ -71,3 +71,15 @@ def format_event(e: Event) -> str | None:
     if e.kind == "result":
         return f"{head} {d.get('subtype')} is_error={d.get('is_error')} num_turns={d.get('num_turns')}"
     return None
+
+
+def print_trace(source: Any, kinds: tuple[str, ...] | list[str] | set[str] | None = None) -> None:
+    """Print the readable line of every event of a loop's trace (or of a Trace), optionally only some kinds."""
+    events = getattr(source, "trace", source)
+    wanted = set(kinds) if kinds is not None else None
+    for event in events:
+        if wanted is not None and event.kind not in wanted:
+            continue
+        line = format_event(event)
+        if line:
+            print(line)

@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..report import print_trace  # noqa: F401  (re-exported for the lessons)
+
 Message = dict[str, Any]
 NaiveLoop = Callable[[Callable[[list[Message]], Message], Callable[[str, dict[str, Any]], str], str], list[Message]]
 
@@ -132,19 +134,6 @@ def check_naive_loop(naive_loop: NaiveLoop) -> str:
 
 
 # --- reading a run ---------------------------------------------------------------------------------------------
-
-def print_trace(loop: Any, kinds: tuple[str, ...] | None = None) -> None:
-    """Print the readable line of every event of ``loop.trace`` (or of a Trace), optionally only some kinds."""
-    from ..report import format_event
-
-    events = loop.trace if hasattr(loop, "trace") else loop
-    for event in events:
-        if kinds is not None and event.kind not in kinds:
-            continue
-        line = format_event(event)
-        if line:
-            print(line)
-
 
 # --- the same loop against the scripted scenarios -------------------------------------------------------------
 

@@ -12,21 +12,9 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..report import format_event
+from ..report import print_trace as show_trace  # noqa: F401  (re-exported for the lessons)
 
 Message = dict[str, Any]
-
-
-def show_trace(trace_or_loop: Any, kinds: Iterable[str] | None = None) -> None:
-    """Print the readable trace, one line per event (only ``kinds`` if given)."""
-    trace = getattr(trace_or_loop, "trace", trace_or_loop)
-    wanted = set(kinds) if kinds is not None else None
-    for event in trace:
-        if wanted is not None and event.kind not in wanted:
-            continue
-        line = format_event(event)
-        if line:
-            print(line)
 
 
 def show_result(result: Any) -> None:
