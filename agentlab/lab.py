@@ -65,6 +65,9 @@ def scenario_loop(scenario: str | Scenario, *, stream: bool = False, trace: Trac
     prompt, tools, context_window, compaction, ...); anything not given comes from the scenario file.
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    if overrides.get("context_window") is not None and engine is None:
+        # one window for both sides: the loop plans with it and the scripted model enforces it
+        sc = sc.model_copy(update={"context_window": overrides["context_window"]})
     engine = engine or ScenarioEngine(sc)
     client = scripted_client(engine)
     if not isinstance(trace, Trace):

@@ -7,11 +7,12 @@ lessons all drive this same object. All effects live here; all choices live in `
 
 from __future__ import annotations
 
+import copy
 import random
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import anthropic
@@ -74,10 +75,11 @@ class Result:
     messages: list[Message] = field(default_factory=list)
 
     def to_dict(self, *, with_messages: bool = False) -> dict[str, Any]:
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "messages"}
+        data["usage"] = dict(self.usage)
         data["type"] = "result"
-        if not with_messages:
-            data.pop("messages")
+        if with_messages:
+            data["messages"] = copy.deepcopy(self.messages)
         return data
 
 
@@ -149,6 +151,9 @@ class AgentLoop:
         self._final_text = ""
         self._started = False
         self._pending_compaction: str | None = None
+        self._proactive_gave_up_at = -1
+        self._last_failure: Failure | None = None
+        self._tool_schemas = tools.schemas() if tools is not None and tools.names() else None
 
     # -- driving ----------------------------------------------------------------------------------------
     @property
@@ -223,7 +228,7 @@ class AgentLoop:
 
     def _seed_meter(self) -> None:
         """Before the first response, the estimate covers the whole request: system, tools and messages."""
-        self.meter.reset(self.messages, self.system, self.tools.schemas() if self.tools is not None else None)
+        self.meter.reset(self.messages, self.system, self._tool_schemas)
 
     # -- the model call -----------------------------------------------------------------------------------
     def _params(self) -> dict[str, Any]:
@@ -231,8 +236,8 @@ class AgentLoop:
                                   "messages": self.messages}
         if self.system:
             params["system"] = self.system
-        if self.tools is not None and self.tools.names():
-            params["tools"] = self.tools.schemas()
+        if self._tool_schemas:
+            params["tools"] = self._tool_schemas
         if self.stop_sequences:
             params["stop_sequences"] = self.stop_sequences
         return params
@@ -266,6 +271,7 @@ class AgentLoop:
         started = self.clock()
         outcome = self._send(params)
         wall = (self.clock() - started) * 1000
+        self._last_failure = outcome if isinstance(outcome, Failure) else None
         if isinstance(outcome, Failure):
             self.trace.emit("api_error", call, {
                 "status": outcome.status, "error_type": outcome.error_type, "message": outcome.message,
@@ -351,8 +357,8 @@ class AgentLoop:
     def _retry(self, t: Retry) -> None:
         attempt = self.state.api_attempts + 1
         overloads = self.state.consecutive_overloads
-        errors = self.trace.of_kind("api_error")
-        overloads = overloads + 1 if errors and errors[-1].data.get("status") == 529 else 0
+        last = self._last_failure
+        overloads = overloads + 1 if last is not None and last.status == 529 else 0
         delay = t.delay * (1 + 0.25 * self._rng.random()) if t.delay else 0.0
         if t.switch_model:
             self.trace.emit("fallback", self.requests, {"from_model": self.state.model, "to_model": t.switch_model,
@@ -509,39 +515,72 @@ class AgentLoop:
     def _over_threshold(self) -> bool:
         if self.compact_threshold is None or len(self.messages) < 3:
             return False
-        return self.meter.tokens > self.compact_threshold * self.context_window
+        if len(self.messages) == self._proactive_gave_up_at:  # nothing new since it last found nothing to do
+            return False
+        return self._near_threshold(1.0)
+
+    def _near_threshold(self, share: float) -> bool:
+        return self.compact_threshold is not None and \
+            self.meter.tokens > share * self.compact_threshold * self.context_window
 
     def _compact(self, trigger: str) -> End | None:
-        """Compact the history with the chain, strongest strategies for repeated attempts; None when it worked."""
-        self._hook("PreCompact", {"trigger": "auto", "custom_instructions": None, "cause": trigger})
+        """Compact the history; None when the loop may send its request, an End when it cannot.
+
+        Strategies run in the chain's order, starting further down it after repeated failures, and go on
+        down the chain until the history is under the target: at least halved after a reactive trigger, a
+        tenth under the threshold after a proactive one.
+        A proactive compaction that finds nothing to do is not an error: the request is sent as it is.
+        """
+        reactive = trigger != "proactive"
+        pre = self._hook("PreCompact", {"trigger": "auto", "custom_instructions": None, "cause": trigger})
+        if pre is not None and pre.blocked:
+            if not reactive:
+                self._proactive_gave_up_at = len(self.messages)
+                return None
+            return self._give_up_on_context(f"a PreCompact hook blocked compaction: {pre.reason}")
         level = self.state.consecutive_compactions
-        self.state = replace(self.state, consecutive_compactions=level + 1)
         current = estimate_tokens(self.messages)
-        if trigger == "proactive":
+        if reactive:  # the server said it does not fit: cut in proportion to what it reported, at least by half
+            target = int(current * min(0.5, _fit_ratio(self._last_failure_message)) * 0.9)
+        else:
             target = int(self.context_window * (self.compact_threshold or 0.8) * 0.6)
-        else:  # the server said it does not fit: cut in proportion to what it reported, at least by half
-            target = int(current * min(0.5, _fit_ratio(self._last_error_message())) * 0.9)
-        before = self.messages
+        applied = []
         for name in self.chain[min(level, len(self.chain) - 1):]:
-            result = self._run_strategy(name, before, target, reactive=trigger != "proactive")
+            result = self._run_strategy(name, self.messages, target, reactive=reactive)
             if result is None or not result.changed:
                 continue
+            context_before = self.meter.tokens
             self.messages = result.messages
-            self.meter.reset(self.messages, self.system, self.tools.schemas() if self.tools else None)
+            self.meter.reset(self.messages, self.system, self._tool_schemas)
             self.counts["compactions"] += 1
+            applied.append(result.strategy)
             self.trace.emit("compaction", self.requests, {
                 "trigger": trigger, "strategy": result.strategy, "tokens_before": result.tokens_before,
                 "tokens_after": result.tokens_after, "messages_before": result.messages_before,
                 "messages_after": result.messages_after, "removed": result.removed,
-                "context_window": self.context_window})
-            self._hook("PostCompact", {"trigger": "auto", "strategy": result.strategy})
+                "context_before": context_before, "context_after": self.meter.tokens,
+                "target": target, "context_window": self.context_window})
+            if result.tokens_after <= target if reactive else not self._near_threshold(0.9):
+                break
+        if applied:
+            self.state = replace(self.state, consecutive_compactions=level + 1)
+            self._hook("PostCompact", {"trigger": "auto", "strategies": applied})
             return None
-        end = End("context_give_up", f"{trigger}: no compaction strategy could shrink the history",
-                  subtype="error_context_window",
+        if not reactive:
+            self._proactive_gave_up_at = len(self.messages)
+            return None
+        return self._give_up_on_context(f"{trigger}: no compaction strategy could shrink the history")
+
+    def _give_up_on_context(self, reason: str) -> End:
+        end = End("context_give_up", reason, subtype="error_context_window",
                   message="The conversation does not fit the context window and cannot be compacted further.")
         self._emit_transition(end)
         self._end(end)
         return end
+
+    @property
+    def _last_failure_message(self) -> str:
+        return self._last_failure.message if self._last_failure is not None else ""
 
     def _run_strategy(self, name: str, messages: list[Message], target: int, *, reactive: bool):
         fn = compaction_mod.STRATEGIES[name]
@@ -553,10 +592,6 @@ class AgentLoop:
         if name == "drop_oldest":
             return fn(messages, target_tokens=target)
         return fn(messages, keep_last=1 if reactive else 2)
-
-    def _last_error_message(self) -> str:
-        errors = self.trace.of_kind("api_error")
-        return str(errors[-1].data.get("message", "")) if errors else ""
 
     def _summarize(self, older: list[Message]) -> str:
         """The summary model call: the older history plus the summary instruction, text only, no tools."""

@@ -356,6 +356,11 @@ def is_summary_request(request: dict[str, Any]) -> bool:
     last_user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
     if last_user is None:
         return False
-    text = message_text(last_user)
+    content = last_user.get("content")
+    if isinstance(content, str):
+        text = content
+    else:  # only what the client wrote itself: a tool result that mentions a summary is not a summary request
+        text = "\n".join(str(b.get("text", "")) for b in content or []
+                         if isinstance(b, dict) and b.get("type") == "text")
     tail = text[-4000:]
     return bool(_SUMMARY_ASK.search(tail)) and "conversation" in tail.lower()

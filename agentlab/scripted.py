@@ -103,6 +103,8 @@ class ScenarioEngine:
         if scenario.context_window is not None:
             tokens = estimate_tokens(request_payload(normalised))
             if tokens > scenario.context_window:
+                if not is_summary_request(normalised):  # "smaller than previous" compares with this one
+                    self.previous_tokens = tokens
                 return self._record(method, path, request, stream, None, _error(
                     400, "invalid_request_error",
                     f"prompt is too long: {tokens} tokens > {scenario.context_window} maximum"),

@@ -80,12 +80,15 @@ class Trace:
         if kind not in EVENT_KINDS:
             raise ValueError(f"unknown event kind {kind!r}; expected one of {', '.join(EVENT_KINDS)}")
         payload = data or {}
-        if self._secrets or _SECRET_PATTERN.search(json.dumps(payload, default=str)):
-            payload = json.loads(redact(json.dumps(payload, default=str), self._secrets))
+        encoded = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
+        cleaned = redact(encoded, self._secrets)
+        if cleaned != encoded:
+            payload, encoded = json.loads(cleaned), cleaned
         event = Event(seq=len(self.events), kind=kind, call=call, data=payload, wall_ms=wall_ms)
         self.events.append(event)
-        if self._file is not None:
-            self._file.write(event.to_json() + "\n")
+        if self._file is not None:  # the same key order as Event.to_json, without encoding the payload twice
+            head = json.dumps({"call": call, "kind": kind, "seq": event.seq})[:-1]
+            self._file.write(f'{head}, "data": {encoded}, "wall_ms": {json.dumps(wall_ms)}}}\n')
             self._file.flush()
             if self._fsync:
                 os.fsync(self._file.fileno())
