@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import AgentlabError, ConfigError
 
-PLACEHOLDER_KEY = "agentlab-placeholder-key"
+PLACEHOLDER_KEY = "agentlab-placeholder-key"  # one of loop.PLACEHOLDER_KEYS
 
 
 def _positive(text: str) -> int:

@@ -49,6 +49,9 @@ SUBTYPES = ("success", "error_max_turns", "error_max_output_tokens", "error_refu
 
 Message = dict[str, Any]
 
+# Keys that stand in for a real one (offline runs, servers that ignore keys): nothing to hide.
+PLACEHOLDER_KEYS = frozenset({"scripted-offline-key", "agentlab-placeholder-key"})
+
 
 @dataclass
 class Result:
@@ -126,6 +129,9 @@ class AgentLoop:
         self.stream = stream
         self.hooks = hooks
         self.trace = trace if trace is not None else Trace()
+        key = getattr(client, "api_key", None)
+        if isinstance(key, str) and key not in PLACEHOLDER_KEYS:
+            self.trace.add_secret(key)
         self.limits = limits or Limits()
         self.context_window = context_window
         self.compact_threshold = compact_threshold
@@ -243,12 +249,15 @@ class AgentLoop:
         return params
 
     def _send(self, params: dict[str, Any]) -> Any:
-        """One request through the SDK; returns a Message or a Failure, never raises for API trouble."""
+        """One request through the SDK; returns the Message as a dict (converted once) or a Failure.
+
+        Never raises for API trouble: every HTTP error, timeout and connection problem is a Failure.
+        """
         try:
             if self.stream:
                 with self.client.messages.stream(**params) as stream:
-                    return stream.get_final_message()
-            return self.client.messages.create(**params, timeout=self.request_timeout)
+                    return stream.get_final_message().to_dict()
+            return self.client.messages.create(**params, timeout=self.request_timeout).to_dict()
         except anthropic.APIStatusError as exc:
             return _failure_from_status(exc)
         except anthropic.APITimeoutError as exc:
@@ -279,23 +288,22 @@ class AgentLoop:
             return outcome
         self._record_response(call, outcome, wall, purpose="turn")
         self.state = note_success(self.state)
-        self.last_stop_reason = outcome.stop_reason
-        self.last_stop_sequence = outcome.stop_sequence
+        self.last_stop_reason = outcome.get("stop_reason")
+        self.last_stop_sequence = outcome.get("stop_sequence")
         return outcome
 
-    def _record_response(self, call: int, message: Any, wall: float, *, purpose: str) -> None:
-        usage = message.usage.to_dict() if message.usage is not None else {}
+    def _record_response(self, call: int, message: dict[str, Any], wall: float, *, purpose: str) -> None:
+        usage = message.get("usage") or {}
         for key in self.usage:
             self.usage[key] += int(usage.get(key) or 0)
-        content = [b.to_dict() for b in message.content]
+        content = message.get("content") or []
         if purpose == "turn":
             self.meter.observe_usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
                                      int(usage.get("cache_read_input_tokens") or 0),
                                      int(usage.get("cache_creation_input_tokens") or 0))
-        details = message.stop_details.to_dict() if getattr(message, "stop_details", None) else None
         self.trace.emit("response", call, {
-            "purpose": purpose, "model": message.model, "stop_reason": message.stop_reason,
-            "stop_sequence": message.stop_sequence, "stop_details": details,
+            "purpose": purpose, "model": message.get("model"), "stop_reason": message.get("stop_reason"),
+            "stop_sequence": message.get("stop_sequence"), "stop_details": message.get("stop_details"),
             "blocks": ",".join(b["type"] for b in content), "content": content,
             "input_tokens": int(usage.get("input_tokens") or 0),
             "output_tokens": int(usage.get("output_tokens") or 0),
@@ -303,16 +311,20 @@ class AgentLoop:
 
     # -- applying a transition ----------------------------------------------------------------------------
     def _apply(self, t: Transition, outcome: Any) -> None:
-        blocks = [] if isinstance(outcome, Failure) else [b.to_dict() for b in outcome.content]
-        if not isinstance(t, Compact) and not isinstance(outcome, Failure):
-            self.state = replace(self.state, consecutive_compactions=0)
-        if not isinstance(t, Resume):
-            self.state = replace(self.state, pause_continuations=0)
-        if not isinstance(outcome, Failure) and outcome.stop_reason != "max_tokens":
-            self.state = replace(self.state, output_recoveries=0)
-        if isinstance(t, (Escalate, RetryOnModel)) and not isinstance(outcome, Failure):
+        failed = isinstance(outcome, Failure)
+        blocks = [] if failed else outcome.get("content") or []
+        resets: dict[str, int] = {}  # counters of consecutive events that this outcome interrupts
+        if not isinstance(t, Compact) and not failed and self.state.consecutive_compactions:
+            resets["consecutive_compactions"] = 0
+        if not isinstance(t, Resume) and self.state.pause_continuations:
+            resets["pause_continuations"] = 0
+        if not failed and outcome.get("stop_reason") != "max_tokens" and self.state.output_recoveries:
+            resets["output_recoveries"] = 0
+        if resets:
+            self.state = replace(self.state, **resets)
+        if isinstance(t, (Escalate, RetryOnModel)) and not failed:
             # the reply is thrown away and the same request goes again: its output is not in the context
-            self.meter.base -= int(getattr(outcome.usage, "output_tokens", 0) or 0)
+            self.meter.base -= int((outcome.get("usage") or {}).get("output_tokens") or 0)
         if isinstance(t, Retry):                                                         # row 0
             self._retry(t)
         elif isinstance(t, End):
@@ -613,7 +625,7 @@ class AgentLoop:
                                                 "message": outcome.message, "purpose": "summary"}, wall_ms=wall)
             raise _SummaryFailed(outcome.message)
         self._record_response(call, outcome, wall, purpose="summary")
-        text = _text_of([b.to_dict() for b in outcome.content]).strip()
+        text = _text_of(outcome.get("content") or []).strip()
         if not text:
             raise _SummaryFailed("the summary came back empty")
         return text

@@ -56,8 +56,10 @@ class Event:
 class Trace:
     """Collects events in memory and, when given a path, appends each one to a JSONL file at once.
 
-    Every line is flushed (and fsync'd) as soon as the event happens, so a run that is killed keeps every
-    completed call. Listeners (the widget, the CLI) are called with each event as it is emitted.
+    Every line is flushed as soon as the event happens (and fsync'd with ``fsync=True``), so a run that is
+    killed keeps every completed call. Listeners (the widget, the CLI) are called with each event as it is
+    emitted. Configured secrets (the loop adds its client's API key) and any ``sk-ant-…`` token are
+    redacted from events before they are kept, written or shown.
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, secrets: tuple[str, ...] = (),
@@ -72,6 +74,11 @@ class Trace:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = self.path.open("w", encoding="utf-8")
 
+    def add_secret(self, secret: str | None) -> None:
+        """A value that must never appear in an event (an API key): events are scanned and redacted."""
+        if secret and secret not in self._secrets:
+            self._secrets = (*self._secrets, secret)
+
     def subscribe(self, listener: Callable[[Event], None]) -> None:
         self._listeners.append(listener)
 
@@ -80,10 +87,12 @@ class Trace:
         if kind not in EVENT_KINDS:
             raise ValueError(f"unknown event kind {kind!r}; expected one of {', '.join(EVENT_KINDS)}")
         payload = data or {}
-        encoded = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
-        cleaned = redact(encoded, self._secrets)
-        if cleaned != encoded:
-            payload, encoded = json.loads(cleaned), cleaned
+        encoded = None
+        if self._secrets or self._file is not None:  # with no secret to hide and no file, nothing to encode
+            encoded = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
+            cleaned = redact(encoded, self._secrets)
+            if cleaned != encoded:
+                payload, encoded = json.loads(cleaned), cleaned
         event = Event(seq=len(self.events), kind=kind, call=call, data=payload, wall_ms=wall_ms)
         self.events.append(event)
         if self._file is not None:  # the same key order as Event.to_json, without encoding the payload twice
