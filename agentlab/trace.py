@@ -63,8 +63,10 @@ class Trace:
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, secrets: tuple[str, ...] = (),
-                 fsync: bool = False) -> None:
+                 fsync: bool = False, keep: bool = True) -> None:
         self.events: list[Event] = []
+        self.keep = keep  # False: events go to the file and the listeners only (constant memory on long runs)
+        self._count = 0
         self.path = Path(path) if path is not None else None
         self._secrets = tuple(s for s in secrets if s)
         self._fsync = fsync
@@ -93,8 +95,10 @@ class Trace:
             cleaned = redact(encoded, self._secrets)
             if cleaned != encoded:
                 payload, encoded = json.loads(cleaned), cleaned
-        event = Event(seq=len(self.events), kind=kind, call=call, data=payload, wall_ms=wall_ms)
-        self.events.append(event)
+        event = Event(seq=self._count, kind=kind, call=call, data=payload, wall_ms=wall_ms)
+        self._count += 1
+        if self.keep:
+            self.events.append(event)
         if self._file is not None:  # the same key order as Event.to_json, without encoding the payload twice
             head = json.dumps({"call": call, "kind": kind, "seq": event.seq})[:-1]
             self._file.write(f'{head}, "data": {encoded}, "wall_ms": {json.dumps(wall_ms)}}}\n')
@@ -114,7 +118,8 @@ class Trace:
         return iter(self.events)
 
     def __len__(self) -> int:
-        return len(self.events)
+        """Events emitted so far (also when they are not kept in memory)."""
+        return self._count
 
     def of_kind(self, *kinds: str) -> list[Event]:
         return [e for e in self.events if e.kind in kinds]

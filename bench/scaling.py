@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from agentlab.lab import scenario_loop
 from agentlab.scenario import Scenario, parse_scenario
 from agentlab.scripted import ScenarioEngine
+from agentlab.trace import Trace
 
 WINDOW = 6_000
 THRESHOLD = 0.75
@@ -126,7 +127,7 @@ def _anon_bytes() -> int | None:
     return None
 
 
-def _peak_memory_child(turns: int) -> None:
+def _peak_memory_child(turns: int, keep: bool = True) -> None:
     """In a fresh process: warm up, then print how far one run of ``turns`` raised anonymous memory at its peak.
 
     Memory is sampled at every trace event of the run (several per model call); on systems without
@@ -148,15 +149,20 @@ def _peak_memory_child(turns: int) -> None:
         if now > peak[0]:
             peak[0] = now
 
-    loop = scenario_loop(scenario, engine=LeanEngine(scenario))
+    loop = scenario_loop(scenario, engine=LeanEngine(scenario), trace=Trace(keep=keep))
     loop.trace.subscribe(sample)
     loop.run()
     print(peak[0] - baseline)
 
 
-def peak_memory(turns: int) -> int:
-    """Peak memory growth of one run of ``turns``, measured in a child process (bytes)."""
-    child = subprocess.run([sys.executable, "-W", "ignore", __file__, "--memory-child", str(turns)],
+def peak_memory(turns: int, keep: bool = True) -> int:
+    """Peak memory growth of one run of ``turns``, measured in a child process (bytes).
+
+    ``keep=False`` runs with ``Trace(keep=False)``: events reach listeners (and a JSONL file, if any) but are
+    not held in memory, which is how a long unattended run would be traced.
+    """
+    flags = [] if keep else ["--streamed-trace"]
+    child = subprocess.run([sys.executable, "-W", "ignore", __file__, "--memory-child", str(turns), *flags],
                            capture_output=True, text=True, check=True)
     return int(child.stdout.split()[-1])
 
@@ -181,9 +187,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--large-runs", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="also profile one large run with cProfile")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--streamed-trace", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
-        _peak_memory_child(args.memory_child)
+        _peak_memory_child(args.memory_child, keep=not args.streamed_trace)
         return
 
     small, large = build_scenario(args.small), build_scenario(args.large)
@@ -221,7 +228,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  ratio time-per-call({args.large:,})/time-per-call({args.small:,}) = {ratio:.2f} "
           f"(flat = 1, linear growth = {args.large / args.small:.0f})")
     memory_ratio = memories[args.large] / max(memories[args.small], 1)
-    print(f"  ratio peak-memory({args.large:,})/peak-memory({args.small:,}) = {memory_ratio:.1f}")
+    print(f"  ratio peak-memory({args.large:,})/peak-memory({args.small:,}) = {memory_ratio:.1f} "
+          "(the trace keeps every event in memory)")
+    streamed = {size: peak_memory(size, keep=False) for size in (args.small, args.large)}
+    print(f"  with Trace(keep=False) (events to listeners/JSONL only): peak memory growth "
+          f"{streamed[args.small] / 1e6:.1f} MB ({args.small:,}) and {streamed[args.large] / 1e6:.1f} MB "
+          f"({args.large:,}), ratio {streamed[args.large] / max(streamed[args.small], 1):.1f}")
     if args.profile:
         print(f"\ncProfile of one {args.large:,}-turn run, top functions by own time:")
         print(profile(large))
