@@ -29,8 +29,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/scaling.py
 
+# The Claude Code CLI, project-local, at the version whose behaviour is recorded in data/observed/
+CLAUDE_CODE_VERSION ?= 2.1.197
 claude-code:
-	npm install --prefix tool/claude-code @anthropic-ai/claude-code
+	npm install --silent --no-audit --no-fund --prefix tool/claude-code @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)
 
 lint: $(STAMP)
 	$(BIN)/ruff check agentlab tests bench
