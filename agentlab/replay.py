@@ -1,0 +1,717 @@
+"""Replay a recorded client run (``data/observed``) as an agentlab trace, and step it in a small widget.
+
+A behaviour record (``agentlab.observe``) says, request by request, what a client sent and what the scripted
+server answered. ``record_to_trace(record)`` turns it into the Events agentlab's own loop emits
+(``request``, ``response`` or ``api_error``, ``transition``, ``append``, ``retry``, ``fallback``,
+``compaction``, ``tool``, ``hook``, ``result``), so that the plots and the stepper's panes draw a foreign
+client exactly as they draw agentlab:
+
+- the response content is the scenario's scripted answer to that request (the step the record names; for a
+  summary request, the scenario's summary), which is what the server sent;
+- after each response, a ``transition`` names the branch of agentlab's decision table that matches what
+  the client did next, read from the *next* request's action label (``continuation`` → ``max_tokens_continue``,
+  ``retry`` → ``api_retry``, ``resume`` → ``pause_turn``, ``tool_results`` → ``tool_use``, ``nudge`` →
+  ``empty_nudge``, a "Stop hook feedback" reprompt → ``stop_hook_block``, ``summary`` → ``context_compact``
+  or ``prompt_too_long``, ...). After the last response, the transition is how the client ended;
+- the ``append`` events are the messages the client added, as the record describes them (texts are cut to
+  160 characters by the recorder).
+
+What a record does not hold is estimated and marked ``estimated``: token counts come from the messages the
+record describes, without the client's system prompt and tool definitions (Claude Code sends tens of KB of
+those), so they are far below what the client really sent. The order of the calls, the messages added and
+the decisions are exact.
+
+``ReplayStepper(record_or_path)`` reveals a replay one model call at a time (Step / Run to end / Reset)
+with the Stepper's own renderers and plots.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .compaction import estimate_tokens
+from .compare import outcome
+from .errors import ConfigError, ScenarioError
+from .observe import OBSERVED_DIR, load_records
+from .scenario import Reply, Scenario, load_scenario
+from .scripted import _choose, _slug, build_message
+from .trace import Event, Trace
+from .transitions import ROW_OF, Limits
+
+CLIENT_DEFAULT = "claude-code"
+STOP_HOOK_PREFIX = "Stop hook feedback"
+
+# Transition types, as agentlab's loop names them (the plots only need "End" for the ones that end a run).
+BRANCH_TYPES = {
+    "api_retry": "Retry", "api_fallback": "Retry", "prompt_too_long": "Compact", "context_compact": "Compact",
+    "incomplete_tool_use": "Escalate", "max_tokens_escalate": "Escalate", "max_tokens_clamp": "Escalate",
+    "tool_use": "RunTools", "max_tokens_continue": "ContinueTruncated", "pause_turn": "Resume",
+    "empty_nudge": "Nudge", "refusal_fallback": "RetryOnModel", "stop_hook_block": "HookBlocked",
+    "complete": "Complete", "stop_sequence": "Complete",
+}
+COUNTED = {  # result counters, as agentlab's Result names them, and the branches that add to each
+    "escalations": ("max_tokens_escalate", "incomplete_tool_use"), "continuations": ("max_tokens_continue",),
+    "compactions": ("context_compact", "prompt_too_long"), "retries": ("api_retry", "api_fallback"),
+    "fallbacks": ("api_fallback", "refusal_fallback"), "pause_continuations": ("pause_turn",),
+    "nudges": ("empty_nudge",), "stop_hook_blocks": ("stop_hook_block",),
+}
+
+
+# -- reading records -----------------------------------------------------------------------------------------
+
+def load_record(spec: str | Path | dict[str, Any], *, client: str = CLIENT_DEFAULT,
+                observed: str | Path | None = None) -> dict[str, Any]:
+    """A behaviour record from a dict (returned as is), a JSON file, ``client/version/scenario`` under
+    ``data/observed``, or a scenario name (the newest recorded version of ``client``)."""
+    if isinstance(spec, dict):
+        return spec
+    path = Path(spec)
+    if path.suffix == ".json" and path.exists():
+        return json.loads(path.read_text(encoding="utf-8"))
+    root = Path(observed) if observed else OBSERVED_DIR
+    parts = str(spec).removesuffix(".json").split("/")
+    if len(parts) == 3 and (root / f"{spec}.json").exists():
+        return json.loads((root / f"{str(spec).removesuffix('.json')}.json").read_text(encoding="utf-8"))
+    if len(parts) == 1:
+        records = load_records(root)
+        versions = sorted((k for k in records if k[0] == client and spec in records[k]),
+                          key=lambda k: _version_key(k[1]))
+        if versions:
+            return records[versions[-1]][str(spec)]
+    raise ConfigError(f"no behaviour record {str(spec)!r}: give a record, a .json path, client/version/scenario, "
+                      f"or the name of a scenario recorded for {client} under {root}")
+
+
+def _version_key(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.replace("-", ".").split("."))
+
+
+def client_label(record: dict[str, Any]) -> str:
+    names = {"claude-code": "Claude Code", "tool-runner": "tool runner", "agentlab": "agentlab"}
+    return f"{names.get(record['client'], record['client'])} {record['version']}"
+
+
+def ending(record: dict[str, Any]) -> str:
+    """How the client said the run ended, in one short label: its result subtype (with ", is_error" when it
+    calls an error a success), else what was raised, else ``success`` or ``returned (stop_reason)``."""
+    result = record.get("result") or {}
+    if result.get("timed_out"):
+        return "timed out"
+    subtype = result.get("subtype")
+    if subtype:
+        return subtype + (", is_error" if subtype == "success" and result.get("is_error") else "")
+    if result.get("raised"):
+        return f"raised {result['raised']}" + (f" {result['status']}" if result.get("status") else "")
+    if result.get("is_error"):
+        return "error"
+    stop = result.get("stop_reason")
+    return "success" if stop in (None, "end_turn", "stop_sequence") else f"returned ({stop})"
+
+
+def client_limits(record: dict[str, Any], scenario: Scenario | None) -> dict[str, Any]:
+    """The limits the client ran with, where the record or the client's known behaviour says; agentlab's
+    defaults elsewhere (they only draw the limit lines of the recovery plots)."""
+    settings = record.get("settings") or {}
+    command = [str(c) for c in settings.get("command") or []]
+    limits = Limits(max_turns=settings.get("max_iterations") or (scenario.max_turns if scenario else None))
+    if "--max-turns" in command[:-1]:
+        limits = replace(limits, max_turns=int(command[command.index("--max-turns") + 1]))
+    retries = (settings.get("env") or {}).get("CLAUDE_CODE_MAX_RETRIES", settings.get("max_retries"))
+    if retries is not None:
+        limits = replace(limits, max_api_retries=int(retries))
+    if record["client"] == "claude-code":  # no max_tokens raise and no pause_turn branch were observed
+        limits = replace(limits, escalate_max_tokens=False, max_pause_continuations=0)
+    return asdict(limits)
+
+
+# -- messages as the record describes them -------------------------------------------------------------------
+
+def _blocks(described: dict[str, Any], previous: list[dict[str, Any]],
+            known: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Content blocks rebuilt from ``describe_message`` output; an assistant message that repeats the last
+    response is that response's content (full texts and tool inputs); tool calls seen earlier in the run
+    (``known``, by id) keep their input."""
+    kinds = list(described.get("blocks") or [])
+    if described.get("role") == "assistant" and kinds and [b.get("type") for b in previous] == kinds:
+        return [dict(b) for b in previous]
+    texts = iter(described.get("texts") or [])
+    uses = iter(described.get("tool_uses") or [])
+    results = iter(described.get("tool_results") or [])
+    by_id = {**(known or {}), **{b.get("id"): b for b in previous if b.get("id")}}
+    out: list[dict[str, Any]] = []
+    for kind in kinds:
+        if kind == "text":
+            out.append({"type": "text", "text": next(texts, "")})
+        elif kind in ("tool_use", "server_tool_use"):
+            use = next(uses, {})
+            out.append(dict(by_id.get(use.get("id"))) if use.get("id") in by_id else
+                       {"type": kind, "id": use.get("id"), "name": use.get("name"), "input": {}})
+        elif kind == "tool_result":
+            res = next(results, {})
+            block = {"type": "tool_result", "tool_use_id": res.get("tool_use_id"), "content": res.get("content", "")}
+            if res.get("is_error"):
+                block["is_error"] = True
+            out.append(block)
+        else:
+            same = [b for b in previous if b.get("type") == kind]
+            out.append(dict(same[0]) if same else {"type": kind})
+    return out
+
+
+def _apply_diff(history: list[dict[str, Any]], diff: dict[str, Any], previous: list[dict[str, Any]],
+                known: dict[str, dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The next request's messages (approximately), and the messages appended, each with ``merged``."""
+    history = [dict(m) for m in history[:diff.get("kept", 0)]]
+    appended = []
+    for described in diff.get("appended") or []:
+        message = {"role": described.get("role"), "content": _blocks(described, previous, known)}
+        merged = bool(described.get("extends_previous")) and bool(history)
+        if merged:
+            history[-1] = {**history[-1], "content": list(history[-1]["content"]) + message["content"]}
+        else:
+            history.append(message)
+        appended.append({**message, "merged": merged})
+    return history, appended
+
+
+# -- the scenario's answer --------------------------------------------------------------------------------------
+
+def _scripted(scenario: Scenario | None, request: dict[str, Any], body: dict[str, Any]) -> dict[str, Any] | None:
+    """The Message the scripted server sent for this request (None when the record holds too little)."""
+    reply_info = request["reply"]
+    if scenario is None:
+        return None
+    if request.get("kind") == "summary":
+        reply: Reply = Reply(content=[{"type": "text", "text": scenario.summary}], stop_reason="end_turn")
+        tag = f"summary{request['n'] - 1:03d}"
+    elif request.get("step") is not None and request["step"] < len(scenario.steps):
+        step = scenario.steps[request["step"]]
+        reply = _matching_case(step, reply_info, body)
+        tag = f"{request['step']:03d}"
+    else:
+        return None
+    if reply.error is not None:
+        return {"error": reply.error.model_dump()}
+    return build_message(reply, body, msg_id=f"msg_{_slug(scenario.name)}_{tag}")
+
+
+def _matching_case(step: Any, reply_info: dict[str, Any], body: dict[str, Any]) -> Reply:
+    if not step.cases:
+        return step
+    for case in step.cases:
+        kinds = [b.type for b in case.content or []]
+        if case.error is None and case.stop_reason == reply_info.get("stop_reason") \
+                and kinds == reply_info.get("blocks"):
+            return case
+        if case.error is not None and case.error.status == reply_info.get("status"):
+            return case
+    return _choose(step, body, bool(body.get("stream")))
+
+
+def _placeholder(request: dict[str, Any]) -> dict[str, Any]:
+    info = request["reply"]
+    content = [{"type": k, "text": "(not recorded)"} if k == "text" else {"type": k} for k in info.get("blocks", [])]
+    return {"model": request.get("model"), "content": content, "stop_reason": info.get("stop_reason"),
+            "stop_sequence": None, "stop_details": None,
+            "usage": {"input_tokens": 0, "output_tokens": estimate_tokens(content) if content else 0}}
+
+
+def _error_message(request: dict[str, Any], scripted: dict[str, Any] | None, scenario: Scenario | None,
+                   window: int) -> str:
+    if scripted and "error" in scripted:
+        return str(scripted["error"].get("message"))
+    kind = request.get("kind")
+    if kind == "prompt_too_long":
+        return f"prompt is too long: over the {window} maximum (the request's size is not recorded)"
+    if kind == "unexpected" and scenario is not None:
+        return (f"scenario {scenario.name!r} has {len(scenario.steps)} step(s) and all were used; "
+                f"request {request['n']} was not expected")
+    return f"HTTP {request['reply'].get('status')} {request['reply'].get('error', '')}".strip()
+
+
+# -- what the client did next -------------------------------------------------------------------------------
+
+@dataclass
+class _Step:
+    """What is known about one request of the record while replaying it."""
+
+    request: dict[str, Any]
+    message: dict[str, Any] | None      # the response, None when the call failed
+
+
+def _short(text: str, limit: int = 90) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _next_branch(who: str, step: _Step, nxt: dict[str, Any]) -> tuple[str, str]:
+    """(branch, reason) for what the client did after ``step``, read from the next request ``nxt``."""
+    action, diff = nxt["action"], nxt["appended"]
+    reply = step.request["reply"]
+    stop, status = reply.get("stop_reason"), reply.get("status", 200)
+    texts = list(diff.get("injected_user_texts") or []) + list(diff.get("injected_system_texts") or [])
+    said = f": {_short(texts[-1])!r}" if texts else ""
+    changed = (diff.get("changed") or {}).get("max_tokens")
+    if action == "compacted":
+        branch = "prompt_too_long" if status >= 400 else "context_compact"
+        return branch, f"{who} sent a shorter history ({diff.get('dropped', 0)} earlier message(s) dropped)"
+    if action == "summary":
+        branch = "prompt_too_long" if status >= 400 else "context_compact"
+        cause = f"HTTP {status}" if status >= 400 else f"stop_reason {stop}"
+        return branch, f"after {cause}, {who} asked the model to summarise the conversation (compaction)"
+    if action == "retry":
+        if changed and changed[1] is not None and changed[0] is not None and changed[1] < changed[0]:
+            return "max_tokens_clamp", f"{who} resent with max_tokens {changed[0]} → {changed[1]}"
+        return "api_retry", f"HTTP {status} ({reply.get('error')}): {who} sent the same request again"
+    if action == "fallback_model":
+        model = (diff.get("changed") or {}).get("model", [None, nxt.get("model")])[1]
+        if stop == "refusal":
+            return "refusal_fallback", f"refusal: {who} sent the same request to {model}"
+        return "api_fallback", f"HTTP {status}: {who} switched to {model} and sent the request again"
+    if action == "escalate":
+        blocks = reply.get("blocks") or []
+        branch = "incomplete_tool_use" if blocks[-1:] == ["tool_use"] else "max_tokens_escalate"
+        return branch, f"max_tokens: {who} sent the same request with max_tokens {changed[0]} → {changed[1]}"
+    if action == "tool_results":
+        label = "" if stop == "tool_use" else f" (the label was {stop})"
+        return "tool_use", f"{who} ran the tool call(s) and sent {len(diff.get('tool_results') or [])} " \
+                           f"tool_result(s){label}"
+    if action == "continuation":
+        return "max_tokens_continue", f"{stop}: {who} kept the partial answer and added a user message{said}"
+    if action == "resume":
+        return "pause_turn", f"pause_turn: {who} sent the paused content back unchanged"
+    if action == "nudge":
+        return "empty_nudge", f"an empty reply: {who} added a user message{said}"
+    if action == "reprompt":
+        if any(t.startswith(STOP_HOOK_PREFIX) for t in texts):
+            return "stop_hook_block", f"its Stop hook blocked the end; {who} fed the reason back{said}"
+        if stop == "tool_use":
+            return "empty_nudge", (f"a tool_use label without a tool_use block: {who} treated it as a malformed "
+                                   f"tool call and asked again{said} (agentlab has no such branch; nearest: "
+                                   "the one-time nudge of row 8)")
+        return "reprompt", f"{who} added a user message{said}"
+    if action == "resend":
+        return "resend", f"{who} sent the same messages again"
+    return str(action), f"{who}: {action}"
+
+
+def _completion_reason(who: str, request: dict[str, Any]) -> str:
+    if request["reply"].get("stop_reason") == "pause_turn":
+        return f"pause_turn, but {who} did not send the content back: the turn counts as complete, the Stop hook runs"
+    return "no tool_use block: the turn is complete, the Stop hook runs"
+
+
+def _final_branches(who: str, record: dict[str, Any], scenario: Scenario | None, step: _Step,
+                    hook_blocks: int) -> list[tuple[str, str]]:
+    """The transition(s) after the last response: how the client ended the run."""
+    result = record.get("result") or {}
+    reply = step.request["reply"]
+    stop, status = reply.get("stop_reason"), reply.get("status", 200)
+    end = ending(record)
+    text = f" ({_short(result['text'], 120)!r})" if result.get("text") else ""
+    if result.get("subtype") == "error_max_turns":
+        return [("max_turns", f"{who} stopped at its turn limit: {end}")]
+    if status >= 400:
+        if step.request.get("kind") == "prompt_too_long":
+            return [("context_give_up", f"HTTP {status} prompt is too long: {who} ended without compacting: "
+                                        f"{end}{text}")]
+        return [("api_error", f"HTTP {status} ({reply.get('error')}): {who} ended the run: {end}{text}")]
+    if stop == "refusal":
+        return [("refusal", f"refusal: {who} did not send the request again: {end}{text}")]
+    if stop == "max_tokens" and result.get("is_error"):
+        return [("max_tokens_give_up", f"max_tokens again: {who} gave up: {end}{text}")]
+    if stop == "model_context_window_exceeded" and result.get("is_error"):
+        return [("context_give_up", f"{stop} again: {who} gave up: {end}{text}")]
+    if stop == "pause_turn":
+        return [("complete", f"pause_turn not sent back: {who} ended the turn (no branch for it): {end}")]
+    spec = scenario.stop_hook if scenario is not None else None
+    blocking = spec is not None and (spec.times == "always" or hook_blocks < spec.times)
+    # only a client that fed a block back is known to run the hook
+    if blocking and hook_blocks and not (reply.get("blocks") and "tool_use" in reply["blocks"]):
+        return [("complete", _completion_reason(who, step.request)),
+                ("stop_hook_cap", f"its Stop hook still blocks; after {hook_blocks} block(s) fed back {who} "
+                                  f"ended the run: {end}")]
+    return [("complete", f"{who} ended the run: {end}{text}")]
+
+
+# -- the trace --------------------------------------------------------------------------------------------------
+
+def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
+    """The behaviour record as an agentlab Trace: one call per recorded request, a transition after each
+    response naming the branch that matches what the client did next, then the client's result."""
+    record = load_record(record)
+    try:
+        scenario: Scenario | None = load_scenario(record["scenario"])
+    except ScenarioError:
+        scenario = None
+    who = client_label(record)
+    requests = record["requests"]
+    window = (scenario.context_window if scenario else None) or 200_000
+    trace = Trace()
+    first = requests[0] if requests else {}
+    trace.emit("start", 0, {
+        "model": first.get("model"), "max_tokens": first.get("max_tokens"), "stream": first.get("stream"),
+        "prompt": scenario.prompt if scenario else None, "limits": client_limits(record, scenario),
+        "context_window": window, "tools": [], "compaction": [], "client": record["client"],
+        "version": record["version"], "scenario": record["scenario"], "replay": True})
+    # Each request's diff is relative to the last request that was not a summary request (the recorder's
+    # rule), so the history is rebuilt from that request's messages and its response.
+    base_history: list[dict[str, Any]] = []
+    base_content: list[dict[str, Any]] = []
+    known: dict[str, dict[str, Any]] = {}   # every tool call answered so far, by id
+    usage = {"input_tokens": 0, "output_tokens": 0}
+    counts = dict.fromkeys(COUNTED, 0)
+    hook_blocks = attempts = num_turns = 0
+    last_stop: str | None = None
+
+    def transition(call: int, branch: str, reason: str, terminal: bool = False, action: str | None = None) -> None:
+        for name, counted in COUNTED.items():
+            if branch in counted:
+                counts[name] += 1
+        trace.emit("transition", call, {
+            "branch": branch, "row": ROW_OF.get(branch, "—"), "reason": reason,
+            "type": "End" if terminal else BRANCH_TYPES.get(branch, "Other"),
+            "subtype": ending(record) if terminal else None, "num_turns": num_turns,
+            "client_action": action, "replay": True})
+
+    def append(call: int, messages: list[dict[str, Any]]) -> None:
+        for m in messages:
+            blocks = ",".join(str(b.get("type")) for b in m["content"])
+            trace.emit("append", call, {"role": m["role"], "merged": m["merged"], "content": m["content"],
+                                        "blocks": blocks or "(empty)"})
+
+    history, added = _apply_diff([], first.get("appended") or {}, [])
+    append(0, added)
+    for i, request in enumerate(requests):
+        n = request["n"]
+        purpose = "summary" if request.get("action") == "summary" and request.get("kind") == "summary" \
+            and not (i > 0 and requests[i - 1].get("kind") == "summary") else "turn"
+        body = {"model": request.get("model"), "max_tokens": request.get("max_tokens"),
+                "stream": request.get("stream"), "messages": history}
+        trace.emit("request", n, {
+            "model": request.get("model"), "max_tokens": request.get("max_tokens"), "stream": request.get("stream"),
+            "messages": (request.get("appended") or {}).get("messages_after", len(history)),
+            "context_tokens": estimate_tokens(history), "context_window": window, "purpose": purpose,
+            "estimated": True, "client_action": request.get("action")})
+        status = request["reply"].get("status", 200)
+        scripted = _scripted(scenario, request, body)
+        message: dict[str, Any] | None = None
+        content: list[dict[str, Any]] = []
+        if status >= 400:
+            attempts += 1
+            trace.emit("api_error", n, {
+                "status": status, "error_type": request["reply"].get("error"),
+                "message": _error_message(request, scripted, scenario, window), "retry_after": None,
+                "attempt": attempts, **({"purpose": "summary"} if purpose == "summary" else {})})
+        else:
+            attempts = 0
+            message = scripted if scripted and "error" not in scripted else _placeholder(request)
+            content = message.get("content") or []
+            msg_usage = dict(message.get("usage") or {})
+            for key in usage:
+                usage[key] += int(msg_usage.get(key) or 0)
+            if purpose == "turn":
+                num_turns += 1
+                last_stop = message.get("stop_reason")
+            trace.emit("response", n, {
+                "purpose": purpose, "model": message.get("model"), "stop_reason": message.get("stop_reason"),
+                "stop_sequence": message.get("stop_sequence"), "stop_details": message.get("stop_details"),
+                "blocks": ",".join(b["type"] for b in content), "content": content,
+                "input_tokens": int(msg_usage.get("input_tokens") or 0),
+                "output_tokens": int(msg_usage.get("output_tokens") or 0), "usage": msg_usage,
+                "context_window": window, "estimated": True})
+            known.update({b["id"]: b for b in content if b.get("id")})
+        if i == 0 or not (request.get("appended") or {}).get("summary_request"):
+            base_history, base_content = history, content
+        step = _Step(request, message)
+        nxt = requests[i + 1] if i + 1 < len(requests) else None
+        if nxt is None:
+            finals = _final_branches(who, record, scenario, step, hook_blocks)
+            for k, (branch, reason) in enumerate(finals):
+                transition(n, branch, reason, terminal=k == len(finals) - 1 and branch != "complete")
+            break
+        if purpose == "summary":  # a summary call has no decision of its own: the history is compacted
+            new_history, added = _apply_diff(base_history, nxt["appended"], base_content, known)
+            trace.emit("compaction", n, {
+                "trigger": "client", "strategy": f"{record['client']} summary",
+                "tokens_before": estimate_tokens(base_history), "tokens_after": estimate_tokens(new_history),
+                "messages_before": nxt["appended"].get("messages_before"),
+                "messages_after": nxt["appended"].get("messages_after"),
+                "removed": nxt["appended"].get("dropped"), "context_before": estimate_tokens(history),
+                "context_after": estimate_tokens(new_history), "target": None, "context_window": window,
+                "estimated": True})
+            history = new_history
+            append(n, added)
+            continue
+        branch, reason = _next_branch(who, step, nxt)
+        if branch == "stop_hook_block":
+            transition(n, "complete", _completion_reason(who, request))
+        transition(n, branch, reason, action=nxt.get("action"))
+        if branch == "stop_hook_block":
+            hook_blocks += 1
+            feedback = next(t for t in (nxt["appended"].get("injected_user_texts") or [])
+                            if t.startswith(STOP_HOOK_PREFIX))
+            trace.emit("hook", n, {"event": "Stop", "source": f"{record['client']} Stop hook", "decision": "block",
+                                   "reason": feedback.split(":", 1)[-1].strip()})
+        if branch in ("api_retry", "api_fallback", "max_tokens_clamp"):
+            if branch == "api_fallback":
+                trace.emit("fallback", n, {"from_model": request.get("model"), "to_model": nxt.get("model"),
+                                           "cause": "overloaded"})
+            trace.emit("retry", n, {"attempt": attempts, "delay_s": "?", "model": nxt.get("model"),
+                                    "reason": reason})
+        if branch == "refusal_fallback":
+            trace.emit("fallback", n, {"from_model": request.get("model"), "to_model": nxt.get("model"),
+                                       "cause": "refusal"})
+        history, added = _apply_diff(base_history, nxt["appended"], base_content, known)
+        for m in added:
+            for block in m["content"]:
+                if block.get("type") == "tool_result":
+                    use = next((b for b in base_content if b.get("id") == block.get("tool_use_id")), {})
+                    trace.emit("tool", n, {"id": block.get("tool_use_id"), "name": use.get("name"),
+                                           "input": use.get("input"), "output": block.get("content"),
+                                           "is_error": bool(block.get("is_error")), "denied_by": None})
+        append(n, added)
+    result = record.get("result") or {}
+    trace.emit("result", requests[-1]["n"] if requests else 0, {
+        "type": "result", "subtype": ending(record), "is_error": outcome(record) == "error",
+        "num_turns": result.get("num_turns", num_turns), "stop_reason": last_stop,
+        "client_stop_reason": result.get("stop_reason"),
+        "result": result.get("text", ""), "requests": len(requests), "usage": usage, "model": requests[-1]["model"]
+        if requests else None, **counts, "client": record["client"], "version": record["version"],
+        "client_subtype": result.get("subtype"), "exit_code": result.get("exit_code"), "estimated_usage": True})
+    return trace
+
+
+def replay_branches(trace: Trace | list[Event]) -> list[str]:
+    """The branches of a (replayed) trace, in order: the path a plot draws."""
+    return [e.data["branch"] for e in trace if e.kind == "transition"]
+
+
+# -- the widget -----------------------------------------------------------------------------------------------
+
+@dataclass
+class _ShownResult:
+    """The fields render_result reads from a Result."""
+
+    subtype: str
+    is_error: bool
+    num_turns: int
+    requests: int
+    stop_reason: str | None
+    usage: dict[str, int]
+    result: str
+    escalations: int = 0
+    continuations: int = 0
+    compactions: int = 0
+    retries: int = 0
+    fallbacks: int = 0
+    pause_continuations: int = 0
+    nudges: int = 0
+    stop_hook_blocks: int = 0
+
+
+@dataclass
+class _ShownState:
+    num_turns: int
+
+
+@dataclass
+class _ShownRun:
+    """The part of an AgentLoop that ``widgets.render_result`` reads, for the events revealed so far."""
+
+    requests: int
+    state: _ShownState
+    result: _ShownResult | None
+
+    @classmethod
+    def of(cls, events: list[Event]) -> _ShownRun:
+        requests = sum(1 for e in events if e.kind == "request")
+        turns = sum(1 for e in events if e.kind == "response" and e.data.get("purpose") == "turn")
+        end = next((e.data for e in events if e.kind == "result"), None)
+        result = None
+        if end is not None:
+            names = {f: end.get(f, 0) for f in COUNTED}
+            result = _ShownResult(subtype=str(end["subtype"]), is_error=bool(end["is_error"]),
+                                  num_turns=int(end.get("num_turns") or 0), requests=int(end["requests"]),
+                                  stop_reason=end.get("stop_reason"), usage=dict(end.get("usage") or {}),
+                                  result=str(end.get("result") or ""), **names)
+        return cls(requests, _ShownState(turns), result)
+
+
+REPLAY_PLOTS = (("decision path", "path"), ("tokens · context · budget (estimated)", "overview"))
+
+
+class ReplayStepper:
+    """Step through a recorded client run, one model call at a time, with the Stepper's panes and plots.
+
+    ``ReplayStepper("max_tokens_give_up")`` replays the newest Claude Code record of that scenario;
+    a record dict, a ``.json`` path or ``client/version/scenario`` work too. Drive it with ``step()``,
+    ``run_to_end()`` and ``reset()`` or the buttons; display it as the last expression of a cell.
+    """
+
+    def __init__(self, record_or_path: dict[str, Any] | str | Path, *, plot: str = "path",
+                 show_plots: bool = True) -> None:
+        import ipywidgets as widgets
+
+        self.record = load_record(record_or_path)
+        self.trace = record_to_trace(self.record)
+        self.segments = _segments(self.trace.events)
+        self.shown = 0                       # events revealed
+        self.show_plots = show_plots
+        self._step_from: int | None = None
+        self._plot_key: tuple[Any, ...] | None = None
+        self.header = widgets.HTML()
+        self.step_button = widgets.Button(description="Step", button_style="primary", icon="step-forward",
+                                          tooltip="reveal the next recorded model call and what the client did")
+        self.run_button = widgets.Button(description="Run to end", icon="fast-forward")
+        self.reset_button = widgets.Button(description="Reset", icon="undo")
+        self.plot_picker = widgets.Dropdown(options=REPLAY_PLOTS, value=plot, description="plot",
+                                            layout=widgets.Layout(width="330px"))
+        self.result_pane = widgets.HTML()
+        self.transcript_pane = widgets.HTML(layout=widgets.Layout(flex="1 1 55%", min_width="0", width="55%"))
+        self.decision_pane = widgets.HTML(layout=widgets.Layout(flex="1 1 45%", min_width="0", width="45%",
+                                                                overflow="hidden"))
+        self.plot_image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
+        self.step_button.on_click(lambda _b: self._do(self.step))
+        self.run_button.on_click(lambda _b: self._do(self.run_to_end))
+        self.reset_button.on_click(lambda _b: self._do(self.reset))
+        self.plot_picker.observe(lambda _c: self._do(lambda: None), names="value")
+        panes = widgets.HBox([self.transcript_pane, self.decision_pane],
+                             layout=widgets.Layout(align_items="flex-start", width="100%", grid_gap="12px"))
+        self.view = widgets.VBox([
+            self.header,
+            widgets.HBox([self.step_button, self.run_button, self.reset_button, self.plot_picker],
+                         layout=widgets.Layout(flex_flow="row wrap")),
+            self.result_pane, panes, self.plot_image], layout=widgets.Layout(width="100%"))
+        self.view.add_class("agentlab-replay")
+        self.update()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = self.view._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, dict):
+            bundle["text/plain"] = repr(self)
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"ReplayStepper({self.record['client']}/{self.record['version']}/{self.record['scenario']})"
+
+    def _do(self, action: Callable[[], None]) -> None:
+        action()
+        self.update()
+
+    @property
+    def done(self) -> bool:
+        return self.shown >= len(self.trace.events)
+
+    @property
+    def events(self) -> list[Event]:
+        return self.trace.events[:self.shown]
+
+    def step(self) -> None:
+        """Reveal the next model call (a summary call comes with the call after it) and the decision."""
+        if self.done:
+            return
+        self._step_from = self.shown
+        self.shown = next(end for end in self.segments if end > self.shown)
+
+    def run_to_end(self) -> None:
+        if self.done:
+            return
+        self._step_from = self.shown
+        self.shown = len(self.trace.events)
+
+    def reset(self) -> None:
+        self.shown, self._step_from = 0, None
+
+    @property
+    def call_count(self) -> int:
+        """Model calls shown in the transcript."""
+        return self.transcript_pane.value.count('class="agentlab-call')
+
+    def update(self) -> None:
+        from .widgets import _pane, render_decision, render_result, render_transcript
+
+        events = self.events
+        step_events = events[self._step_from:] if self._step_from is not None else []
+        record = self.record
+        prompt = next((e.data.get("prompt") for e in self.trace.events if e.kind == "start"), None)
+        self.header.value = _pane(
+            f'<div style="font-size:13px"><b>replay</b> of a recorded run · {_esc(client_label(record))} · '
+            f'scenario <code>{_esc(record["scenario"])}</code>'
+            f'{" · prompt: <i>" + _esc(prompt) + "</i>" if prompt else ""} · {len(record["requests"])} recorded '
+            f'request(s) · token counts are estimates</div>')
+        self.transcript_pane.value = _pane(render_transcript(events, latest_from=self._step_from))
+        self.decision_pane.value = _pane(render_decision(step_events, events, None))
+        self.result_pane.value = _pane(render_result(_ShownRun.of(events)))
+        self.step_button.disabled = self.run_button.disabled = self.done
+        self._render_plot(events)
+
+    def _render_plot(self, events: list[Event]) -> None:
+        if not self.show_plots:
+            self.plot_image.layout.display = "none"
+            return
+        from . import plots
+
+        key = (self.shown, self.plot_picker.value)
+        if key == self._plot_key:
+            return
+        fig = plots.PLOTS[self.plot_picker.value](list(events))
+        self.plot_image.value = plots.to_png(fig, dpi=64 if self.plot_picker.value == "overview" else 72)
+        self._plot_key = key
+
+
+def _esc(value: Any) -> str:
+    import html
+
+    return html.escape(str(value), quote=True)
+
+
+def _segments(events: list[Event]) -> list[int]:
+    """Where each step ends (exclusive): before the next request that follows a decision, and at the end."""
+    ends: list[int] = []
+    decided = False
+    for i, e in enumerate(events):
+        if e.kind == "request" and decided:
+            ends.append(i)
+            decided = False
+        if e.kind == "transition":
+            decided = True
+    ends.append(len(events))
+    return ends
+
+
+# -- side by side -----------------------------------------------------------------------------------------------
+
+def compare_paths(record: dict[str, Any] | str | Path, other: Any = None, *, other_title: str | None = None,
+                  save: str | Path | None = None, dpi: int = 100):
+    """The replayed record's path through the decision table next to agentlab's own run of the same scenario
+    (or ``other``: any trace, loop or record), in one figure with the rows shared."""
+    from . import plots
+    from .lab import scenario_loop
+
+    record = load_record(record)
+    if other is None:
+        other = scenario_loop(record["scenario"])
+        other.run()
+        other_title = other_title or "agentlab (run now)"
+    elif isinstance(other, dict) and "requests" in other:
+        other_title = other_title or f"{client_label(other)} (record)"
+        other = record_to_trace(other)
+    left, right = plots.read_run(record_to_trace(record)), plots.read_run(other)
+    w1, w2 = (max(3.2, 0.6 * r.last_call + 1.4) for r in (left, right))
+    height = 5.6 if max(left.last_call, right.last_call) <= 8 else 6.1   # room for slanted call labels
+    fig = plots.new_figure(2.1 + w1 + 0.35 + w2 + 0.2, height, dpi)
+    for run, x, w, title in ((left, 2.1, w1, f"{client_label(record)} (record)"),
+                             (right, 2.1 + w1 + 0.35, w2, other_title or "other run")):
+        ax = plots.place(fig, x, 0.75, w, 4.1)
+        plots.draw_decision_path(ax, run)
+        ax.set_title(title, loc="left", fontsize=10, pad=24)
+        if x > 2.1:
+            ax.tick_params(axis="y", labelleft=False)
+    fig.text(0.01, 0.985, f"{record['scenario']}: path through the decision table", ha="left", va="top",
+             fontsize=12)
+    return plots._finish(fig, save)
