@@ -345,7 +345,12 @@ def request_payload(request: dict[str, Any]) -> dict[str, Any]:
     return {k: request.get(k) for k in ("system", "tools", "messages") if request.get(k) is not None}
 
 
-_SUMMARY_ASK = re.compile(r"summar(y|ise|ize)", re.IGNORECASE)
+# A request that *asks* for a summary ("create a detailed summary of the conversation", "summarize the
+# conversation"), not one that quotes a summary ("the conversation is summarized below").
+_SUMMARY_ASK = re.compile(
+    r"\b(create|write|produce|provide|generate|give)\b[^.\n]{0,60}\bsummary\b[^.\n]{0,80}\bconversation\b"
+    r"|\bsummari[sz]e\b[^.\n]{0,40}\bconversation\b",
+    re.IGNORECASE)
 
 
 def is_summary_request(request: dict[str, Any]) -> bool:
@@ -362,5 +367,4 @@ def is_summary_request(request: dict[str, Any]) -> bool:
     else:  # only what the client wrote itself: a tool result that mentions a summary is not a summary request
         text = "\n".join(str(b.get("text", "")) for b in content or []
                          if isinstance(b, dict) and b.get("type") == "text")
-    tail = text[-4000:]
-    return bool(_SUMMARY_ASK.search(tail)) and "conversation" in tail.lower()
+    return bool(_SUMMARY_ASK.search(text[-4000:]))
