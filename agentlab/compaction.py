@@ -246,6 +246,12 @@ def _unchanged(
     )
 
 
+
+def _changed(messages: list[Message], out: list[Message], strategy: str, before_tokens: int, after_tokens: int,
+             removed: list[str]) -> CompactionResult:
+    return CompactionResult(messages=out, strategy=strategy, tokens_before=before_tokens, tokens_after=after_tokens,
+                            messages_before=len(messages), messages_after=len(out), removed=removed, changed=True)
+
 def _blocks(message: Message) -> list[Any]:
     content = message.get("content")
     return content if isinstance(content, list) else []
@@ -421,16 +427,7 @@ def clear_tool_results(
         msg = dict(messages[i])
         msg["content"] = blocks
         out[i] = msg
-    return CompactionResult(
-        messages=out,
-        strategy=strategy,
-        tokens_before=before_tokens,
-        tokens_after=after_tokens,
-        messages_before=len(messages),
-        messages_after=len(out),
-        removed=removed,
-        changed=True,
-    )
+    return _changed(messages, out, strategy, before_tokens, after_tokens, removed)
 
 
 # ---------------------------------------------------------------------------
@@ -484,16 +481,7 @@ def drop_oldest(
     for k in range(n_drop):
         removed.extend(_describe_span(messages, bounds[k], bounds[k + 1], k + 1))
     out = messages[:head_end] + messages[cut:]
-    return CompactionResult(
-        messages=out,
-        strategy=strategy,
-        tokens_before=before_tokens,
-        tokens_after=_tokens_from_chars(chars),
-        messages_before=len(messages),
-        messages_after=len(out),
-        removed=removed,
-        changed=True,
-    )
+    return _changed(messages, out, strategy, before_tokens, _tokens_from_chars(chars), removed)
 
 
 # ---------------------------------------------------------------------------
@@ -577,16 +565,7 @@ def summarize(
     removed.extend(_describe_span(messages, 1, starts[0], 0))  # nudges that followed the request
     for k in range(n_summarised):
         removed.extend(_describe_span(messages, bounds[k], bounds[k + 1], k + 1))
-    return CompactionResult(
-        messages=out,
-        strategy=strategy,
-        tokens_before=before_tokens,
-        tokens_after=after_tokens,
-        messages_before=len(messages),
-        messages_after=len(out),
-        removed=removed,
-        changed=True,
-    )
+    return _changed(messages, out, strategy, before_tokens, after_tokens, removed)
 
 
 def _is_plain_text(message: Message) -> bool:

@@ -40,6 +40,7 @@ from .observe import OBSERVED_DIR, load_records
 from .scenario import Reply, Scenario, load_scenario
 from .scripted import _choose, _slug, build_message
 from .trace import Event, Trace
+from .widgets import WidgetView
 from .transitions import ROW_OF, Limits
 
 CLIENT_DEFAULT = "claude-code"
@@ -545,7 +546,7 @@ class _ShownRun:
 REPLAY_PLOTS = (("decision path", "path"), ("tokens · context · budget (estimated)", "overview"))
 
 
-class ReplayStepper:
+class ReplayStepper(WidgetView):
     """Step through a recorded client run, one model call at a time, with the Stepper's panes and plots.
 
     ``ReplayStepper("max_tokens_give_up")`` replays the newest Claude Code record of that scenario;
@@ -589,12 +590,6 @@ class ReplayStepper:
             self.result_pane, panes, self.plot_image], layout=widgets.Layout(width="100%"))
         self.view.add_class("agentlab-replay")
         self.update()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        bundle = self.view._repr_mimebundle_(**kwargs)
-        if isinstance(bundle, dict):
-            bundle["text/plain"] = repr(self)
-        return bundle
 
     def __repr__(self) -> str:
         return f"ReplayStepper({self.record['client']}/{self.record['version']}/{self.record['scenario']})"

@@ -294,7 +294,19 @@ def render_error(error: str | None) -> str:
 
 # --- the widget ------------------------------------------------------------------------------------------
 
-class Stepper:
+class WidgetView:
+    """Shows ``self.view`` in a notebook, with the object's repr as its plain-text form (stable for nbval)."""
+
+    view: Any
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = self.view._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, dict):
+            bundle["text/plain"] = repr(self)
+        return bundle
+
+
+class Stepper(WidgetView):
     """Step an agent loop call by call in a notebook.
 
     ``Stepper("tour")`` (a scenario name), ``Stepper("path/to/scenario.yaml")``, ``Stepper(scenario)`` (a
@@ -386,12 +398,6 @@ class Stepper:
             self.error_pane, self.result_pane, panes, self.plot_image,
         ], layout=widgets.Layout(width="100%"))
         self.view.add_class("agentlab-stepper")
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        bundle = self.view._repr_mimebundle_(**kwargs)
-        if isinstance(bundle, dict):
-            bundle["text/plain"] = repr(self)
-        return bundle
 
     def __repr__(self) -> str:
         return f"Stepper({self.scenario_picker.value!r})"
