@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--context-window", type=_positive, help="context window in tokens (default 200000)")
     run.add_argument("--compact-threshold", type=_fraction,
                      help="compact before a call once the context is this full (0-1)")
+    run.add_argument("--count-tokens", action="store_true",
+                     help="measure the context with the API's count_tokens endpoint before each call")
     run.add_argument("--trace", help="write the event trace to this JSONL file, event by event")
     run.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
 
@@ -138,6 +140,8 @@ def _run(args: argparse.Namespace) -> int:
             overrides[name] = value
     if args.tools is not None:
         overrides["tools"] = args.tools
+    if args.count_tokens:
+        overrides["count_tokens"] = True
     if not args.json:
         trace.subscribe(_printer())
 
@@ -171,7 +175,8 @@ def _run(args: argparse.Namespace) -> int:
             compaction=overrides.pop("compaction", (sc.compaction if sc else None) or "auto"),
             context_window=overrides.pop("context_window", (sc.context_window if sc else None) or 200_000),
             compact_threshold=overrides.pop("compact_threshold", sc.compact_threshold if sc else None),
-            stop_sequences=overrides.pop("stop_sequences", sc.stop_sequences if sc else None))
+            stop_sequences=overrides.pop("stop_sequences", sc.stop_sequences if sc else None),
+            count_tokens=overrides.pop("count_tokens", False))
     try:
         result = loop.run()
     finally:

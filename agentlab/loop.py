@@ -118,6 +118,7 @@ class AgentLoop:
         clock: Callable[[], float] = time.perf_counter,
         seed: int = 0,
         request_timeout: float = 600.0,
+        count_tokens: bool = False,
     ) -> None:
         if (prompt is None) == (messages is None):
             raise ConfigError("AgentLoop needs exactly one of prompt= or messages=")
@@ -140,6 +141,7 @@ class AgentLoop:
         self.sleep = sleep
         self.clock = clock
         self.request_timeout = request_timeout
+        self.count_tokens = count_tokens  # ask the API's count_tokens endpoint before each call (live use)
         self._rng = random.Random(seed)
         self.prompt = prompt
         self.messages: list[Message] = [dict(m) for m in messages] if messages else []
@@ -190,6 +192,8 @@ class AgentLoop:
             self._emit_transition(gate)
             self._end(gate)
             return self._report(gate, first_event)
+        if self.count_tokens:
+            self._count_context()
         if self._pending_compaction or self._over_threshold():
             trigger = self._pending_compaction or "proactive"
             self._pending_compaction = None
@@ -247,6 +251,15 @@ class AgentLoop:
         if self.stop_sequences:
             params["stop_sequences"] = self.stop_sequences
         return params
+
+    def _count_context(self) -> None:
+        """Replace the context estimate by the API's own count of the next request (when it answers)."""
+        params = {k: v for k, v in self._params().items() if k in ("model", "messages", "system", "tools")}
+        try:
+            counted = self.client.messages.count_tokens(**params).input_tokens
+        except (anthropic.AnthropicError, ValueError):
+            return  # keep the estimate; the call itself will report any real problem
+        self.meter.base, self.meter.pending, self.meter.exact = int(counted), 0, True
 
     def _send(self, params: dict[str, Any]) -> Any:
         """One request through the SDK; returns the Message as a dict (converted once) or a Failure.

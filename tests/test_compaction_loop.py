@@ -304,3 +304,13 @@ def test_compaction_frame_of_a_run_without_compaction_is_empty() -> None:
     assert frame.empty and list(frame.columns) == list(COMPACTION_COLUMNS)
     with pytest.raises(TypeError):
         compaction_frame("not a trace")
+
+
+def test_count_tokens_option_measures_each_request_with_the_api() -> None:
+    loop = scenario_loop("tool_use", count_tokens=True)
+    assert loop.run().subtype == "success"
+    kinds = [r.kind for r in loop.engine.requests]
+    assert kinds == ["count_tokens", "message", "count_tokens", "message"]
+    sent = [r for r in loop.engine.requests if r.kind == "message"]
+    counted = [e.data["context_tokens"] for e in loop.trace.of_kind("request")]
+    assert counted == [estimate_tokens(request_payload(r.body)) for r in sent]  # what the server counts
