@@ -30,6 +30,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/scaling.py
+	$(BIN)/python bench/notebooks.py
 
 # The Claude Code CLI, project-local, at the version whose behaviour is recorded in data/observed/
 CLAUDE_CODE_VERSION ?= 2.1.197
