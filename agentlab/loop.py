@@ -77,6 +77,25 @@ class Result:
     stop_hook_blocks: int
     messages: list[Message] = field(default_factory=list)
 
+    @classmethod
+    def from_event(cls, data: dict[str, Any]) -> Result:
+        """A Result from a ``result`` event's payload (a trace read back, or a replayed client run).
+
+        Fields the payload lacks take neutral values: no counts, no model, no messages.
+        """
+        counts = ("escalations", "continuations", "compactions", "retries", "fallbacks", "pause_continuations",
+                  "nudges", "stop_hook_blocks")
+        values = {name: int(data.get(name) or 0) for name in counts}
+        recoveries = data.get("recoveries")
+        return cls(
+            subtype=str(data["subtype"]), is_error=bool(data["is_error"]), num_turns=int(data.get("num_turns") or 0),
+            stop_reason=data.get("stop_reason"), stop_sequence=data.get("stop_sequence"),
+            result=str(data.get("result") or ""), usage=dict(data.get("usage") or {}),
+            model=str(data.get("model") or ""), requests=int(data.get("requests") or 0),
+            recoveries=int(recoveries) if recoveries is not None else sum(
+                values[n] for n in ("escalations", "continuations", "compactions", "nudges", "pause_continuations")),
+            **values)
+
     def to_dict(self, *, with_messages: bool = False) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "messages"}
         data["usage"] = dict(self.usage)

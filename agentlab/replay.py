@@ -36,6 +36,7 @@ from typing import Any
 from .compaction import estimate_tokens
 from .compare import outcome
 from .errors import ConfigError, ScenarioError
+from .loop import Result
 from .observe import OBSERVED_DIR, load_records
 from .scenario import Reply, Scenario, load_scenario
 from .scripted import _choose, _slug, build_message
@@ -495,27 +496,6 @@ def replay_branches(trace: Trace | list[Event]) -> list[str]:
 # -- the widget -----------------------------------------------------------------------------------------------
 
 @dataclass
-class _ShownResult:
-    """The fields render_result reads from a Result."""
-
-    subtype: str
-    is_error: bool
-    num_turns: int
-    requests: int
-    stop_reason: str | None
-    usage: dict[str, int]
-    result: str
-    escalations: int = 0
-    continuations: int = 0
-    compactions: int = 0
-    retries: int = 0
-    fallbacks: int = 0
-    pause_continuations: int = 0
-    nudges: int = 0
-    stop_hook_blocks: int = 0
-
-
-@dataclass
 class _ShownState:
     num_turns: int
 
@@ -526,21 +506,14 @@ class _ShownRun:
 
     requests: int
     state: _ShownState
-    result: _ShownResult | None
+    result: Result | None
 
     @classmethod
     def of(cls, events: list[Event]) -> _ShownRun:
         requests = sum(1 for e in events if e.kind == "request")
         turns = sum(1 for e in events if e.kind == "response" and e.data.get("purpose") == "turn")
         end = next((e.data for e in events if e.kind == "result"), None)
-        result = None
-        if end is not None:
-            names = {f: end.get(f, 0) for f in COUNTED}
-            result = _ShownResult(subtype=str(end["subtype"]), is_error=bool(end["is_error"]),
-                                  num_turns=int(end.get("num_turns") or 0), requests=int(end["requests"]),
-                                  stop_reason=end.get("stop_reason"), usage=dict(end.get("usage") or {}),
-                                  result=str(end.get("result") or ""), **names)
-        return cls(requests, _ShownState(turns), result)
+        return cls(requests, _ShownState(turns), Result.from_event(end) if end is not None else None)
 
 
 REPLAY_PLOTS = (("decision path", "path"), ("tokens · context · budget (estimated)", "overview"))

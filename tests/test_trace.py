@@ -36,3 +36,14 @@ def test_the_clients_key_is_redacted_from_events_without_being_configured():
     trace.add_secret("sk-ant-api03-" + "k" * 20)
     event = trace.emit("api_error", 1, {"message": "bad key sk-ant-api03-" + "k" * 20})
     assert "sk-ant" not in json.dumps(event.data) and "[redacted]" in event.data["message"]
+
+
+def test_a_result_reads_back_from_its_event():
+    from dataclasses import replace
+
+    from agentlab.loop import Result
+
+    loop = scenario_loop("tour")
+    result = loop.run()
+    event = loop.trace.of_kind("result")[-1]
+    assert Result.from_event(event.data) == replace(result, messages=[])
