@@ -100,19 +100,20 @@ class ScenarioEngine:
         stream = bool(request.get("stream"))
         normalised = _normalise(request)
         scenario = self.scenario
+        tokens = estimate_tokens(request_payload(normalised))  # once per request: it is the hot path
+        summary = is_summary_request(normalised)
         if scenario.context_window is not None:
-            tokens = estimate_tokens(request_payload(normalised))
             if tokens > scenario.context_window:
-                if not is_summary_request(normalised):  # "smaller than previous" compares with this one
+                if not summary:  # "smaller than previous" compares with this one
                     self.previous_tokens = tokens
                 return self._record(method, path, request, stream, None, _error(
                     400, "invalid_request_error",
                     f"prompt is too long: {tokens} tokens > {scenario.context_window} maximum"),
                     kind="prompt_too_long")
-        if is_summary_request(normalised):
+        if summary:
             reply = Reply(content=[{"type": "text", "text": scenario.summary}], stop_reason="end_turn")
             return self._record(method, path, request, stream, None,
-                                self._message(reply, normalised, stream, f"summary{len(self.requests):03d}"),
+                                self._message(reply, normalised, stream, f"summary{len(self.requests):03d}", tokens),
                                 kind="summary")
         if self.next_step >= len(scenario.steps):
             message = (f"scenario {scenario.name!r} has {len(scenario.steps)} step(s) and all were used; "
@@ -123,7 +124,7 @@ class ScenarioEngine:
         index = self.next_step
         self.next_step += 1
         step: Step = scenario.steps[index]
-        previous, self.previous_tokens = self.previous_tokens, estimate_tokens(request_payload(normalised))
+        previous, self.previous_tokens = self.previous_tokens, tokens
         if step.expect is not None:
             broken = step.expect.failures(normalised, stream, previous)
             if broken:
@@ -135,11 +136,11 @@ class ScenarioEngine:
         reply = _choose(step, normalised, stream)
         if reply.error is not None:
             return self._record(method, path, request, stream, index, _error_from_spec(reply.error))
-        wire = self._message(reply, normalised, stream, f"{index:03d}")
+        wire = self._message(reply, normalised, stream, f"{index:03d}", tokens)
         return self._record(method, path, request, stream, index, wire, stop_reason=reply.stop_reason)
 
-    def _message(self, reply: Reply, request: dict[str, Any], stream: bool, tag: str) -> WireReply:
-        message = build_message(reply, request, msg_id=f"msg_{_slug(self.scenario.name)}_{tag}")
+    def _message(self, reply: Reply, request: dict[str, Any], stream: bool, tag: str, tokens: int) -> WireReply:
+        message = build_message(reply, request, msg_id=f"msg_{_slug(self.scenario.name)}_{tag}", input_tokens=tokens)
         if stream:
             return WireReply(200, {"content-type": "text/event-stream", "cache-control": "no-cache"},
                              sse_body(message, reply, self.text_chunk), "stream")
@@ -205,7 +206,8 @@ def _error_from_spec(spec: ErrorSpec) -> WireReply:
     return _error(spec.status, error_type, spec.message, headers)
 
 
-def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str) -> dict[str, Any]:
+def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str,
+                  input_tokens: int | None = None) -> dict[str, Any]:
     """The Message JSON for a reply; usage is estimated from the request when the scenario leaves it out."""
     content = []
     for i, block in enumerate(reply.content or []):
@@ -215,7 +217,8 @@ def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str) -> dict
             data["id"] = f"{prefix}_{msg_id.rsplit('_', 1)[-1]}_{i}"
         content.append(data)
     usage = reply.usage.model_dump(exclude_none=True) if reply.usage else {}
-    usage.setdefault("input_tokens", estimate_tokens(request_payload(request)))
+    if "input_tokens" not in usage:
+        usage["input_tokens"] = input_tokens if input_tokens is not None else estimate_tokens(request_payload(request))
     usage.setdefault("output_tokens", max(2, estimate_tokens(content)) if content else 2)
     return {
         "id": msg_id,
