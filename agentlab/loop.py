@@ -400,9 +400,6 @@ class AgentLoop:
 
     def _retry(self, t: Retry) -> None:
         attempt = self.state.api_attempts + 1
-        overloads = self.state.consecutive_overloads
-        last = self._last_failure
-        overloads = overloads + 1 if last is not None and last.status == 529 else 0
         delay = t.delay * (1 + 0.25 * self._rng.random()) if t.delay else 0.0
         if t.switch_model:
             self.trace.emit("fallback", self.requests, {"from_model": self.state.model, "to_model": t.switch_model,
@@ -411,7 +408,7 @@ class AgentLoop:
                                  api_attempts=attempt)
             self.counts["fallbacks"] += 1
         else:
-            self.state = replace(self.state, api_attempts=attempt, consecutive_overloads=overloads)
+            self.state = replace(self.state, api_attempts=attempt, consecutive_overloads=t.consecutive_overloads)
         self.trace.emit("retry", self.requests, {"attempt": attempt, "delay_s": round(delay, 3),
                                                  "model": self.state.model, "reason": t.reason})
         self.counts["retries"] += 1

@@ -133,6 +133,7 @@ class RunTools(Transition):
 class Retry(Transition):
     delay: float = 0.0                 # before jitter
     switch_model: str | None = None
+    consecutive_overloads: int = 0     # 529s in a row, this one included (0 after any other error)
 
 
 @dataclass(frozen=True)
@@ -259,14 +260,14 @@ def _decide_failure(f: Failure, state: LoopState, limits: Limits) -> Transition:
     delay = min(limits.backoff_cap, limits.backoff_base * 2 ** state.api_attempts)
     if f.retry_after is not None:
         delay = min(limits.retry_after_cap, f.retry_after)
-    overloads = state.consecutive_overloads + (1 if f.status == 529 else 0)
+    overloads = state.consecutive_overloads + 1 if f.status == 529 else 0
     if (f.status == 529 and limits.fallback_model and not state.fallback_used
             and overloads >= limits.overloads_before_fallback and state.model != limits.fallback_model):
         return Retry("api_fallback", f"{overloads} consecutive 529 overloaded: switching to {limits.fallback_model}",
-                     delay=0.0, switch_model=limits.fallback_model)
+                     delay=0.0, switch_model=limits.fallback_model, consecutive_overloads=overloads)
     label = "connection error" if f.status is None else f"HTTP {f.status}"
     return Retry("api_retry", f"{label} ({f.error_type}), attempt {state.api_attempts + 1} of "
-                 f"{limits.max_api_retries}: retry in {delay:g}s", delay=delay)
+                 f"{limits.max_api_retries}: retry in {delay:g}s", delay=delay, consecutive_overloads=overloads)
 
 
 def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transition:
