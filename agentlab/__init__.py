@@ -1,12 +1,30 @@
-"""agentlab: a workbench for the end of an agent's turn (every stop_reason branch, stepped, traced, plotted)."""
+"""agentlab: a workbench for the end of an agent's turn (every stop_reason branch, stepped, traced, plotted).
 
-from .errors import AgentlabError, ConfigError, ScenarioError
+The package, by role; imports point down this list only (checked by tests/test_layout.py):
+
+core/         the decision and the loop; imports nothing else of agentlab
+  errors        exceptions for bad input
+  transitions   the decision table, Limits, LoopState, the pure ``decide()``
+  compaction    context accounting and the compaction strategies
+  tools         the tool registry and the demo tools
+  hooks         Claude Code's hook protocol (Python callables and shell commands)
+  trace         the event stream (Trace), JSONL, a pandas frame
+  loop          AgentLoop: performs what ``decide()`` says
+backend/      the scripted model: scenario files, the engine, ``agentlab serve``
+lab           a run built from a scenario or from flags (the one configuration path)
+observatory/  recorded real clients: observe, compare, replay, facts
+ui/           the notebook UI: plots, report, widgets (Stepper, ReplayStepper)
+exercises/    the lessons' checks
+cli           the ``agentlab`` command; nothing imports it
+"""
+
+from .backend.scenario import Scenario, list_scenarios, load_scenario
+from .backend.scripted import ScenarioEngine, scripted_client
+from .core.errors import AgentlabError, ConfigError, ScenarioError
+from .core.loop import AgentLoop, Result
+from .core.trace import Event, Trace
+from .core.transitions import ROWS, Limits, LoopState, decide
 from .lab import run_scenario, scenario_loop
-from .loop import AgentLoop, Result
-from .scenario import Scenario, list_scenarios, load_scenario
-from .scripted import ScenarioEngine, scripted_client
-from .trace import Event, Trace
-from .transitions import ROWS, Limits, LoopState, decide
 
 __all__ = [
     "ROWS", "AgentLoop", "AgentlabError", "ConfigError", "Event", "Limits", "LoopState", "Result", "Scenario",

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from .errors import AgentlabError, ConfigError
+from .core.errors import AgentlabError, ConfigError
 
 PLACEHOLDER_KEY = "agentlab-placeholder-key"  # one of loop.PLACEHOLDER_KEYS
 
@@ -89,11 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return _run(args)
         if args.command == "serve":
-            from .serve import serve_main
+            from .backend.serve import serve_main
 
             return serve_main(args)
         if args.command == "observe":
-            from .observe import observe_main
+            from .observatory.observe import observe_main
 
             return observe_main(args)
     except AgentlabError as exc:
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _scenarios() -> int:
-    from .scenario import list_scenarios
+    from .backend.scenario import list_scenarios
 
     for sc in list_scenarios():
         row = f"row {sc.row}" if sc.row else "mixed"
@@ -116,11 +116,11 @@ def _scenarios() -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .backend.scenario import load_scenario
+    from .core.loop import AgentLoop
+    from .core.trace import Trace, redact
+    from .core.transitions import Limits
     from .lab import build_hooks, build_tools, scenario_loop, scenario_stop_hook
-    from .loop import AgentLoop
-    from .scenario import load_scenario
-    from .trace import Trace, redact
-    from .transitions import Limits
 
     key = os.environ.get("ANTHROPIC_API_KEY") or ""
     trace_path = args.trace
@@ -203,7 +203,7 @@ def _client(base_url: str | None, key: str):
 
 
 def _printer():
-    from .report import format_event
+    from .ui.report import format_event
 
     def show(event) -> None:
         line = format_event(event)

@@ -7,12 +7,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
-from .loop import AgentLoop, Result
-from .scenario import Scenario, load_scenario
-from .scripted import ScenarioEngine, scripted_client
-from .trace import Trace
-from .transitions import Limits
+from .backend.scenario import Scenario, load_scenario
+from .backend.scripted import ScenarioEngine, scripted_client
+from .core.errors import ConfigError
+from .core.loop import AgentLoop, Result
+from .core.trace import Trace
+from .core.transitions import Limits
 
 SANDBOX_DIR = Path(__file__).resolve().parent.parent / "data" / "sandbox"
 DEFAULT_MODEL = "claude-sonnet-4-6"
@@ -39,7 +39,7 @@ def build_tools(kind: str | None, *, tests_fail_times: int | None = None, sandbo
         return None
     if kind != "demo":
         raise ConfigError(f"--tools: unknown tool set {kind!r}; the only one is 'demo'")
-    from .tools import TestsState, demo_tools
+    from .core.tools import TestsState, demo_tools
 
     tests = TestsState(fail_times=tests_fail_times) if tests_fail_times is not None else None
     return demo_tools(sandbox=sandbox or SANDBOX_DIR, tests=tests)
@@ -49,7 +49,7 @@ def build_hooks(settings: Any = None, *, stop_hook=None, transcript_path: str | 
                 interactive: bool = False):
     if settings is None and stop_hook is None:
         return None
-    from .hooks import Hooks
+    from .core.hooks import Hooks
 
     hooks = Hooks(settings, cwd=os.getcwd(), transcript_path=transcript_path, interactive=interactive)
     if stop_hook is not None:

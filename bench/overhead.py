@@ -31,10 +31,10 @@ from pathlib import Path
 
 from anthropic import beta_tool
 
+from agentlab.backend.scenario import Scenario, parse_scenario
+from agentlab.backend.scripted import ScenarioEngine, scripted_client
+from agentlab.core.tools import TestsState, calculate, fake_weather, read_sandboxed, run_pretend_tests
 from agentlab.lab import SANDBOX_DIR, scenario_loop
-from agentlab.scenario import Scenario, parse_scenario
-from agentlab.scripted import ScenarioEngine, scripted_client
-from agentlab.tools import TestsState, calculate, fake_weather, read_sandboxed, run_pretend_tests
 
 TURNS = 20
 PROMPT = "Work through the checklist: a sum, the weather, the notes, the tests, one tool call at a time."

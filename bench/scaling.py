@@ -32,10 +32,10 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+from agentlab.backend.scenario import Scenario, parse_scenario
+from agentlab.backend.scripted import ScenarioEngine
+from agentlab.core.trace import Trace
 from agentlab.lab import scenario_loop
-from agentlab.scenario import Scenario, parse_scenario
-from agentlab.scripted import ScenarioEngine
-from agentlab.trace import Trace
 
 WINDOW = 6_000
 THRESHOLD = 0.75

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from agentlab.backend.scenario import scenario_names
 from agentlab.lab import run_scenario
-from agentlab.scenario import scenario_names
 
 pytestmark = pytest.mark.browser
 

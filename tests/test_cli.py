@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from agentlab.scenario import scenario_names
+from agentlab.backend.scenario import scenario_names
 
 SECRET = "sk-ant-test-SECRET123456"
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""Tests for agentlab.compaction: token estimates, the context meter, the three strategies and validation."""
+"""Tests for agentlab.core.compaction: token estimates, the context meter, the three strategies and validation."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlab.compaction import (
+from agentlab.core.compaction import (
     DEFAULT_CHAIN,
     STRATEGIES,
     SUMMARY_HEADER,

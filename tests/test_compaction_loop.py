@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from agentlab.compaction import estimate_tokens, validate_history
-from agentlab.facts import COMPACTION_COLUMNS, compaction_frame, compare_strategies, fact_column
-from agentlab.hooks import Hooks
+from agentlab.backend.scenario import is_summary_request, load_scenario, parse_scenario, request_payload
+from agentlab.core.compaction import estimate_tokens, validate_history
+from agentlab.core.hooks import Hooks
+from agentlab.core.transitions import Limits
 from agentlab.lab import scenario_loop
-from agentlab.scenario import is_summary_request, load_scenario, parse_scenario, request_payload
-from agentlab.transitions import Limits
+from agentlab.observatory.facts import COMPACTION_COLUMNS, compaction_frame, compare_strategies, fact_column
 
 STRATEGIES = ("clear_tool_results", "drop_oldest", "summarize", "auto")
 NEW_SCENARIOS = ("door_code", "proactive_compaction", "compaction_give_up")

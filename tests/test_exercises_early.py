@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from agentlab.core.transitions import Limits, LoopState, decide
 from agentlab.exercises import lesson00, lesson01, lesson02, lesson03, lesson04, lesson05
-from agentlab.transitions import Limits, LoopState, decide
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlab.hooks import HOOK_EVENTS, NOT_INTERACTIVE, HookConfigError, HookOutcome, Hooks
+from agentlab.core.hooks import HOOK_EVENTS, NOT_INTERACTIVE, HookConfigError, HookOutcome, Hooks
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "data" / "hooks"

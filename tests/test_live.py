@@ -7,8 +7,8 @@ import os
 import pytest
 
 from agentlab import AgentLoop, Trace
+from agentlab.core.loop import SUBTYPES
 from agentlab.lab import build_tools
-from agentlab.loop import SUBTYPES
 
 KEY = os.environ.get("ANTHROPIC_API_KEY")
 MODEL = os.environ.get("ANTHROPIC_MODEL", "claude-haiku-4-5")

@@ -15,13 +15,13 @@ import httpx2
 import pytest
 
 from agentlab import AgentLoop, ScenarioError, Trace
-from agentlab.compaction import estimate_tokens, validate_history
-from agentlab.hooks import Hooks
+from agentlab.backend.scenario import Scenario, load_scenario, parse_scenario, scenario_names
+from agentlab.backend.scripted import ScenarioEngine, mock_transport
+from agentlab.core.compaction import estimate_tokens, validate_history
+from agentlab.core.hooks import Hooks
+from agentlab.core.loop import SUBTYPES
+from agentlab.core.transitions import CONTINUATION_TEXT, MAX_TURNS_MARKER, NUDGE_TEXT
 from agentlab.lab import scenario_loop
-from agentlab.loop import SUBTYPES
-from agentlab.scenario import Scenario, load_scenario, parse_scenario, scenario_names
-from agentlab.scripted import ScenarioEngine, mock_transport
-from agentlab.transitions import CONTINUATION_TEXT, MAX_TURNS_MARKER, NUDGE_TEXT
 
 SECRET = "sk-ant-test-SECRET123456"
 DEFAULT_MODEL = Scenario.model_fields["model"].default

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from agentlab.backend.scenario import list_scenarios, load_scenario, scenario_names
 from agentlab.cli import main as cli_main
-from agentlab.loop import AgentLoop
-from agentlab.compare import (
+from agentlab.core.loop import AgentLoop
+from agentlab.observatory.compare import (
     claim_for,
     comparison_html,
     comparison_table,
@@ -22,10 +23,10 @@ from agentlab.compare import (
     load_claims,
     signature,
 )
-from agentlab.observe import (
+from agentlab.observatory.observe import (
     OBSERVED_DIR,
-    claude_bin,
     classify,
+    claude_bin,
     client_version,
     comparable,
     diff_requests,
@@ -33,7 +34,6 @@ from agentlab.observe import (
     observe,
     reply_summary,
 )
-from agentlab.scenario import list_scenarios, load_scenario, scenario_names
 
 USER = {"role": "user", "content": "Hello"}
 CALL = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "calc", "input": {}}]}

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from agentlab import plots
+from agentlab.backend.scenario import parse_scenario, scenario_names
+from agentlab.core.trace import Trace, events_to_frame
+from agentlab.core.transitions import ROWS
 from agentlab.lab import scenario_loop
-from agentlab.scenario import parse_scenario, scenario_names
-from agentlab.trace import Trace, events_to_frame
-from agentlab.transitions import ROWS
+from agentlab.ui import plots
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SINGLE = [plots.token_usage, plots.context_fill, plots.compaction_bars, plots.recovery_attempts,

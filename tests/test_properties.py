@@ -19,11 +19,11 @@ from typing import Any
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from agentlab.hooks import Hooks
+from agentlab.backend.scenario import KNOWN_STOP_REASONS, Scenario, parse_scenario
+from agentlab.core.hooks import Hooks
+from agentlab.core.loop import SUBTYPES
+from agentlab.core.tools import demo_tools
 from agentlab.lab import scenario_loop
-from agentlab.loop import SUBTYPES
-from agentlab.scenario import KNOWN_STOP_REASONS, Scenario, parse_scenario
-from agentlab.tools import demo_tools
 
 settings.register_profile("agentlab-ci", max_examples=500, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -7,12 +7,14 @@ import re
 
 import pytest
 
-from agentlab import plots
-from agentlab.errors import ConfigError
-from agentlab.observe import OBSERVED_DIR, load_records
-from agentlab.replay import ReplayStepper, compare_paths, ending, load_record, record_to_trace, replay_branches
-from agentlab.trace import EVENT_KINDS
-from agentlab.transitions import ROW_OF
+from agentlab.core.errors import ConfigError
+from agentlab.core.trace import EVENT_KINDS
+from agentlab.core.transitions import ROW_OF
+from agentlab.observatory.observe import OBSERVED_DIR, load_records
+from agentlab.observatory.replay import ending, load_record, record_to_trace, replay_branches
+from agentlab.ui import plots
+from agentlab.ui.plots import compare_paths
+from agentlab.ui.widgets import ReplayStepper
 
 RECORDS = load_records()
 CLAUDE = sorted((version, name) for (client, version), by in RECORDS.items() if client == "claude-code"

@@ -14,11 +14,11 @@ import anthropic
 import httpx2
 import pytest
 
+from agentlab.backend.scenario import load_scenario, scenario_names
+from agentlab.backend.serve import ScenarioServer, reply_message
 from agentlab.cli import main as cli_main
-from agentlab.errors import ConfigError
+from agentlab.core.errors import ConfigError
 from agentlab.lab import scenario_loop
-from agentlab.scenario import load_scenario, scenario_names
-from agentlab.serve import ScenarioServer, reply_message
 
 REPO = Path(__file__).resolve().parent.parent
 USER = [{"role": "user", "content": "hi"}]

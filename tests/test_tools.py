@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentlab.tools import TestsState, ToolError, ToolOutcome, ToolRegistry, demo_tools
+from agentlab.core.tools import TestsState, ToolError, ToolOutcome, ToolRegistry, demo_tools
 
 # --------------------------------------------------------------------------------------------------------------
 # Registration and schemas

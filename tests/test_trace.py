@@ -2,8 +2,8 @@
 
 import json
 
+from agentlab.core.trace import Trace
 from agentlab.lab import scenario_loop
-from agentlab.trace import Trace
 
 
 def test_a_streamed_trace_keeps_nothing_in_memory_but_writes_and_notifies_everything(tmp_path):
@@ -41,7 +41,7 @@ def test_the_clients_key_is_redacted_from_events_without_being_configured():
 def test_a_result_reads_back_from_its_event():
     from dataclasses import replace
 
-    from agentlab.loop import Result
+    from agentlab.core.loop import Result
 
     loop = scenario_loop("tour")
     result = loop.run()

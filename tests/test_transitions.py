@@ -1,4 +1,4 @@
-"""The decision table, one branch at a time, on the pure functions of agentlab.transitions.
+"""The decision table, one branch at a time, on the pure functions of agentlab.core.transitions.
 
 Messages are plain dicts shaped like the API's Message ({"content": [...], "stop_reason": ...}); failed
 calls are Failure values. Nothing here calls a model, a tool or a hook.
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agentlab.transitions import (
+from agentlab.core.transitions import (
     CONTINUATION_TEXT,
     MAX_TURNS_MARKER,
     NUDGE_TEXT,

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from agentlab import widgets
+from agentlab.backend.scenario import load_scenario, scenario_names
 from agentlab.lab import run_scenario, scenario_loop
-from agentlab.scenario import load_scenario, scenario_names
-from agentlab.widgets import Stepper
+from agentlab.ui import widgets
+from agentlab.ui.widgets import Stepper
 
 
 def fresh(scenario="tour", **kwargs) -> Stepper:

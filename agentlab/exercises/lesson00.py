@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..report import print_trace  # noqa: F401  (re-exported for the lessons)
+from ..ui.report import print_trace  # noqa: F401  (re-exported for the lessons)
 
 Message = dict[str, Any]
 NaiveLoop = Callable[[Callable[[list[Message]], Message], Callable[[str, dict[str, Any]], str], str], list[Message]]
@@ -143,9 +143,9 @@ def scripted_model(name: str, counter: list[int] | None = None) -> Callable[[lis
     The client keeps the SDK's default of two automatic retries (429, 529, 5xx), as a plain
     ``anthropic.Anthropic()`` would; ``counter``, when given, counts the calls made.
     """
+    from ..backend.scenario import load_scenario
+    from ..backend.scripted import ScenarioEngine, scripted_client
     from ..lab import build_tools
-    from ..scenario import load_scenario
-    from ..scripted import ScenarioEngine, scripted_client
 
     scenario = load_scenario(name)
     client = scripted_client(ScenarioEngine(scenario), max_retries=2)
@@ -189,8 +189,8 @@ def naive_vs_agentlab(naive_loop: NaiveLoop, names: list[str], width: int = 38):
     """One row per scenario: what the naive loop handed the user, and how agentlab's loop ended the run."""
     import pandas as pd
 
+    from ..backend.scenario import load_scenario
     from ..lab import run_scenario
-    from ..scenario import load_scenario
 
     rows = []
     for name in names:

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..compaction import estimate_tokens, facts_kept, validate_history
+from ..core.compaction import estimate_tokens, facts_kept, validate_history
 from .lesson00 import print_trace as print_trace  # the lessons print their traces with it
 
 Message = dict[str, Any]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ScenarioError
+from ..core.errors import ScenarioError
 from .lesson00 import print_trace as print_trace  # the lessons print their traces with it
 
 SEQUENCES = ["END", "STOP"]
@@ -18,8 +18,8 @@ WANTED = "STOP"
 
 def run_with_sequences(raw: dict[str, Any], sequences: list[str] = SEQUENCES):
     """Parse a scenario dict and run it with ``stop_sequences``; returns the finished loop."""
+    from ..backend.scenario import parse_scenario
     from ..lab import scenario_loop
-    from ..scenario import parse_scenario
 
     loop = scenario_loop(parse_scenario(raw, "the scenario in this notebook"), stop_sequences=list(sequences))
     loop.run()

@@ -12,7 +12,7 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..report import print_trace as show_trace  # noqa: F401  (re-exported for the lessons)
+from ..ui.report import print_trace as show_trace  # noqa: F401  (re-exported for the lessons)
 
 Message = dict[str, Any]
 
@@ -29,8 +29,8 @@ def observed(scenario: str, extra: Iterable[str] = ()) -> None:
 
     ``extra`` names fields of the client's own result to show as well, e.g. ``("num_turns",)``.
     """
-    from ..compare import describe
-    from ..observe import load_records
+    from ..observatory.compare import describe
+    from ..observatory.observe import load_records
 
     for (client, version), by_scenario in sorted(load_records().items()):
         record = by_scenario.get(scenario)

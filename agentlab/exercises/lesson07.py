@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..transitions import Failure, Limits, LoopState, Retry, decide
+from ..core.transitions import Failure, Limits, LoopState, Retry, decide
 from .lesson06 import observed, show_result, show_trace
 
 __all__ = ["check_retry_delay", "expected_delay", "observed", "sdk_backoff", "show_result", "show_trace"]

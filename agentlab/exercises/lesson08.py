@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ScenarioError
+from ..backend.scenario import parse_scenario
+from ..core.errors import ScenarioError
 from ..lab import scenario_loop
-from ..scenario import parse_scenario
 from .lesson06 import observed, show_result, show_trace
 
 __all__ = ["check_runaway_scenario", "observed", "show_result", "show_trace", "turns_table"]

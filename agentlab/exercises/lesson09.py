@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..hooks import Hooks
+from ..backend.scenario import Scenario, parse_scenario
+from ..core.hooks import Hooks
 from ..lab import scenario_loop
-from ..scenario import Scenario, parse_scenario
 from .lesson06 import observed, show_result, show_trace
 
 __all__ = ["REPO", "check_stop_once_hook", "observed", "show_result", "show_trace", "stubborn_scenario"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..backend.scenario import scenario_names
+from ..core.transitions import ROWS, Limits, LoopState, decide
 from ..lab import scenario_loop
-from ..scenario import scenario_names
-from ..transitions import ROWS, Limits, LoopState, decide
 from .lesson06 import observed, show_result, show_trace
 
 __all__ = ["branch_coverage", "check_my_decide", "decision_table", "differences", "observed", "show_result",
@@ -31,7 +31,7 @@ def show_table(frame: Any) -> None:
 
 
 def decision_table():
-    """agentlab.transitions.ROWS as a DataFrame: row, branch, what happens."""
+    """agentlab.core.transitions.ROWS as a DataFrame: row, branch, what happens."""
     import pandas as pd
 
     return pd.DataFrame(ROWS, columns=["row", "branch", "what happens"])
@@ -56,7 +56,7 @@ def differences(client: str = "claude-code"):
     """Per branch scenario: what the recorded ``client`` did, and whether it differs from agentlab's record."""
     import pandas as pd
 
-    from ..compare import comparison_table
+    from ..observatory.compare import comparison_table
 
     table = comparison_table()
     column = next((c for c in table.columns if str(c).startswith(client + " ")), None)

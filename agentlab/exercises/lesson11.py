@@ -2,7 +2,7 @@
 
 The records in ``data/observed`` say what each client sent after each kind of response. The exercise:
 write ``after_max_tokens(diff)``, which reads the change between two requests (a record's ``appended``
-entry, as ``agentlab.observe.diff_requests`` computes it) that follows a ``max_tokens`` reply, and says what
+entry, as ``agentlab.observatory.observe.diff_requests`` computes it) that follows a ``max_tokens`` reply, and says what
 the client did: ``"escalate"`` (the same messages again with a higher ``max_tokens``), ``"continue"`` (the
 partial answer kept and a user message added), ``"run_tools"`` (tool results sent back), or ``"stop"``
 (``diff`` is None: no request followed). The check runs it on every such request in the committed records.
@@ -14,9 +14,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from ..compare import describe
-from ..observe import load_records
-from ..replay import client_label, compare_paths, ending, load_record, record_to_trace  # noqa: F401
+from ..observatory.compare import describe
+from ..observatory.observe import load_records
+from ..observatory.replay import client_label, ending, load_record, record_to_trace  # noqa: F401
+from ..ui.plots import compare_paths  # noqa: F401
 from .lesson06 import show_trace  # noqa: F401  (re-exported for the lesson)
 from .lesson10 import show_table  # noqa: F401
 

@@ -1,6 +1,6 @@
 """``agentlab observe CLIENT [SCENARIO...]``: run a client against each scenario and record what it does.
 
-Each scenario is served by a fresh :class:`~agentlab.serve.ScenarioServer`; the client runs once against it;
+Each scenario is served by a fresh :class:`~agentlab.backend.serve.ScenarioServer`; the client runs once against it;
 what the client sent is turned into a normalised behaviour record (one JSON file per scenario, under
 ``data/observed/<client>/<version>/``): every request with its model, ``max_tokens``, whether it streamed,
 what it appended to the conversation since the previous request (``diff_requests``), and an action label
@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .compaction import estimate_tokens
-from .errors import ConfigError
-from .scenario import Scenario, is_summary_request, load_scenario, request_payload, scenario_names
-from .scripted import ScenarioEngine, _normalise
-from .serve import ScenarioServer
+from ..backend.scenario import Scenario, is_summary_request, load_scenario, request_payload, scenario_names
+from ..backend.scripted import ScenarioEngine, _normalise
+from ..backend.serve import ScenarioServer
+from ..core.compaction import estimate_tokens
+from ..core.errors import ConfigError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 OBSERVED_DIR = REPO / "data" / "observed"
 SANDBOX_DIR = REPO / "data" / "sandbox"
 CLAUDE_BIN = REPO / "tool" / "claude-code" / "node_modules" / ".bin" / "claude"
@@ -272,7 +272,7 @@ def run_agentlab_in_process(scenario: Scenario, base_url: str, workdir: Path, ti
     import contextlib
     import io
 
-    from .cli import main
+    from ..cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -303,7 +303,7 @@ def _runner_tools(scenario: Scenario) -> list[Any]:
     """The demo tools (calculator, get_weather, read_file, run_tests) as the SDK's ``@beta_tool`` functions."""
     from anthropic import beta_tool
 
-    from .tools import TestsState, ToolError, calculate, fake_weather, read_sandboxed, run_pretend_tests
+    from ..core.tools import TestsState, ToolError, calculate, fake_weather, read_sandboxed, run_pretend_tests
 
     tests = TestsState(fail_times=scenario.tests_pass_after) if scenario.tests_pass_after is not None \
         else TestsState()
@@ -498,7 +498,7 @@ RUNNERS: dict[str, Runner] = {"agentlab": run_agentlab, "tool-runner": run_tool_
 
 def client_version(client: str) -> str:
     if client == "agentlab":
-        from . import __version__
+        from .. import __version__
 
         return __version__
     if client == "tool-runner":

@@ -3,7 +3,7 @@ observed client did (from ``data/observed``), and what agentlab does, with the d
 
 ``comparison_table()`` returns a pandas DataFrame, one row per scenario that exercises a branch (scenarios
 without a ``row``, such as the tour, are left out). Client cells are short descriptions derived from the
-behaviour records (``agentlab.observe``). Every cell with a *signature* (the action labels after the first
+behaviour records (``agentlab.observatory.observe``). Every cell with a *signature* (the action labels after the first
 request, and whether the run ended in error) is compared with agentlab's: ``differs`` says whether any
 differs, ``differing`` names the columns. The article and docs cells come from ``data/observed/claims.yaml``;
 only claims precise enough to carry actions take part in the comparison.
@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from .errors import ConfigError
+from ..backend.scenario import Scenario, list_scenarios
+from ..core.errors import ConfigError
 from .observe import OBSERVED_DIR, load_records
-from .scenario import Scenario, list_scenarios
 
 CLAIMS_PATH = OBSERVED_DIR / "claims.yaml"
 CLIENT_ORDER = ("claude-code", "tool-runner", "agentlab")

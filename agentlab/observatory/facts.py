@@ -3,10 +3,10 @@
 A scenario can plant facts early in a conversation (``facts: {door code: "4711"}``) and ask about them at
 the end. :func:`compare_strategies` runs it once per compaction strategy and returns one row per
 strategy: how often it compacted and by how much, how the run ended, and for every fact whether it is
-still in the final history (:func:`agentlab.compaction.facts_kept`) and whether the final answer names
+still in the final history (:func:`agentlab.core.compaction.facts_kept`) and whether the final answer names
 it. :func:`compaction_frame` turns the compaction events of one run into a table ready to plot::
 
-    from agentlab.facts import compaction_frame, compare_strategies
+    from agentlab.observatory.facts import compaction_frame, compare_strategies
 
     compare_strategies("door_code")
     compaction_frame(run_trace)      # a Trace, a list of Events, an AgentLoop or trace.to_frame()
@@ -18,9 +18,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .compaction import facts_kept
-from .scenario import Scenario, load_scenario
-from .trace import Event, Trace
+from ..backend.scenario import Scenario, load_scenario
+from ..core.compaction import facts_kept
+from ..core.trace import Event, Trace
 
 __all__ = ["COMPACTION_COLUMNS", "DEFAULT_STRATEGIES", "compaction_frame", "compare_strategies", "fact_column"]
 
@@ -59,7 +59,7 @@ def compare_strategies(
     """
     import pandas as pd
 
-    from .lab import scenario_loop
+    from ..lab import scenario_loop
 
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     planted = dict(sc.facts if facts is None else facts)
@@ -121,7 +121,7 @@ def _rows_from_frame(frame: Any) -> list[tuple[int, str, int, dict[str, Any]]]:
 def compaction_frame(trace_or_frame: Any):
     """One row per compaction event, with the columns in :data:`COMPACTION_COLUMNS`.
 
-    Accepts a :class:`~agentlab.trace.Trace`, an ``AgentLoop``, a list of Events, or the DataFrame of
+    Accepts a :class:`~agentlab.core.trace.Trace`, an ``AgentLoop``, a list of Events, or the DataFrame of
     ``Trace.to_frame()``. ``tokens_before``/``tokens_after`` and the message counts are those of the
     compaction event (estimates of the message history alone); ``request_tokens_before`` is the context
     estimate of the last model request before the compaction (for a reactive compaction, the one that

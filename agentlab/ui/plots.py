@@ -13,6 +13,7 @@ import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
@@ -20,7 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
-from .transitions import ROWS
+from ..core.transitions import ROWS
 
 DPI = 100
 INPUT_COLOR = "#4C72B0"
@@ -89,7 +90,7 @@ def as_frame(source: Any):
     """The trace DataFrame of a DataFrame, a Trace, an AgentLoop (anything with ``.trace``) or a list of Events."""
     import pandas as pd
 
-    from .trace import Trace, events_to_frame
+    from ..core.trace import Trace, events_to_frame
 
     if isinstance(source, pd.DataFrame):
         return source
@@ -659,3 +660,36 @@ PLOTS = {
     "recoveries": recovery_attempts,
     "path": decision_path,
 }
+
+
+# -- side by side -----------------------------------------------------------------------------------------------
+
+def compare_paths(record: dict[str, Any] | str | Path, other: Any = None, *, other_title: str | None = None,
+                  save: str | Path | None = None, dpi: int = 100):
+    """The replayed record's path through the decision table next to agentlab's own run of the same scenario
+    (or ``other``: any trace, loop or record), in one figure with the rows shared."""
+    from ..lab import scenario_loop
+    from ..observatory.replay import client_label, load_record, record_to_trace
+
+    record = load_record(record)
+    if other is None:
+        other = scenario_loop(record["scenario"])
+        other.run()
+        other_title = other_title or "agentlab (run now)"
+    elif isinstance(other, dict) and "requests" in other:
+        other_title = other_title or f"{client_label(other)} (record)"
+        other = record_to_trace(other)
+    left, right = read_run(record_to_trace(record)), read_run(other)
+    w1, w2 = (max(3.2, 0.6 * r.last_call + 1.4) for r in (left, right))
+    height = 5.6 if max(left.last_call, right.last_call) <= 8 else 6.1   # room for slanted call labels
+    fig = new_figure(2.1 + w1 + 0.35 + w2 + 0.2, height, dpi)
+    for run, x, w, title in ((left, 2.1, w1, f"{client_label(record)} (record)"),
+                             (right, 2.1 + w1 + 0.35, w2, other_title or "other run")):
+        ax = place(fig, x, 0.75, w, 4.1)
+        draw_decision_path(ax, run)
+        ax.set_title(title, loc="left", fontsize=10, pad=24)
+        if x > 2.1:
+            ax.tick_params(axis="y", labelleft=False)
+    fig.text(0.01, 0.985, f"{record['scenario']}: path through the decision table", ha="left", va="top",
+             fontsize=12)
+    return _finish(fig, save)

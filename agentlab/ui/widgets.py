@@ -16,17 +16,19 @@ import html
 import json
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
 
+from ..backend.scenario import Scenario, load_scenario, scenario_names
+from ..core.loop import AgentLoop, Result
+from ..core.trace import Event
+from ..core.transitions import ROWS
+from ..lab import scenario_loop
+from ..observatory.replay import client_label, load_record, record_to_trace, step_ends
 from . import plots
-from .lab import scenario_loop
-from .loop import AgentLoop
-from .scenario import Scenario, load_scenario, scenario_names
-from .trace import Event
-from .transitions import ROWS
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 RUN_STEP_CAP = 1000          # Run to end gives up after this many steps (a loop that never ends is a bug)
@@ -614,3 +616,137 @@ def _describe(exc: BaseException) -> str:
 def stepper(scenario_or_loop: str | Path | Scenario | AgentLoop | None = None, **kwargs: Any) -> Stepper:
     """``Stepper(...)``, for symmetry with the plot functions."""
     return Stepper(scenario_or_loop, **kwargs)
+
+
+# -- the replay of a recorded client run ----------
+
+@dataclass
+class _ShownState:
+    num_turns: int
+
+
+@dataclass
+class _ShownRun:
+    """The part of an AgentLoop that ``widgets.render_result`` reads, for the events revealed so far."""
+
+    requests: int
+    state: _ShownState
+    result: Result | None
+
+    @classmethod
+    def of(cls, events: list[Event]) -> _ShownRun:
+        requests = sum(1 for e in events if e.kind == "request")
+        turns = sum(1 for e in events if e.kind == "response" and e.data.get("purpose") == "turn")
+        end = next((e.data for e in events if e.kind == "result"), None)
+        return cls(requests, _ShownState(turns), Result.from_event(end) if end is not None else None)
+
+
+REPLAY_PLOTS = (("decision path", "path"), ("tokens · context · budget (estimated)", "overview"))
+
+
+class ReplayStepper(WidgetView):
+    """Step through a recorded client run, one model call at a time, with the Stepper's panes and plots.
+
+    ``ReplayStepper("max_tokens_give_up")`` replays the newest Claude Code record of that scenario;
+    a record dict, a ``.json`` path or ``client/version/scenario`` work too. Drive it with ``step()``,
+    ``run_to_end()`` and ``reset()`` or the buttons; display it as the last expression of a cell.
+    """
+
+    def __init__(self, record_or_path: dict[str, Any] | str | Path, *, plot: str = "path",
+                 show_plots: bool = True) -> None:
+        self.record = load_record(record_or_path)
+        self.trace = record_to_trace(self.record)
+        self.segments = step_ends(self.trace.events)
+        self.shown = 0                       # events revealed
+        self.show_plots = show_plots
+        self._step_from: int | None = None
+        self._plot_key: tuple[Any, ...] | None = None
+        self.header = widgets.HTML()
+        self.step_button = widgets.Button(description="Step", button_style="primary", icon="step-forward",
+                                          tooltip="reveal the next recorded model call and what the client did")
+        self.run_button = widgets.Button(description="Run to end", icon="fast-forward")
+        self.reset_button = widgets.Button(description="Reset", icon="undo")
+        self.plot_picker = widgets.Dropdown(options=REPLAY_PLOTS, value=plot, description="plot",
+                                            layout=widgets.Layout(width="330px"))
+        self.result_pane = widgets.HTML()
+        self.transcript_pane = widgets.HTML(layout=widgets.Layout(flex="1 1 55%", min_width="0", width="55%"))
+        self.decision_pane = widgets.HTML(layout=widgets.Layout(flex="1 1 45%", min_width="0", width="45%",
+                                                                overflow="hidden"))
+        self.plot_image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
+        self.step_button.on_click(lambda _b: self._do(self.step))
+        self.run_button.on_click(lambda _b: self._do(self.run_to_end))
+        self.reset_button.on_click(lambda _b: self._do(self.reset))
+        self.plot_picker.observe(lambda _c: self._do(lambda: None), names="value")
+        panes = widgets.HBox([self.transcript_pane, self.decision_pane],
+                             layout=widgets.Layout(align_items="flex-start", width="100%", grid_gap="12px"))
+        self.view = widgets.VBox([
+            self.header,
+            widgets.HBox([self.step_button, self.run_button, self.reset_button, self.plot_picker],
+                         layout=widgets.Layout(flex_flow="row wrap")),
+            self.result_pane, panes, self.plot_image], layout=widgets.Layout(width="100%"))
+        self.view.add_class("agentlab-replay")
+        self.update()
+
+    def __repr__(self) -> str:
+        return f"ReplayStepper({self.record['client']}/{self.record['version']}/{self.record['scenario']})"
+
+    def _do(self, action: Callable[[], None]) -> None:
+        action()
+        self.update()
+
+    @property
+    def done(self) -> bool:
+        return self.shown >= len(self.trace.events)
+
+    @property
+    def events(self) -> list[Event]:
+        return self.trace.events[:self.shown]
+
+    def step(self) -> None:
+        """Reveal the next model call (a summary call comes with the call after it) and the decision."""
+        if self.done:
+            return
+        self._step_from = self.shown
+        self.shown = next(end for end in self.segments if end > self.shown)
+
+    def run_to_end(self) -> None:
+        if self.done:
+            return
+        self._step_from = self.shown
+        self.shown = len(self.trace.events)
+
+    def reset(self) -> None:
+        self.shown, self._step_from = 0, None
+
+    @property
+    def call_count(self) -> int:
+        """Model calls shown in the transcript."""
+        return self.transcript_pane.value.count('class="agentlab-call')
+
+    def update(self) -> None:
+        events = self.events
+        step_events = events[self._step_from:] if self._step_from is not None else []
+        record = self.record
+        prompt = next((e.data.get("prompt") for e in self.trace.events if e.kind == "start"), None)
+        self.header.value = _pane(
+            f'<div style="font-size:13px"><b>replay</b> of a recorded run · {_e(client_label(record))} · '
+            f'scenario <code>{_e(record["scenario"])}</code>'
+            f'{" · prompt: <i>" + _e(prompt) + "</i>" if prompt else ""} · {len(record["requests"])} recorded '
+            f'request(s) · token counts are estimates</div>')
+        self.transcript_pane.value = _pane(render_transcript(events, latest_from=self._step_from))
+        self.decision_pane.value = _pane(render_decision(step_events, events, None))
+        self.result_pane.value = _pane(render_result(_ShownRun.of(events)))
+        self.step_button.disabled = self.run_button.disabled = self.done
+        self._render_plot(events)
+
+    def _render_plot(self, events: list[Event]) -> None:
+        if not self.show_plots:
+            self.plot_image.layout.display = "none"
+            return
+        key = (self.shown, self.plot_picker.value)
+        if key == self._plot_key:
+            return
+        fig = plots.PLOTS[self.plot_picker.value](list(events))
+        self.plot_image.value = plots.to_png(fig, dpi=64 if self.plot_picker.value == "overview" else 72)
+        self._plot_key = key
+

@@ -17,9 +17,9 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .errors import ScenarioError
+from ..core.errors import ScenarioError
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "data" / "scenarios"
 
 KNOWN_STOP_REASONS = (
     "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn",
@@ -91,7 +91,7 @@ class Predicate(_Strict):
 
     def failures(self, request: dict[str, Any], stream: bool, previous_tokens: int | None = None) -> list[str]:
         """What does not hold, in words; empty when the request matches."""
-        from .compaction import estimate_tokens
+        from ..core.compaction import estimate_tokens
 
         out: list[str] = []
         messages = request.get("messages") or []

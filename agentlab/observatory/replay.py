@@ -1,6 +1,6 @@
-"""Replay a recorded client run (``data/observed``) as an agentlab trace, and step it in a small widget.
+"""Replay a recorded client run (``data/observed``) as an agentlab trace.
 
-A behaviour record (``agentlab.observe``) says, request by request, what a client sent and what the scripted
+A behaviour record (``agentlab.observatory.observe``) says, request by request, what a client sent and what the scripted
 server answered. ``record_to_trace(record)`` turns it into the Events agentlab's own loop emits
 (``request``, ``response`` or ``api_error``, ``transition``, ``append``, ``retry``, ``fallback``,
 ``compaction``, ``tool``, ``hook``, ``result``), so that the plots and the stepper's panes draw a foreign
@@ -21,28 +21,25 @@ record describes, without the client's system prompt and tool definitions (Claud
 those), so they are far below what the client really sent. The order of the calls, the messages added and
 the decisions are exact.
 
-``ReplayStepper(record_or_path)`` reveals a replay one model call at a time (Step / Run to end / Reset)
-with the Stepper's own renderers and plots.
+Data only: ``agentlab.ui.widgets.ReplayStepper`` steps a replay in a notebook and
+``agentlab.ui.plots.compare_paths`` draws it beside another run.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .compaction import estimate_tokens
+from ..core.compaction import estimate_tokens
 from .compare import outcome
-from .errors import ConfigError, ScenarioError
-from .loop import Result
+from ..core.errors import ConfigError, ScenarioError
 from .observe import OBSERVED_DIR, load_records
-from .scenario import Reply, Scenario, load_scenario
-from .scripted import _choose, _slug, build_message
-from .trace import Event, Trace
-from .widgets import WidgetView
-from .transitions import ROW_OF, Limits
+from ..backend.scenario import Reply, Scenario, load_scenario
+from ..backend.scripted import _choose, _slug, build_message
+from ..core.trace import Event, Trace
+from ..core.transitions import ROW_OF, Limits
 
 CLIENT_DEFAULT = "claude-code"
 STOP_HOOK_PREFIX = "Stop hook feedback"
@@ -493,152 +490,7 @@ def replay_branches(trace: Trace | list[Event]) -> list[str]:
     return [e.data["branch"] for e in trace if e.kind == "transition"]
 
 
-# -- the widget -----------------------------------------------------------------------------------------------
-
-@dataclass
-class _ShownState:
-    num_turns: int
-
-
-@dataclass
-class _ShownRun:
-    """The part of an AgentLoop that ``widgets.render_result`` reads, for the events revealed so far."""
-
-    requests: int
-    state: _ShownState
-    result: Result | None
-
-    @classmethod
-    def of(cls, events: list[Event]) -> _ShownRun:
-        requests = sum(1 for e in events if e.kind == "request")
-        turns = sum(1 for e in events if e.kind == "response" and e.data.get("purpose") == "turn")
-        end = next((e.data for e in events if e.kind == "result"), None)
-        return cls(requests, _ShownState(turns), Result.from_event(end) if end is not None else None)
-
-
-REPLAY_PLOTS = (("decision path", "path"), ("tokens · context · budget (estimated)", "overview"))
-
-
-class ReplayStepper(WidgetView):
-    """Step through a recorded client run, one model call at a time, with the Stepper's panes and plots.
-
-    ``ReplayStepper("max_tokens_give_up")`` replays the newest Claude Code record of that scenario;
-    a record dict, a ``.json`` path or ``client/version/scenario`` work too. Drive it with ``step()``,
-    ``run_to_end()`` and ``reset()`` or the buttons; display it as the last expression of a cell.
-    """
-
-    def __init__(self, record_or_path: dict[str, Any] | str | Path, *, plot: str = "path",
-                 show_plots: bool = True) -> None:
-        import ipywidgets as widgets
-
-        self.record = load_record(record_or_path)
-        self.trace = record_to_trace(self.record)
-        self.segments = _segments(self.trace.events)
-        self.shown = 0                       # events revealed
-        self.show_plots = show_plots
-        self._step_from: int | None = None
-        self._plot_key: tuple[Any, ...] | None = None
-        self.header = widgets.HTML()
-        self.step_button = widgets.Button(description="Step", button_style="primary", icon="step-forward",
-                                          tooltip="reveal the next recorded model call and what the client did")
-        self.run_button = widgets.Button(description="Run to end", icon="fast-forward")
-        self.reset_button = widgets.Button(description="Reset", icon="undo")
-        self.plot_picker = widgets.Dropdown(options=REPLAY_PLOTS, value=plot, description="plot",
-                                            layout=widgets.Layout(width="330px"))
-        self.result_pane = widgets.HTML()
-        self.transcript_pane = widgets.HTML(layout=widgets.Layout(flex="1 1 55%", min_width="0", width="55%"))
-        self.decision_pane = widgets.HTML(layout=widgets.Layout(flex="1 1 45%", min_width="0", width="45%",
-                                                                overflow="hidden"))
-        self.plot_image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
-        self.step_button.on_click(lambda _b: self._do(self.step))
-        self.run_button.on_click(lambda _b: self._do(self.run_to_end))
-        self.reset_button.on_click(lambda _b: self._do(self.reset))
-        self.plot_picker.observe(lambda _c: self._do(lambda: None), names="value")
-        panes = widgets.HBox([self.transcript_pane, self.decision_pane],
-                             layout=widgets.Layout(align_items="flex-start", width="100%", grid_gap="12px"))
-        self.view = widgets.VBox([
-            self.header,
-            widgets.HBox([self.step_button, self.run_button, self.reset_button, self.plot_picker],
-                         layout=widgets.Layout(flex_flow="row wrap")),
-            self.result_pane, panes, self.plot_image], layout=widgets.Layout(width="100%"))
-        self.view.add_class("agentlab-replay")
-        self.update()
-
-    def __repr__(self) -> str:
-        return f"ReplayStepper({self.record['client']}/{self.record['version']}/{self.record['scenario']})"
-
-    def _do(self, action: Callable[[], None]) -> None:
-        action()
-        self.update()
-
-    @property
-    def done(self) -> bool:
-        return self.shown >= len(self.trace.events)
-
-    @property
-    def events(self) -> list[Event]:
-        return self.trace.events[:self.shown]
-
-    def step(self) -> None:
-        """Reveal the next model call (a summary call comes with the call after it) and the decision."""
-        if self.done:
-            return
-        self._step_from = self.shown
-        self.shown = next(end for end in self.segments if end > self.shown)
-
-    def run_to_end(self) -> None:
-        if self.done:
-            return
-        self._step_from = self.shown
-        self.shown = len(self.trace.events)
-
-    def reset(self) -> None:
-        self.shown, self._step_from = 0, None
-
-    @property
-    def call_count(self) -> int:
-        """Model calls shown in the transcript."""
-        return self.transcript_pane.value.count('class="agentlab-call')
-
-    def update(self) -> None:
-        from .widgets import _pane, render_decision, render_result, render_transcript
-
-        events = self.events
-        step_events = events[self._step_from:] if self._step_from is not None else []
-        record = self.record
-        prompt = next((e.data.get("prompt") for e in self.trace.events if e.kind == "start"), None)
-        self.header.value = _pane(
-            f'<div style="font-size:13px"><b>replay</b> of a recorded run · {_esc(client_label(record))} · '
-            f'scenario <code>{_esc(record["scenario"])}</code>'
-            f'{" · prompt: <i>" + _esc(prompt) + "</i>" if prompt else ""} · {len(record["requests"])} recorded '
-            f'request(s) · token counts are estimates</div>')
-        self.transcript_pane.value = _pane(render_transcript(events, latest_from=self._step_from))
-        self.decision_pane.value = _pane(render_decision(step_events, events, None))
-        self.result_pane.value = _pane(render_result(_ShownRun.of(events)))
-        self.step_button.disabled = self.run_button.disabled = self.done
-        self._render_plot(events)
-
-    def _render_plot(self, events: list[Event]) -> None:
-        if not self.show_plots:
-            self.plot_image.layout.display = "none"
-            return
-        from . import plots
-
-        key = (self.shown, self.plot_picker.value)
-        if key == self._plot_key:
-            return
-        fig = plots.PLOTS[self.plot_picker.value](list(events))
-        self.plot_image.value = plots.to_png(fig, dpi=64 if self.plot_picker.value == "overview" else 72)
-        self._plot_key = key
-
-
-def _esc(value: Any) -> str:
-    import html
-
-    return html.escape(str(value), quote=True)
-
-
-def _segments(events: list[Event]) -> list[int]:
+def step_ends(events: list[Event]) -> list[int]:
     """Where each step ends (exclusive): before the next request that follows a decision, and at the end."""
     ends: list[int] = []
     decided = False
@@ -650,36 +502,3 @@ def _segments(events: list[Event]) -> list[int]:
             decided = True
     ends.append(len(events))
     return ends
-
-
-# -- side by side -----------------------------------------------------------------------------------------------
-
-def compare_paths(record: dict[str, Any] | str | Path, other: Any = None, *, other_title: str | None = None,
-                  save: str | Path | None = None, dpi: int = 100):
-    """The replayed record's path through the decision table next to agentlab's own run of the same scenario
-    (or ``other``: any trace, loop or record), in one figure with the rows shared."""
-    from . import plots
-    from .lab import scenario_loop
-
-    record = load_record(record)
-    if other is None:
-        other = scenario_loop(record["scenario"])
-        other.run()
-        other_title = other_title or "agentlab (run now)"
-    elif isinstance(other, dict) and "requests" in other:
-        other_title = other_title or f"{client_label(other)} (record)"
-        other = record_to_trace(other)
-    left, right = plots.read_run(record_to_trace(record)), plots.read_run(other)
-    w1, w2 = (max(3.2, 0.6 * r.last_call + 1.4) for r in (left, right))
-    height = 5.6 if max(left.last_call, right.last_call) <= 8 else 6.1   # room for slanted call labels
-    fig = plots.new_figure(2.1 + w1 + 0.35 + w2 + 0.2, height, dpi)
-    for run, x, w, title in ((left, 2.1, w1, f"{client_label(record)} (record)"),
-                             (right, 2.1 + w1 + 0.35, w2, other_title or "other run")):
-        ax = plots.place(fig, x, 0.75, w, 4.1)
-        plots.draw_decision_path(ax, run)
-        ax.set_title(title, loc="left", fontsize=10, pad=24)
-        if x > 2.1:
-            ax.tick_params(axis="y", labelleft=False)
-    fig.text(0.01, 0.985, f"{record['scenario']}: path through the decision table", ha="left", va="top",
-             fontsize=12)
-    return plots._finish(fig, save)

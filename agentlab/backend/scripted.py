@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .compaction import estimate_tokens
+from ..core.compaction import estimate_tokens
 from .scenario import (
     ErrorSpec,
     Reply,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .trace import Event
+from ..core.trace import Event
 
 
 def _clip(text: Any, width: int = 70) -> str:

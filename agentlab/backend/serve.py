@@ -35,7 +35,7 @@ import tornado.iostream
 import tornado.netutil
 import tornado.web
 
-from .errors import ConfigError
+from ..core.errors import ConfigError
 from .scenario import Scenario
 from .scripted import RecordedRequest, ScenarioEngine, WireReply
 
