@@ -18,8 +18,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import ScenarioError
+from .paths import scenarios_dir
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
+SCENARIO_DIR = scenarios_dir()
 
 KNOWN_STOP_REASONS = (
     "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn",
