@@ -154,7 +154,7 @@ def _said(r: dict[str, Any]) -> str:
              "reprompt": "added a user message", "summary": "asked for a summary",
              "compacted": "sent a rewritten (compacted) history",
              "fallback_model": "sent the same messages to another model"}
-    return words.get(action, f"sent a request ({action})")
+    return words.get(action, "sent another request")
 
 
 def _plural(n: int, word: str, plural: str | None = None) -> str:
