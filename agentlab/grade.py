@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import ConfigError
+from .errors import AgentlabError, ConfigError
 from .scenario import Scenario, list_scenarios, load_scenario
 
 # -- the bounds the rules use -------------------------------------------------------------------------------
@@ -787,6 +787,46 @@ def ending(record: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def record_from_requests(requests: Sequence[dict[str, Any]], scenario: str = "?", *,
+                         result: dict[str, Any] | None = None, times: Sequence[float] | None = None,
+                         client: str = "hand-built") -> dict[str, Any]:
+    """A behaviour record from requests given by hand (or read from another tool's log), for
+    :func:`grade_record`: each item has the request ``body`` and its ``reply`` (``status``, and ``stop_reason``
+    and ``blocks`` — the content block types — for a message, or ``error`` — the error type — and ``message``
+    for an error), optionally the scenario ``step`` that answered and the reply ``kind`` ("error" for an error
+    the scenario sends on purpose, the default for errors). What each request appended and its action label
+    are computed as ``agentlab observe`` computes them."""
+    from .observe import classify, diff_requests
+    from .scenario import is_summary_request
+    from .scripted import _normalise
+
+    out: list[dict[str, Any]] = []
+    prev_body: dict[str, Any] | None = None
+    prev_reply: dict[str, Any] | None = None
+    for n, item in enumerate(requests, 1):
+        body = item["body"]
+        reply = dict(item.get("reply") or {"status": 200, "stop_reason": "end_turn", "blocks": ["text"]})
+        reply.setdefault("status", 200)
+        message = reply.pop("message", None)
+        diff = diff_requests(prev_body, body)
+        entry: dict[str, Any] = {
+            "n": n, "model": body.get("model"), "max_tokens": body.get("max_tokens"),
+            "stream": bool(body.get("stream")), "step": item.get("step"),
+            "kind": item.get("kind") or ("error" if reply["status"] >= 400 else
+                                         "summary" if is_summary_request(_normalise(body)) else "message"),
+            "action": classify(diff, prev_reply), "reply": reply, "appended": diff}
+        if message is not None:
+            entry["error"] = message
+        out.append(entry)
+        if prev_body is None or not diff["summary_request"]:
+            prev_body, prev_reply = body, reply
+    record: dict[str, Any] = {"client": client, "version": "-", "scenario": scenario, "requests": out,
+                              "result": dict(result or {"exit_code": 0})}
+    if times is not None:
+        record["timing"] = {"request_s": list(times)}
+    return record
+
+
 # -- grading --------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -826,7 +866,7 @@ def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None)
         name = scenario or record.get("scenario")
         try:
             scenario = load_scenario(str(name)) if name else None
-        except ConfigError:
+        except AgentlabError:
             scenario = None
     run = Run(record, scenario)
     checks = [c for rule in RULES if (c := rule.check(run)) is not None]
