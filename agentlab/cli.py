@@ -77,6 +77,29 @@ def build_parser() -> argparse.ArgumentParser:
     observe.add_argument("client", help="agentlab, tool-runner or claude-code")
     observe.add_argument("scenarios", nargs="*", help="scenario names (default: all)")
     observe.add_argument("--out", help="folder for the behaviour records (default: data/observed)")
+    grade = sub.add_parser("grade", help="grade an agent (any command) or recorded clients on the careful-loop rules",
+                           description="Serve each scenario, run the agent against it, judge the requests it sent "
+                                       "against the careful-loop rules of docs/conformance.md. Exit 0 when every "
+                                       "rule holds, 1 when any fails, 2 for bad usage.")
+    grade.add_argument("scenarios", nargs="*", help="scenario names (default: every scenario a client can be "
+                                                     "graded on from its prompt alone)")
+    grade.add_argument("--command", dest="agent_command",
+                       help="the agent: \"CMD ARGS\"; the scenario's prompt is appended as the last argument, "
+                            "ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY (a dummy) are set")
+    grade.add_argument("--timeout", type=float, default=60.0,
+                       help="seconds per scenario; a command still running then is stopped (its process group "
+                            "killed) and graded as such (default 60)")
+    grade.add_argument("--jobs", type=int, default=4, help="scenarios run at the same time (default 4)")
+    grade.add_argument("--label", help="the name of the graded client in reports (default: the command)")
+    grade.add_argument("--observed", nargs="*", metavar="CLIENT",
+                       help="also grade the committed records of these clients (client or client@version; "
+                            "none named: all)")
+    grade.add_argument("--load", action="append", metavar="REPORT.json", help="add a report saved with --save")
+    grade.add_argument("--save", metavar="REPORT.json", help="save the reports, to combine them later (--load)")
+    grade.add_argument("--heatmap", metavar="FILE.png", help="draw the reports as a heatmap, clients × branches")
+    grade.add_argument("--json", action="store_true",
+                       help="print one JSON object on the last line: the verdict, each scenario's name, verdict "
+                            "and failed rules")
     return parser
 
 
@@ -96,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
             from .observe import observe_main
 
             return observe_main(args)
+        if args.command == "grade":
+            from .grade import grade_main
+
+            return grade_main(args)
     except AgentlabError as exc:
         print(f"agentlab: {exc}", file=sys.stderr)
         return 2

@@ -25,6 +25,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,12 +47,14 @@ REASONS = {529: "Overloaded"}  # statuses the HTTP tables do not name
 @dataclass
 class Exchange:
     """One request and its answer. ``sent`` is the body as the client sent it when it used a server-held
-    thread (``request.body`` then holds the whole conversation the scenario saw); ``thread`` is its field."""
+    thread (``request.body`` then holds the whole conversation the scenario saw); ``thread`` is its field.
+    ``at`` is when the request arrived (``time.monotonic()``), so the pauses between requests can be read."""
 
     request: RecordedRequest
     reply: WireReply
     sent: dict[str, Any] | None = None
     thread: dict[str, Any] | None = None
+    at: float = 0.0
 
 
 def request_record(request: RecordedRequest, reply_body: bytes | None = None,
@@ -216,6 +219,7 @@ class ScenarioServer:
     # -- answering ----------------------------------------------------------------------------------------
     def answer(self, method: str, path: str, body: bytes | None) -> WireReply:
         """Answer one request with the engine and record it (called on the server thread)."""
+        arrived = time.monotonic()
         with self._lock:
             sent, thread = _threaded(method, path, body)
             if thread is None:
@@ -223,7 +227,7 @@ class ScenarioServer:
                 recorded = self.engine.requests[-1]
             else:
                 reply, recorded = self._answer_threaded(method, path, sent, thread)
-            self.exchanges.append(Exchange(recorded, reply, sent if thread is not None else None, thread))
+            self.exchanges.append(Exchange(recorded, reply, sent if thread is not None else None, thread, arrived))
         if self._record_file is not None:
             self._record_file.write(json.dumps(request_record(recorded, reply.body, thread)) + "\n")
             self._record_file.flush()
