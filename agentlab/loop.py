@@ -8,6 +8,8 @@ lessons all drive this same object. All effects live here; all choices live in `
 from __future__ import annotations
 
 import copy
+import math
+import os
 import random
 import re
 import time
@@ -142,8 +144,11 @@ class AgentLoop:
     ) -> None:
         if (prompt is None) == (messages is None):
             raise ConfigError("AgentLoop needs exactly one of prompt= or messages=")
-        if max_tokens < 1:
-            raise ConfigError(f"max_tokens must be at least 1, got {max_tokens}")
+        if isinstance(trace, str | os.PathLike):
+            trace = Trace(trace)  # a path: the JSONL file the trace is written to
+        _check_arguments(client=client, prompt=prompt, messages=messages, tools=tools, hooks=hooks, trace=trace,
+                         limits=limits, max_tokens=max_tokens, context_window=context_window,
+                         compact_threshold=compact_threshold, request_timeout=request_timeout)
         self.client = client
         self.system = system
         self.tools = tools
@@ -717,6 +722,47 @@ class AgentLoop:
             fallbacks=c["fallbacks"], pause_continuations=c["pause_continuations"], nudges=c["nudges"],
             stop_hook_blocks=c["stop_hook_blocks"], messages=self.messages)
         self.trace.emit("result", self.requests, self.result.to_dict())
+
+
+def _check_arguments(*, client: Any, prompt: Any, messages: Any, tools: Any, hooks: Any, trace: Any, limits: Any,
+                     max_tokens: Any, context_window: Any, compact_threshold: Any, request_timeout: Any) -> None:
+    """Refuse, at construction, an argument the loop could only fail on later; the message names it."""
+    def whole(name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"AgentLoop({name}=...): expected a whole number of at least 1, got {value!r}")
+
+    if client is None or not hasattr(client, "messages"):
+        raise ConfigError(f"AgentLoop(client=...): expected an anthropic.Anthropic client (or one shaped like it), "
+                          f"got {type(client).__name__}")
+    if prompt is not None and not isinstance(prompt, str):
+        raise ConfigError(f"AgentLoop(prompt=...): expected a string, got {type(prompt).__name__}")
+    if messages is not None and not (isinstance(messages, list) and messages
+                                     and all(isinstance(m, dict) and m.get("role") in ("user", "assistant")
+                                             and "content" in m for m in messages)):
+        raise ConfigError("AgentLoop(messages=...): expected a non-empty list of {'role': 'user'|'assistant', "
+                          "'content': ...} dicts")
+    if tools is not None and not (callable(getattr(tools, "schemas", None)) and callable(getattr(tools, "names", None))
+                                  and callable(getattr(tools, "run_many", None))):
+        raise ConfigError(f"AgentLoop(tools=...): expected a ToolRegistry (agentlab.tools) or None, got {tools!r}"
+                          [:200])
+    if hooks is not None and not (callable(getattr(hooks, "has", None)) and callable(getattr(hooks, "run", None))):
+        raise ConfigError(f"AgentLoop(hooks=...): expected a Hooks object or None, got {hooks!r}; for a settings "
+                          "file, pass Hooks('settings.json')"[:300])
+    if trace is not None and not isinstance(trace, Trace):
+        raise ConfigError(f"AgentLoop(trace=...): expected a Trace, a file path or None, got {type(trace).__name__}")
+    if limits is not None and not isinstance(limits, Limits):
+        raise ConfigError(f"AgentLoop(limits=...): expected a Limits, got {type(limits).__name__}")
+    whole("max_tokens", max_tokens)
+    whole("context_window", context_window)
+    if compact_threshold is not None and (isinstance(compact_threshold, bool)
+                                          or not isinstance(compact_threshold, int | float)
+                                          or not 0 < compact_threshold <= 1):
+        raise ConfigError(f"AgentLoop(compact_threshold=...): expected None (no proactive compaction) or a share of "
+                          f"the window above 0 and at most 1, got {compact_threshold!r}")
+    if (isinstance(request_timeout, bool) or not isinstance(request_timeout, int | float)
+            or not (request_timeout > 0 and math.isfinite(request_timeout))):
+        raise ConfigError(f"AgentLoop(request_timeout=...): expected a finite number of seconds above 0, "
+                          f"got {request_timeout!r}")
 
 
 _TOO_LONG = re.compile(r"(\d+)\s*tokens\s*>\s*(\d+)")

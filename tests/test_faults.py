@@ -259,3 +259,103 @@ def test_a_stalled_stream_times_out_and_is_retried(serve) -> None:
     loop = run_against(server, stream=True, timeout=0.5)
     assert loop.result.subtype == "success" and loop.result.retries == 1
     assert [e["error_type"] for e in errors(loop)] == ["timeout"]
+
+
+# --- agentlab serve: bad requests get the API's JSON errors, and every request is recorded ----------------
+
+def _post(server_url: str, body: bytes, method: str = "POST", path: str = "/v1/messages"):
+    import httpx2
+
+    return httpx2.request(method, server_url + path, content=body, headers={"content-type": "application/json"},
+                          timeout=30)
+
+
+BAD_REQUESTS = {
+    "messages_not_a_list": b'{"model": "m", "max_tokens": 10, "messages": "abc"}',
+    "body_is_a_list": b"[1, 2]",
+    "content_is_a_number": b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": 5}]}',
+    "not_json": b"{not json",
+    "max_tokens_text": b'{"model": "m", "max_tokens": "x", "messages": [{"role": "user", "content": "hi"}]}',
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_REQUESTS))
+def test_serve_answers_a_malformed_request_with_a_json_400_and_keeps_its_step(name, tmp_path) -> None:
+    from agentlab.serve import ScenarioServer
+
+    record = tmp_path / "record.jsonl"
+    with ScenarioServer("end_turn", record=record) as server:
+        bad = _post(server.base_url, BAD_REQUESTS[name])
+        good = anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0).messages.create(
+            model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": "hi"}])
+    assert bad.status_code == 400 and bad.headers["content-type"] == "application/json"
+    error = bad.json()
+    assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    assert good.stop_reason == "end_turn"  # the scenario's one step was still there for the good request
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [line["status"] for line in lines] == [400, 200]
+
+
+@pytest.mark.parametrize(("method", "path"), [("GET", "/v1/messages"), ("DELETE", "/v1/messages"),
+                                              ("PUT", "/anything"), ("BREW", "/v1/messages")])
+def test_serve_answers_a_method_it_does_not_serve_with_a_json_405(method, path, tmp_path) -> None:
+    from agentlab.serve import ScenarioServer
+
+    record = tmp_path / "record.jsonl"
+    with ScenarioServer("end_turn", record=record) as server:
+        reply = _post(server.base_url, b"", method=method, path=path)
+    assert reply.status_code == 405, reply.text
+    assert reply.json()["error"]["type"] == "invalid_request_error" and reply.headers["allow"] == "POST"
+    assert [json.loads(line)["status"] for line in record.read_text().splitlines()] == [405]
+
+
+def test_serve_answers_a_body_over_32_mb_with_a_json_413(tmp_path) -> None:
+    from agentlab.serve import MAX_BODY_BYTES, ScenarioServer
+
+    record = tmp_path / "record.jsonl"
+    with ScenarioServer("end_turn", record=record) as server:
+        reply = _post(server.base_url, b" " * (MAX_BODY_BYTES + 1))
+        after = _post(server.base_url, b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", '
+                                       b'"content": "hi"}]}')
+    assert reply.status_code == 413 and reply.json()["error"]["type"] == "request_too_large"
+    assert after.status_code == 200
+    assert [json.loads(line)["status"] for line in record.read_text().splitlines()] == [413, 200]
+
+
+def test_serve_records_a_request_the_engine_failed_on_and_answers_json_500(tmp_path) -> None:
+    from agentlab.serve import ScenarioServer
+
+    record = tmp_path / "record.jsonl"
+    with ScenarioServer("end_turn", record=record) as server:
+        real = server.engine.handle
+        calls = {"n": 0}
+
+        def flaky(method, path, body):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise RuntimeError("engine bug")
+            return real(method, path, body)
+
+        server.engine.handle = flaky
+        body = b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}'
+        crashed, fine = _post(server.base_url, body), _post(server.base_url, body)
+    assert crashed.status_code == 500 and crashed.json()["error"]["type"] == "api_error"
+    assert "engine bug" in crashed.json()["error"]["message"]
+    assert fine.status_code == 200
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [(line["index"], line["status"]) for line in lines] == [(0, 500), (1, 200)]
+
+
+def test_serve_record_indexes_are_unique_across_threaded_and_plain_requests(tmp_path) -> None:
+    from agentlab.serve import ScenarioServer
+
+    record = tmp_path / "record.jsonl"
+    with ScenarioServer("end_turn", record=record) as server:
+        orphan = _post(server.base_url, json.dumps({
+            "model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
+            "thread": {"type": "continue", "previous_message_id": "msg_nowhere"}}).encode())
+        plain = _post(server.base_url, b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", '
+                                       b'"content": "hi"}]}')
+    assert orphan.status_code == 400 and plain.status_code == 200
+    indexes = [json.loads(line)["index"] for line in record.read_text().splitlines()]
+    assert indexes == [0, 1]
