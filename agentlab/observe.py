@@ -705,5 +705,7 @@ def observe_main(args: Any) -> int:
         print(f"{record['scenario']:26s} {record['summary']['requests']:2d} request(s)  {actions}  -> "
               f"{ending}{flag}{code}  {path}", flush=True)
 
+    if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ConfigError(f"--out {args.out}: is a file; --out takes a folder for the behaviour records")
     observe(args.client, args.scenarios or None, out=args.out, progress=show)
     return 0
