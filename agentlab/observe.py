@@ -36,13 +36,14 @@ from typing import Any
 
 from .compaction import estimate_tokens
 from .errors import ConfigError
+from .paths import observed_dir, project_dir, sandbox_dir
 from .scenario import Scenario, is_summary_request, load_scenario, request_payload, scenario_names
 from .scripted import ScenarioEngine, _normalise
 from .serve import ScenarioServer
 
-REPO = Path(__file__).resolve().parent.parent
-OBSERVED_DIR = REPO / "data" / "observed"
-SANDBOX_DIR = REPO / "data" / "sandbox"
+REPO = project_dir()
+OBSERVED_DIR = observed_dir()
+SANDBOX_DIR = sandbox_dir()
 CLAUDE_BIN = REPO / "tool" / "claude-code" / "node_modules" / ".bin" / "claude"
 CLIENTS = ("agentlab", "tool-runner", "claude-code")
 RECORD_FORMAT = 1
@@ -704,5 +705,7 @@ def observe_main(args: Any) -> int:
         print(f"{record['scenario']:26s} {record['summary']['requests']:2d} request(s)  {actions}  -> "
               f"{ending}{flag}{code}  {path}", flush=True)
 
+    if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ConfigError(f"--out {args.out}: is a file; --out takes a folder for the behaviour records")
     observe(args.client, args.scenarios or None, out=args.out, progress=show)
     return 0
