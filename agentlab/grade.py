@@ -204,6 +204,20 @@ def _fail(rule: str, why: str) -> Check:
 
 # -- the rules, in the order of the decision table -------------------------------------------------------------
 
+def sends_the_prompt(run: Run) -> Check | None:
+    """Every run: the client sends at least one request, and the first one carries the scenario's prompt."""
+    name = "sends_the_prompt"
+    if not run.requests:
+        return _fail(name, f"no request reached the server ({ending(run.record)})")
+    if run.scenario is None:
+        return None
+    words = " ".join(run.scenario.prompt.split())[:100]
+    texts = _diff(run.requests[0]).get("injected_user_texts") or []
+    if not any(words in " ".join(t.split()) for t in texts):
+        return _fail(name, f"request 1 does not carry the scenario's prompt ({words!r})")
+    return _pass(name, "request 1 carries the scenario's prompt")
+
+
 def retry_with_backoff(run: Run) -> Check | None:
     """Row 0: a transient error (408, 409, 429, 5xx, 529) is sent again with the same messages after a pause
     (at least retry-after when the error gives one), at least MIN_RETRIES times in a row before giving up."""
@@ -726,6 +740,8 @@ def ends_on_its_own(run: Run) -> Check | None:
 
 
 RULES: tuple[Rule, ...] = (
+    Rule("sends_the_prompt", "—", "the prompt",
+         "sends the scenario's prompt in its first request", sends_the_prompt),
     Rule("retry_with_backoff", "0", "transient error",
          "sends a 429 / 5xx / 529 again with the same messages after a pause (retry-after when given), "
          f"at least {MIN_RETRIES} times before giving up", retry_with_backoff),
@@ -768,6 +784,7 @@ RULES: tuple[Rule, ...] = (
          "ends by itself, within the time allowed", ends_on_its_own),
 )
 RULE_NAMES = tuple(rule.name for rule in RULES)
+UNIVERSAL = ("sends_the_prompt", "ends_on_its_own")   # judged on every run, whatever branch it reaches
 
 
 def ending(record: dict[str, Any]) -> str:
@@ -850,6 +867,15 @@ class ScenarioGrade:
     def verdict(self) -> str:
         return "pass" if self.passed else "fail"
 
+    @property
+    def judged(self) -> bool:
+        """Whether any branch rule could judge the run (not only ``ends_on_its_own``, not only skips)."""
+        return any(c.status != "skip" and c.rule not in UNIVERSAL for c in self.checks)
+
+    @property
+    def mark(self) -> str:
+        return "✗" if self.failed else "✓" if self.judged else "–"
+
     def check(self, rule: str) -> Check | None:
         return next((c for c in self.checks if c.rule == rule), None)
 
@@ -879,6 +905,7 @@ class Report:
 
     client: str
     grades: list[ScenarioGrade] = field(default_factory=list)
+    subject: Any = field(default=None, repr=False, compare=False)  # what was graded (a function), not saved
 
     @property
     def passed(self) -> bool:
@@ -901,7 +928,7 @@ class Report:
         used = [r.name for r in RULES if any(g.check(r.name) for g in self.grades)]
         rows = []
         for g in self.grades:
-            row: dict[str, Any] = {"scenario": g.scenario, "verdict": "✓" if g.passed else "✗"}
+            row: dict[str, Any] = {"scenario": g.scenario, "verdict": g.mark}
             for name in used:
                 c = g.check(name)
                 row[name] = "" if c is None else (c.why if why else c.mark)
@@ -933,10 +960,10 @@ class Report:
             g.checks for g in self.grades) else 10
         for g in self.grades:
             how = f"{_plural(g.requests, 'request')}, {g.ending}" if g.ending else ""
-            lines.append(f"{'✓' if g.passed else '✗'} {g.scenario:<{width}}  {how}".rstrip())
+            lines.append(f"{g.mark} {g.scenario:<{width}}  {how}".rstrip())
             for c in g.checks:
-                if c.rule == "ends_on_its_own" and c.status == "pass":
-                    continue  # the scenario's line says how it ended
+                if c.rule in ("ends_on_its_own", "sends_the_prompt") and c.status == "pass":
+                    continue  # the scenario's line says how it ended and how many requests it sent
                 lines.append(f"    {c.mark} {c.rule:<{rule_width}}  {c.why}")
         lines.append("")
         if self.passed:
@@ -946,11 +973,24 @@ class Report:
         return "\n".join(lines)
 
 
-def grade_records(records: Iterable[dict[str, Any]], client: str | None = None) -> Report:
-    """A report card from behaviour records (one per scenario), e.g. a client's committed records."""
+def grade_records(records: Iterable[dict[str, Any]], client: str | None = None,
+                  scenarios: dict[str, Scenario | None] | None = None) -> Report:
+    """A report card from behaviour records (one per scenario), e.g. a client's committed records.
+    ``scenarios`` caches the loaded scenarios by name across calls."""
     records = list(records)
     label = client or (f"{records[0].get('client')} {records[0].get('version')}" if records else "no records")
-    grades = [grade_record(r) for r in sorted(records, key=lambda r: str(r.get("scenario")))]
+    cache = scenarios if scenarios is not None else {}
+    grades = []
+    for record in sorted(records, key=lambda r: str(r.get("scenario"))):
+        name = str(record.get("scenario"))
+        if name not in cache:
+            try:
+                cache[name] = load_scenario(name)
+            except AgentlabError:
+                cache[name] = None
+        grades.append(grade_record(record, cache[name]) if cache[name] is not None else
+                      ScenarioGrade(name, [c for rule in RULES if (c := rule.check(Run(record, None))) is not None],
+                                    len(record.get("requests") or []), ending(record)))
     return Report(label, grades)
 
 
@@ -964,11 +1004,12 @@ def observed_reports(observed: str | Path | None = None,
 
     found = load_records(observed)
     reports = []
+    loaded: dict[str, Scenario | None] = {}
     for key in _columns(found):
         label = f"{key[0]} {key[1]}"
         if clients and not any(c in (key[0], label, f"{key[0]}@{key[1]}") for c in clients):
             continue
-        reports.append(grade_records(found[key].values(), label))
+        reports.append(grade_records(found[key].values(), label, loaded))
     if clients:
         known = {k[0] for k in found} | {f"{k[0]} {k[1]}" for k in found} | {f"{k[0]}@{k[1]}" for k in found}
         unknown = [c for c in clients if c not in known]
@@ -1154,11 +1195,13 @@ def grade_command(command: str | Sequence[str], scenarios: Sequence[str] | None 
 
 
 def grade_function(fn: LoopFn, scenarios: Sequence[str] | None = None, *, timeout: float = 30.0,
-                   jobs: int = 4, label: str | None = None,
+                   jobs: int = 8, label: str | None = None,
                    progress: Callable[[ScenarioGrade], None] | None = None) -> Report:
     """Grade a Python agent loop ``fn(client, prompt, tools, run_tool)`` (see :func:`function_runner`)."""
-    return _grade(label or getattr(fn, "__name__", "function"), function_runner(fn), scenarios, timeout, jobs,
-                  progress)
+    report = _grade(label or getattr(fn, "__name__", "function"), function_runner(fn), scenarios, timeout, jobs,
+                    progress)
+    report.subject = fn
+    return report
 
 
 # -- the command line -----------------------------------------------------------------------------------------
@@ -1174,7 +1217,7 @@ def grade_main(args: Any) -> int:
         raise ConfigError("scenario names go with --command (records are graded on the scenarios they hold)")
     if args.jobs < 1:
         raise ConfigError(f"--jobs: expected at least 1, got {args.jobs}")
-    reports: list[Report] = []
+    reports: list[Report] = observed_reports(clients=args.observed or None) if args.observed is not None else []
     for path in args.load or []:
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -1184,8 +1227,6 @@ def grade_main(args: Any) -> int:
         if not isinstance(items, list):
             raise ConfigError(f"--load {path}: not a report saved with --save (no 'reports' list)")
         reports += [Report.from_dict(item) for item in items]
-    if args.observed is not None:
-        reports += observed_reports(clients=args.observed or None)
     if args.agent_command:
         argv = parse_command(args.agent_command)
         names = list(args.scenarios) if args.scenarios else gradeable_scenarios()

@@ -681,8 +681,8 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
                 labels[y][x] = f"{held}/{len(checks)}"
             else:
                 labels[y][x] = "–"
-    cmap = LinearSegmentedColormap.from_list("grade", [ERROR_COLOR, "#F2D16B", OK_COLOR])
-    cmap.set_bad("#E6E6E6")
+    cmap = LinearSegmentedColormap.from_list("grade", [ERROR_COLOR, "#F2D16B", OK_COLOR]).with_extremes(
+        bad="#E6E6E6")
     ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0, vmax=1, aspect="auto")
     for y in range(len(reports)):
         for x in range(cols):
@@ -693,8 +693,8 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
                        rotation_mode="anchor")
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(reports)))
-    ax.set_yticklabels([f"{rep.client}  ({sum(g.passed for g in rep.grades)}/{len(rep.grades)})"
-                        for rep in reports], fontsize=9)
+    ax.set_yticklabels([f"{rep.client}  ({sum(g.passed and g.judged for g in rep.grades)}/"
+                        f"{sum(g.judged or not g.passed for g in rep.grades)})" for rep in reports], fontsize=9)
     ax.set_xticks(np.arange(-0.5, cols, 1), minor=True)
     ax.set_yticks(np.arange(-0.5, len(reports), 1), minor=True)
     ax.grid(which="minor", color="white", linewidth=2)
@@ -703,7 +703,8 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
         side.set_visible(False)
     fig_w, fig_h = fig.get_size_inches()
     fig.text(0.15 / fig_w, 0.12 / fig_h, "cell: scenarios where the rule held / scenarios that reached the branch;"
-             "  –: never reached;  (n/m) after a client: scenarios passed", fontsize=8, color="#555555")
+             "  –: never reached;  (n/m) after a client: scenarios where every rule held / scenarios judged",
+             fontsize=8, color="#555555")
     return _finish(fig, save)
 
 

@@ -1,7 +1,7 @@
-"""``agentlab grade`` end to end: real commands against real servers, a few scenarios each (the whole matrix
-is ``make grade``). agentlab's own CLI passes, the tutorial loop fails with the failures named by scenario,
-a hanging command is stopped at the timeout with its whole process group, a crashing one is graded on what
-it sent, and the exit codes say which."""
+"""``agentlab grade`` end to end: real commands against real servers, a few scenarios each (every scenario,
+and the heatmap, is ``make grade``). agentlab's own CLI passes, the tutorial loop fails with the failures
+named by scenario, a hanging command is stopped at the timeout with its whole process group, a crashing one
+is graded on what it sent, and the exit codes say which."""
 
 from __future__ import annotations
 
@@ -69,11 +69,11 @@ def test_the_default_scenarios_need_no_client_settings():
 
 def test_agentlab_run_passes_every_rule(capsys):
     command = f"{PY} -m agentlab run --tools demo --prompt"
-    code, out, data = grade(capsys, "--command", command, "tool_use", "pause_turn", "max_tokens_continue",
-                            "incomplete_tool_use", "--json")
+    code, out, data = grade(capsys, "--command", command, "pause_turn", "max_tokens_continue", "incomplete_tool_use",
+                            "--json")
     assert code == 0, out
     assert data["verdict"] == "pass" and failures(data) == {
-        "tool_use": [], "pause_turn": [], "max_tokens_continue": [], "incomplete_tool_use": []}
+        "pause_turn": [], "max_tokens_continue": [], "incomplete_tool_use": []}
     assert "every rule holds" in out
     assert "✓ pause_turn_resume" in out and "✓ escalate_cut_tool_call" in out
 
@@ -81,11 +81,11 @@ def test_agentlab_run_passes_every_rule(capsys):
 def test_the_naive_loop_fails_with_the_rules_named_by_scenario(capsys):
     command = f"{PY} {shlex.quote(str(REPO / 'examples' / 'naive_loop.py'))}"
     code, out, data = grade(capsys, "--command", command, "pause_turn", "mislabel_end_turn", "max_tokens_give_up",
-                            "end_turn", "--json")
+                            "--json")
     assert code == 1, out
     assert data["verdict"] == "fail"
     assert failures(data) == {"pause_turn": ["pause_turn_resume"], "mislabel_end_turn": ["tool_result_pairing"],
-                              "max_tokens_give_up": ["bounded_max_tokens_recovery"], "end_turn": []}
+                              "max_tokens_give_up": ["bounded_max_tokens_recovery"]}
     why = {s["name"]: s["why"] for s in data["scenarios"]}
     assert "the run ended there, with the server tool unfinished" in why["pause_turn"]["pause_turn_resume"]
     assert "(labelled end_turn)" in why["mislabel_end_turn"]["tool_result_pairing"]

@@ -269,7 +269,8 @@ def test_no_resend_after_refusal():
 
 
 PAUSED = [text("Let me search for that."),
-          {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "AI news this week"}}]
+          {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+           "input": {"query": "AI news this week"}}]
 
 
 def test_pause_turn_resume():
@@ -288,8 +289,9 @@ def test_pause_turn_resume():
 
 def test_stop_when_done():
     assert held(grade([(body(P), msg("stop_sequence", "text"))], "stop_when_done"))
-    fails(grade([(body(P), msg("tool_use", "text")), (body(P, asst(text("x")), user("go on")), msg("end_turn", "text"))],
-                "stop_when_done"), r"request 1 got a final answer \(tool_use \[text\]\); request 2 added a user")
+    again = body(P, asst(text("x")), user("go on"))
+    fails(grade([(body(P), msg("tool_use", "text")), (again, msg("end_turn", "text"))], "stop_when_done"),
+          r"request 1 got a final answer \(tool_use \[text\]\); request 2 added a user")
 
 
 def test_nudge_empty_turn():
@@ -331,6 +333,15 @@ def test_stop_hook_feedback():
           r"sent back 9 times; it blocks 8 times \(a careful loop stops after 8\)")
     other = _hook_run(0) + [(body(P, asst(text("Done.")), user("Anything else?")), msg("end_turn", "text"))]
     fails(grade(other, "stop_hook_feedback", "stop_hook_cap"), r"request 2 added a user message without the hook")
+
+
+def test_sends_the_prompt():
+    assert held(grade([(body(user("What is the capital of France?")), msg("end_turn", "text"))], "sends_the_prompt",
+                      "end_turn"))
+    fails(grade([(body(user("Hello.")), msg("end_turn", "text"))], "sends_the_prompt", "end_turn"),
+          r"request 1 does not carry the scenario's prompt \('What is the capital of France\?'\)")
+    fails(grade([], "sends_the_prompt", "end_turn", result={"raised": "ValueError"}),
+          r"no request reached the server \(raised ValueError\)")
 
 
 def test_ends_on_its_own():
