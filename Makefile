@@ -5,14 +5,14 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SCENARIO ?= tour
 
-.PHONY: lab test demo bench lint clean claude-code
+.PHONY: lab test site site-test demo bench lint clean claude-code
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,site]'
 	touch $(STAMP)
 
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
@@ -23,6 +23,14 @@ lab: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/python -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly notebooks
+
+# The lessons as a static website in build/site (open build/site/index.html)
+site: $(STAMP)
+	$(BIN)/python website/build.py --out build/site
+
+# Builds the site and reads its pages in Chromium (kept out of make test for time; CI runs both)
+site-test: $(STAMP)
+	$(BIN)/python -m pytest -q -m site tests/test_site.py
 
 demo: $(STAMP)
 	$(BIN)/agentlab run $(SCENARIO) --tools demo
