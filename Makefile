@@ -15,14 +15,19 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,site]'
 	touch $(STAMP)
 
+LAB_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab $(ROOT_FLAG) notebooks/
+	$(BIN)/jupyter lab $(ROOT_FLAG) $(LAB_ARGS) notebooks/
 
+# The tests and the lessons (nbval) in one run on two workers; a file's tests stay on one worker, so module
+# fixtures (the built wheel, the JupyterLab of the browser test) are set up once. The site tests: make site-test.
+WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
-	$(BIN)/python -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly notebooks
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile -m "not site" -p no:randomly \
+		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+		--ignore=tests/browser_stepper.ipynb tests notebooks
 
 # The lessons as a static website in build/site (open build/site/index.html)
 site: $(STAMP)
