@@ -25,9 +25,8 @@ lab: $(STAMP)
 # fixtures (the built wheel, the JupyterLab of the browser test) are set up once. The site tests: make site-test.
 WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile -m "not site" -p no:randomly \
-		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
-		--ignore=tests/browser_stepper.ipynb tests notebooks
+	$(BIN)/python -m pytest tests notebooks -q -n $(WORKERS) --dist loadfile -m "not site" -p no:randomly \
+		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore=tests/browser_stepper.ipynb
 
 # The lessons as a static website in build/site (open build/site/index.html)
 site: $(STAMP)
