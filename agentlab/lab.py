@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from .backend.scenario import Scenario, load_scenario
 from .backend.scripted import ScenarioEngine, scripted_client
 from .core.errors import ConfigError
 from .core.loop import AgentLoop, Result
+from .core.paths import sandbox_dir
 from .core.trace import Trace
 from .core.transitions import Limits
 
-SANDBOX_DIR = Path(__file__).resolve().parent.parent / "data" / "sandbox"
+SANDBOX_DIR = sandbox_dir()
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
 

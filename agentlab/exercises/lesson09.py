@@ -8,17 +8,18 @@ using the ``stop_hook_active`` field of the payload, so that it can never trap t
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ..backend.scenario import Scenario, parse_scenario
 from ..core.hooks import Hooks
+from ..core.paths import project_dir
 from ..lab import scenario_loop
 from .lesson06 import observed, show_result, show_trace
 
 __all__ = ["REPO", "check_stop_once_hook", "observed", "show_result", "show_trace", "stubborn_scenario"]
 
-REPO = Path(__file__).resolve().parents[2]
+# The folder holding data/hooks/: the repository in a checkout, the package folder in an installed wheel.
+REPO = project_dir()
 
 
 def stubborn_scenario(answers: int = 10) -> Scenario:

@@ -32,14 +32,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..core.compaction import estimate_tokens
-from .compare import outcome
-from ..core.errors import ConfigError, ScenarioError
-from .observe import OBSERVED_DIR, load_records
 from ..backend.scenario import Reply, Scenario, load_scenario
 from ..backend.scripted import _choose, _slug, build_message
+from ..core.compaction import estimate_tokens
+from ..core.errors import ConfigError, ScenarioError
 from ..core.trace import Event, Trace
 from ..core.transitions import ROW_OF, Limits
+from .compare import outcome
+from .observe import OBSERVED_DIR, load_records
 
 CLIENT_DEFAULT = "claude-code"
 STOP_HOOK_PREFIX = "Stop hook feedback"
