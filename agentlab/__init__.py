@@ -4,15 +4,17 @@ The package, by role; imports point down this list only (checked by tests/test_l
 
 core/         the decision and the loop; imports nothing else of agentlab
   errors        exceptions for bad input
+  paths         where the data lives
   transitions   the decision table, Limits, LoopState, the pure ``decide()``
   compaction    context accounting and the compaction strategies
   tools         the tool registry and the demo tools
   hooks         Claude Code's hook protocol (Python callables and shell commands)
+  events        one frozen dataclass per event kind, with its JSONL form
   trace         the event stream (Trace), JSONL, a pandas frame
-  loop          AgentLoop: performs what ``decide()`` says
+  loop          AgentLoop: performs what ``decide()`` says (sync ``run()``, async ``arun()``)
 backend/      the scripted model: scenario files, the engine, ``agentlab serve``
 lab           a run built from a scenario or from flags (the one configuration path)
-observatory/  recorded real clients: observe, compare, replay, facts
+observatory/  recorded real clients: observe, compare, replay, facts, grade
 ui/           the notebook UI: plots, report, widgets (Stepper, ReplayStepper)
 exercises/    the lessons' checks
 cli           the ``agentlab`` command; nothing imports it

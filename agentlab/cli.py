@@ -14,7 +14,6 @@ from typing import Any
 
 from .core.errors import AgentlabError, ConfigError
 
-PLACEHOLDER_KEY = "agentlab-placeholder-key"  # one of loop.PLACEHOLDER_KEYS
 
 
 def _positive(text: str) -> int:
@@ -148,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
             return observe_main(args)
         if args.command == "grade":
             from .observatory.grade import grade_main
+            from .ui.plots import grade_heatmap
 
-            return grade_main(args)
+            return grade_main(args, heatmap=grade_heatmap)
     except AgentlabError as exc:
         print(f"agentlab: {exc}", file=sys.stderr)
         return 2
@@ -225,57 +225,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | None) -> int:
-    from .core.loop import AgentLoop
     from .core.trace import Trace, redact
-    from .core.transitions import Limits
-    from .lab import build_hooks, build_tools, scenario_loop, scenario_stop_hook
+    from .lab import RunConfig
 
     out = _Output()
+    config = RunConfig.from_flags(args, scenario=sc)
     trace = Trace(trace_path, secrets=(key,))
-    overrides: dict[str, Any] = {}
-    for name in ("prompt", "system", "model", "fallback_model", "refusal_fallback_model", "max_turns", "max_tokens",
-                 "compaction", "context_window", "compact_threshold", "stop_sequences", "max_retries"):
-        value = getattr(args, name)
-        if value is not None:
-            overrides[name] = value
-    if args.tools is not None:
-        overrides["tools"] = args.tools
-    if args.count_tokens:
-        overrides["count_tokens"] = True
-    if args.timeout is not None:
-        overrides["request_timeout"] = args.timeout
     if not args.json:
         trace.subscribe(_printer(out))
-
-    if sc is not None and not args.base_url:
-        loop = scenario_loop(sc, stream=args.stream, trace=trace, settings=args.settings, **overrides)
-    else:
-        client = _client(args.base_url, key)
-        tools = build_tools(overrides.pop("tools", sc.tools if sc else None),
-                            tests_fail_times=sc.tests_pass_after if sc else None)
-        hooks = build_hooks(args.settings, stop_hook=scenario_stop_hook(sc) if sc else None,
-                            transcript_path=trace_path)
-        retries = overrides.pop("max_retries", None)
-        limits = Limits(max_turns=overrides.pop("max_turns", sc.max_turns if sc else None),
-                        max_api_retries=Limits.max_api_retries if retries is None else retries,
-                        fallback_model=overrides.pop("fallback_model", sc.fallback_model if sc else None),
-                        refusal_fallback_model=overrides.pop("refusal_fallback_model",
-                                                             sc.refusal_fallback_model if sc else None))
-        model = overrides.pop("model", None) or (sc.model if sc else None) or os.environ.get(
-            "ANTHROPIC_MODEL") or "claude-sonnet-4-6"
-        prompt = overrides.pop("prompt", None) or (sc.prompt if sc else None)
-        if prompt is None:
-            raise ConfigError("--prompt is required when no scenario is given")
-        loop = AgentLoop(
-            client, prompt=prompt, model=model, system=overrides.pop("system", sc.system if sc else None),
-            tools=tools, max_tokens=overrides.pop("max_tokens", sc.max_tokens if sc else 1024), limits=limits,
-            stream=args.stream, hooks=hooks, trace=trace,
-            compaction=overrides.pop("compaction", (sc.compaction if sc else None) or "auto"),
-            context_window=overrides.pop("context_window", (sc.context_window if sc else None) or 200_000),
-            compact_threshold=overrides.pop("compact_threshold", sc.compact_threshold if sc else None),
-            stop_sequences=overrides.pop("stop_sequences", sc.stop_sequences if sc else None),
-            count_tokens=overrides.pop("count_tokens", False),
-            request_timeout=overrides.pop("request_timeout", 600.0))
+    loop = config.loop(trace=trace)
     try:
         result = loop.run()
     except KeyboardInterrupt:
@@ -326,15 +284,6 @@ def _check_trace_path(path: str, inputs: dict[str, str | None]) -> None:
         os.access(folder, os.W_OK | os.X_OK) if os.path.isdir(folder) else True)
     if not writable:
         raise ConfigError(f"--trace {path}: cannot write there (permission denied)")
-
-
-def _client(base_url: str | None, key: str):
-    import anthropic
-
-    kwargs: dict[str, Any] = {"api_key": key or PLACEHOLDER_KEY, "max_retries": 0}
-    if base_url:
-        kwargs["base_url"] = base_url
-    return anthropic.Anthropic(**kwargs)
 
 
 def _printer(out: _Output):

@@ -1,7 +1,11 @@
 """The trace: events in memory or streamed only, JSONL written as they happen, secrets never kept."""
 
+import dataclasses
 import json
 
+import pytest
+
+from agentlab.core.events import EVENT_KINDS, PAYLOADS, ApiError, RetryEvent, payload_from_data
 from agentlab.core.trace import Trace
 from agentlab.lab import scenario_loop
 
@@ -34,8 +38,9 @@ def test_kept_and_streamed_traces_record_the_same_events(tmp_path):
 def test_the_clients_key_is_redacted_from_events_without_being_configured():
     trace = Trace()
     trace.add_secret("sk-ant-api03-" + "k" * 20)
-    event = trace.emit("api_error", 1, {"message": "bad key sk-ant-api03-" + "k" * 20})
+    event = trace.emit(ApiError(status=401, message="bad key sk-ant-api03-" + "k" * 20), 1)
     assert "sk-ant" not in json.dumps(event.data) and "[redacted]" in event.data["message"]
+    assert isinstance(event.payload, ApiError) and "[redacted]" in event.payload.message
 
 
 def test_a_result_reads_back_from_its_event():
@@ -47,3 +52,34 @@ def test_a_result_reads_back_from_its_event():
     result = loop.run()
     event = loop.trace.of_kind("result")[-1]
     assert Result.from_event(event.data) == replace(result, messages=[])
+
+
+def test_every_event_kind_has_one_frozen_payload_class_that_round_trips():
+    loop = scenario_loop("tour")
+    loop.run()
+    kinds = {e.kind for e in loop.trace}
+    assert kinds <= set(EVENT_KINDS) and {"start", "request", "response", "transition", "append", "result"} <= kinds
+    for event in loop.trace:
+        assert type(event.payload) is PAYLOADS[event.kind]
+        assert payload_from_data(event.kind, event.data) == event.payload
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            event.payload.extra = {}  # type: ignore[misc]
+
+
+def test_a_trace_line_written_before_typed_events_reads_back(tmp_path):
+    """The JSONL shape is unchanged: a line with fewer keys, or keys a payload does not know, still loads,
+    and the unknown keys are written back as they were."""
+    line = {"call": 2, "kind": "retry", "seq": 7, "wall_ms": None,
+            "data": {"attempt": 1, "delay_s": "?", "model": "m", "reason": "529", "client_action": "retry"}}
+    (tmp_path / "old.jsonl").write_text(json.dumps(line) + "\n")
+    (event,) = Trace.load(tmp_path / "old.jsonl").events
+    assert isinstance(event.payload, RetryEvent) and event.payload.attempt == 1
+    assert event.payload.extra == {"client_action": "retry"}
+    assert json.loads(event.to_json()) == line
+
+
+def test_an_unknown_event_kind_is_a_clear_error(tmp_path):
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"call": 0, "kind": "telepathy", "seq": 0, "data": {}}) + "\n"
+                                        + json.dumps({"call": 0, "kind": "start", "seq": 1, "data": {}}) + "\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl: line 1 is not an event: unknown event kind 'telepathy'"):
+        Trace.load(tmp_path / "bad.jsonl")

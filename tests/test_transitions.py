@@ -18,6 +18,7 @@ from agentlab.core.transitions import (
     NUDGE_TEXT,
     ROW_OF,
     ROWS,
+    Clamp,
     Compact,
     Complete,
     ContinueTruncated,
@@ -179,7 +180,7 @@ def test_max_tokens_above_the_models_ceiling_is_clamped():
     state = replace(STATE, max_tokens=64_000, escalated=True)
     t = decide(failure(400, "max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens "
                        "for claude-haiku", "invalid_request_error"), state, LIMITS)
-    assert isinstance(t, Escalate)
+    assert isinstance(t, Clamp)
     assert t.branch == "max_tokens_clamp" and t.max_tokens == 32_000 < state.max_tokens
 
 
@@ -285,9 +286,9 @@ def test_pause_turn_resumes(stop_reason):
 
 
 def test_pause_turn_gives_up_after_the_bound():
-    below = replace(STATE, pause_continuations=LIMITS.max_pause_continuations - 1)
+    below = replace(STATE, pauses_in_a_row=LIMITS.max_pause_continuations - 1)
     assert isinstance(decide(msg(server_tool_use(), stop_reason="pause_turn"), below, LIMITS), Resume)
-    at = replace(STATE, pause_continuations=LIMITS.max_pause_continuations)
+    at = replace(STATE, pauses_in_a_row=LIMITS.max_pause_continuations)
     t = decide(msg(server_tool_use(), stop_reason="pause_turn"), at, LIMITS)
     assert isinstance(t, End)
     assert t.branch == "pause_give_up" and t.subtype == "error_during_execution"
@@ -465,9 +466,8 @@ def test_no_max_turns_means_no_gate():
 
 # --- row 10: Stop hooks ------------------------------------------------------------------------------------
 
-def test_stop_hook_not_blocking_completes():
-    t = after_stop_hooks(False, None, STATE, LIMITS)
-    assert isinstance(t, End) and t.subtype == "success" and t.branch == "complete"
+def test_stop_hook_not_blocking_lets_the_completion_stand():
+    assert after_stop_hooks(False, None, STATE, LIMITS) is None
 
 
 def test_stop_hook_block_feeds_the_reason_back():
@@ -562,7 +562,7 @@ def test_all_decide_branches_are_reachable():
         decide(msg(stop_reason="model_context_window_exceeded"), replace(STATE, consecutive_compactions=3),
                LIMITS).branch,
         decide(msg(stop_reason="refusal"), STATE, LIMITS).branch,
-        decide(msg(stop_reason="pause_turn"), replace(STATE, pause_continuations=5), LIMITS).branch,
+        decide(msg(stop_reason="pause_turn"), replace(STATE, pauses_in_a_row=5), LIMITS).branch,
         decide(failure(500), STATE, LIMITS).branch,
         decide(failure(400, "max_tokens: 64000 > 8192"), replace(STATE, max_tokens=64_000), LIMITS).branch,
         check_turns(replace(STATE, num_turns=1), replace(LIMITS, max_turns=1)).branch,

@@ -98,7 +98,7 @@ class Predicate(_Strict):
         messages = request.get("messages") or []
         max_tokens = request.get("max_tokens")
         last = messages[-1] if messages else {}
-        last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+        last_user: dict[str, Any] = next((m for m in reversed(messages) if m.get("role") == "user"), {})
         if self.max_tokens_at_least is not None and not (max_tokens or 0) >= self.max_tokens_at_least:
             out.append(f"max_tokens >= {self.max_tokens_at_least}, got {max_tokens}")
         if self.max_tokens_below is not None and not (max_tokens or 0) < self.max_tokens_below:
@@ -118,7 +118,8 @@ class Predicate(_Strict):
             out.append(f"some text containing {self.any_text_contains!r}")
         if self.no_text_contains is not None and self.no_text_contains.lower() in everything.lower():
             out.append(f"no text containing {self.no_text_contains!r}")
-        blocks = last_user.get("content") if isinstance(last_user.get("content"), list) else []
+        content = last_user.get("content")
+        blocks: list[Any] = content if isinstance(content, list) else []
         results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
         if self.has_tool_result is not None and bool(results) != self.has_tool_result:
             out.append(f"last user message {'with' if self.has_tool_result else 'without'} tool_result blocks")

@@ -18,6 +18,7 @@ from .scenario import (
     Reply,
     Scenario,
     Step,
+    ToolUseBlock,
     is_summary_request,
     load_scenario,
     request_payload,
@@ -85,6 +86,7 @@ class ScenarioEngine:
         if not served:
             return self._record(method, path, None, False, None, _error(
                 404, "not_found_error", f"agentlab serves POST /v1/messages, not {method} {route}"))
+        problem: str | None
         try:
             request = json.loads(body or b"{}")
         except ValueError as exc:
@@ -98,7 +100,7 @@ class ScenarioEngine:
             return self._record(method, path, request, False, None, _error(400, "invalid_request_error", shape),
                                 kind="invalid_request")
         if route.endswith("count_tokens"):
-            tokens = estimate_tokens(request_payload(_normalise(request)))
+            tokens = estimate_tokens(request_payload(normalise_request(request)))
             reply = WireReply(200, {"content-type": "application/json"},
                               json.dumps({"input_tokens": tokens}).encode(), "count_tokens")
             return self._record(method, path, request, False, None, reply)
@@ -107,7 +109,7 @@ class ScenarioEngine:
     # -- the scenario ------------------------------------------------------------------------------------
     def _answer(self, method: str, path: str, request: dict[str, Any]) -> WireReply:
         stream = bool(request.get("stream"))
-        normalised = _normalise(request)
+        normalised = normalise_request(request)
         scenario = self.scenario
         tokens = estimate_tokens(request_payload(normalised))  # once per request: it is the hot path
         summary = is_summary_request(normalised)
@@ -120,7 +122,8 @@ class ScenarioEngine:
                     f"prompt is too long: {tokens} tokens > {scenario.context_window} maximum"),
                     kind="prompt_too_long")
         if summary:
-            reply = Reply(content=[{"type": "text", "text": scenario.summary}], stop_reason="end_turn")
+            reply = Reply.model_validate({"content": [{"type": "text", "text": scenario.summary}],
+                                          "stop_reason": "end_turn"})
             return self._record(method, path, request, stream, None,
                                 self._message(reply, normalised, stream, f"summary{len(self.requests):03d}", tokens),
                                 kind="summary")
@@ -142,14 +145,15 @@ class ScenarioEngine:
                 self.failures.append(message)
                 return self._record(method, path, request, stream, index,
                                     _error(400, "invalid_request_error", message), kind="expect_failed")
-        reply = _choose(step, normalised, stream)
+        reply = choose_reply(step, normalised, stream)
         if reply.error is not None:
             return self._record(method, path, request, stream, index, _error_from_spec(reply.error))
         wire = self._message(reply, normalised, stream, f"{index:03d}", tokens)
         return self._record(method, path, request, stream, index, wire, stop_reason=reply.stop_reason)
 
     def _message(self, reply: Reply, request: dict[str, Any], stream: bool, tag: str, tokens: int) -> WireReply:
-        message = build_message(reply, request, msg_id=f"msg_{_slug(self.scenario.name)}_{tag}", input_tokens=tokens)
+        message = build_message(reply, request, msg_id=f"msg_{reply_slug(self.scenario.name)}_{tag}",
+                                input_tokens=tokens)
         if stream:
             return WireReply(200, {"content-type": "text/event-stream", "cache-control": "no-cache"},
                              sse_body(message, reply, self.text_chunk), "stream")
@@ -169,7 +173,7 @@ class ScenarioEngine:
         return [r for r in self.requests if r.method == "POST" and r.path.split("?")[0].endswith("/messages")]
 
 
-def _choose(step: Step, request: dict[str, Any], stream: bool) -> Reply:
+def choose_reply(step: Step, request: dict[str, Any], stream: bool) -> Reply:
     if step.cases is None:
         return step
     for case in step.cases:
@@ -213,7 +217,7 @@ def _type_name(value: Any) -> str:
             float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def _normalise(request: dict[str, Any]) -> dict[str, Any]:
+def normalise_request(request: dict[str, Any]) -> dict[str, Any]:
     """Accept ``role: system`` items inside ``messages`` (as some clients send) by moving them to ``system``."""
     messages = request.get("messages")
     if not isinstance(messages, list) or not any(
@@ -232,7 +236,7 @@ def _normalise(request: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _slug(name: str) -> str:
+def reply_slug(name: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in name)[:40]
 
 
@@ -288,7 +292,8 @@ def sse_body(message: dict[str, Any], reply: Reply, chunk: int = 24) -> bytes:
              "usage": {**usage, "output_tokens": 1}}
     out = [_event("message_start", {"type": "message_start", "message": start}),
            _event("ping", {"type": "ping"})]
-    partial = {i: b.partial_json for i, b in enumerate(reply.content or []) if getattr(b, "partial_json", None)}
+    partial = {i: b.partial_json for i, b in enumerate(reply.content or [])
+               if isinstance(b, ToolUseBlock) and b.partial_json}
     for i, block in enumerate(message["content"]):
         kind = block["type"]
         if kind == "text":
@@ -301,7 +306,7 @@ def sse_body(message: dict[str, Any], reply: Reply, chunk: int = 24) -> bytes:
             head = {"type": kind, "id": block["id"], "name": block["name"], "input": {}}
             out.append(_event("content_block_start", {"type": "content_block_start", "index": i,
                                                       "content_block": head}))
-            raw = partial.get(i, json.dumps(block.get("input", {})))
+            raw = str(partial.get(i, json.dumps(block.get("input", {}))))
             for piece in _pieces(raw, chunk):
                 out.append(_event("content_block_delta", {
                     "type": "content_block_delta", "index": i,
@@ -359,5 +364,18 @@ def scripted_client(engine: ScenarioEngine, *, max_retries: int = 0):
         api_key="scripted-offline-key",
         base_url="http://scripted.agentlab",
         http_client=httpx2.Client(transport=mock_transport(engine)),
+        max_retries=max_retries,
+    )
+
+
+def scripted_async_client(engine: ScenarioEngine, *, max_retries: int = 0):
+    """The real ``anthropic.AsyncAnthropic`` client, talking to ``engine`` through the same in-process transport."""
+    import anthropic
+    import httpx2
+
+    return anthropic.AsyncAnthropic(
+        api_key="scripted-offline-key",
+        base_url="http://scripted.agentlab",
+        http_client=httpx2.AsyncClient(transport=mock_transport(engine)),
         max_retries=max_retries,
     )

@@ -180,7 +180,7 @@ class _Handler(tornado.web.RequestHandler):
         if length.isdigit() and int(length) > MAX_BODY_BYTES:
             self._refuse_too_large(int(length))
             return
-        self.request.connection.set_max_body_size(MAX_BODY_BYTES)
+        self.request.connection.set_max_body_size(MAX_BODY_BYTES)  # type: ignore[union-attr]
 
     def data_received(self, chunk: bytes) -> None:
         if self._refused:

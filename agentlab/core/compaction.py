@@ -54,6 +54,7 @@ __all__ = [
     "estimate_tokens",
     "facts_kept",
     "summarize",
+    "summary_input",
     "summary_request_messages",
     "validate_history",
 ]
@@ -269,7 +270,7 @@ def _tool_names(message: Message | None) -> dict[str, str]:
     if message is None or message.get("role") != "assistant":
         return {}
     return {
-        b.get("id"): b.get("name", "?")
+        str(b.get("id")): str(b.get("name", "?"))
         for b in _blocks(message)
         if isinstance(b, dict) and b.get("type") == "tool_use"
     }
@@ -295,7 +296,7 @@ def _describe_message(message: Message, label: str, names: dict[str, str]) -> li
             tid = block.get("tool_use_id")
             size = estimate_tokens(block.get("content", ""))
             err = ", error" if block.get("is_error") else ""
-            out.append(f"{label}: tool_result {tid} ({names.get(tid, '?')}, {size} tokens{err})")
+            out.append(f"{label}: tool_result {tid} ({names.get(str(tid), '?')}, {size} tokens{err})")
         elif kind == "web_search_tool_result":
             size = estimate_tokens(block.get("content", ""))
             out.append(f"{label}: web_search_tool_result {block.get('tool_use_id')} ({size} tokens)")
@@ -503,6 +504,18 @@ def _first_request_blocks(first: Message) -> list[Any]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return [b for b in content or [] if not _is_summary_block(b)]
+
+
+def summary_input(messages: list[Message], *, keep_last_turns: int = 2) -> list[Message] | None:
+    """What ``summarize`` would hand its summarizer (``messages[:cut]``); None when it has nothing to summarise.
+
+    A caller that must make the summary call itself (the loop yields it as an effect) asks for the input
+    first, then passes ``summarize`` a summarizer that returns the finished text.
+    """
+    plan = _plan_turns(messages, keep_last_turns, "summarize")
+    if isinstance(plan, CompactionResult):
+        return None
+    return messages[:(plan.starts + [len(messages)])[plan.removable]]
 
 
 def summarize(

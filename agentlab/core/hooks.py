@@ -43,6 +43,7 @@ Where agentlab chooses (Claude Code leaves it open or differs between versions):
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import json
 import os
@@ -53,11 +54,11 @@ import subprocess
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import psutil
 
@@ -117,7 +118,7 @@ class HookOutcome:
     reason: str | None = None  # the block reasons, joined by "\n"
     permission: str | None = None  # PreToolUse aggregate: deny > ask > allow
     permission_reason: str | None = None
-    updated_input: dict | None = None
+    updated_input: dict[str, Any] | None = None
     additional_context: list[str] = field(default_factory=list)
     stop_loop: bool = False  # some hook said {"continue": false}
     stop_reason: str | None = None  # its "stopReason"
@@ -135,7 +136,7 @@ class _Reply:
 
     decision: str | None = None
     reason: str | None = None
-    updated_input: dict | None = None
+    updated_input: dict[str, Any] | None = None
     context: list[str] = field(default_factory=list)
     stop_loop: bool = False
     stop_reason: str | None = None
@@ -148,7 +149,7 @@ class _Hook:
     matches: Callable[[str | None], bool]
     command: str | None = None
     timeout: float | None = None
-    fn: Callable[[dict], Any] | None = None
+    fn: Callable[[dict[str, Any]], Any] | None = None
 
     @property
     def name(self) -> str:
@@ -160,7 +161,7 @@ class _Hook:
 class Hooks:
     """The hooks of a run: settings-file commands plus registered callables, fired with ``run()``."""
 
-    def __init__(self, settings: dict | str | os.PathLike | None = None, *, cwd: str | None = None,
+    def __init__(self, settings: dict[str, Any] | str | os.PathLike[str] | None = None, *, cwd: str | None = None,
                  session_id: str = "agentlab", transcript_path: str | None = None,
                  default_timeout: float = 60.0, interactive: bool = False,
                  clock: Callable[[], float] = time.perf_counter) -> None:
@@ -171,19 +172,20 @@ class Hooks:
         self.interactive = interactive
         self._clock = clock
         self.ignored_events: list[str] = []
-        self._live: set[subprocess.Popen] = set()  # hook processes running now
+        self._live: set[subprocess.Popen[bytes]] = set()  # hook processes running now
         self._live_lock = threading.Lock()
         data, source = _read_settings(settings)
         self._hooks: list[_Hook] = _parse_settings(data, source, self.ignored_events)
 
     # -- registration ---------------------------------------------------------------------------------
 
-    def on(self, event: str, fn: Callable[[dict], Any] | None = None, *, matcher: str | None = None):
+    def on(self, event: str, fn: Callable[[dict[str, Any]], Any] | None = None, *,
+           matcher: str | None = None) -> Any:
         """Register ``fn`` for ``event``; without ``fn``, return a decorator that does."""
         _check_event(event)
         matches = _compile_matcher(event, matcher, f"Hooks.on({event!r})")
 
-        def register(func: Callable[[dict], Any]) -> Callable[[dict], Any]:
+        def register(func: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
             if not callable(func):
                 raise TypeError(f"Hooks.on({event!r}): expected a callable, got {type(func).__name__}")
             self._hooks.append(_Hook(event=event, matches=matches, fn=func))
@@ -197,7 +199,7 @@ class Hooks:
 
     # -- firing ---------------------------------------------------------------------------------------
 
-    def run(self, event: str, payload: dict, *, tool_name: str | None = None) -> HookOutcome:
+    def run(self, event: str, payload: dict[str, Any], *, tool_name: str | None = None) -> HookOutcome:
         """Fire ``event``: run every matching hook and combine their answers into one HookOutcome.
 
         ``payload`` is the event-specific part; the common fields (session_id, transcript_path, cwd) are
@@ -222,6 +224,45 @@ class Hooks:
                 pool.shutdown(wait=True)
         return _aggregate(event, results, self.interactive)
 
+    async def arun(self, event: str, payload: dict[str, Any], *, tool_name: str | None = None) -> HookOutcome:
+        """``run()`` for an asyncio program: commands run as asyncio subprocesses, concurrently; callables
+        run inline. The answer is combined exactly as ``run()`` combines it."""
+        _check_event(event)
+        full = {"session_id": self.session_id, "transcript_path": self.transcript_path, "cwd": self.cwd,
+                **payload, "hook_event_name": event}
+        stdin_text = json.dumps(full, ensure_ascii=False, default=str)
+        target = tool_name if tool_name is not None else full.get(MATCH_FIELD.get(event, ""))
+        selected = self._select(event, target)
+        results = await asyncio.gather(*(self._arun_one(hook, stdin_text) for hook in selected))
+        return _aggregate(event, list(results), self.interactive)
+
+    async def _arun_one(self, hook: _Hook, stdin_text: str) -> tuple[HookRun, _Reply]:
+        if hook.fn is not None:
+            return self._run_callable(hook, stdin_text)
+        return await self._arun_command(hook, stdin_text)
+
+    async def _arun_command(self, hook: _Hook, stdin_text: str) -> tuple[HookRun, _Reply]:
+        """``_run_command`` as an asyncio subprocess: the same input, limits, kills and answer."""
+        timeout = hook.timeout if hook.timeout is not None else self.default_timeout
+        env = {**os.environ, "CLAUDE_PROJECT_DIR": self.cwd}
+        start = self._clock()
+        assert hook.command is not None
+        try:
+            proc = await asyncio.create_subprocess_shell(
+                hook.command, cwd=self.cwd, env=env, start_new_session=True,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        except OSError as exc:
+            run = HookRun(event=hook.event, source="command", name=hook.name, exit_code=None, stdout="",
+                          stderr="", timed_out=False, error=f"could not start: {exc}", decision=None,
+                          reason=None, duration_ms=(self._clock() - start) * 1000.0)
+            return run, _Reply()
+        try:
+            talk = await _atalk(proc, stdin_text.encode("utf-8", "backslashreplace"), timeout)
+        except BaseException:  # cancelled while the hook runs: nothing it started outlives the run
+            _kill_tree(proc)
+            raise
+        return self._command_answer(hook, proc.returncode, talk, timeout, start)
+
     def _select(self, event: str, target: str | None) -> list[_Hook]:
         chosen: list[_Hook] = []
         commands: set[str] = set()
@@ -245,6 +286,7 @@ class Hooks:
         start = self._clock()
         stdout = stderr = ""
         try:
+            assert hook.fn is not None
             result = hook.fn(json.loads(stdin_text))
             if result is None:
                 reply, error = _Reply(), None
@@ -270,6 +312,7 @@ class Hooks:
         env = {**os.environ, "CLAUDE_PROJECT_DIR": self.cwd}
         start = self._clock()
         try:
+            assert hook.command is not None
             proc = subprocess.Popen(hook.command, shell=True, cwd=self.cwd, env=env, start_new_session=True,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:
@@ -287,16 +330,22 @@ class Hooks:
         finally:
             with self._live_lock:
                 self._live.discard(proc)
+        return self._command_answer(hook, proc.returncode, talk, timeout, start)
+
+    def _command_answer(self, hook: _Hook, returncode: int | None, talk: _Talk, timeout: float,
+                        start: float) -> tuple[HookRun, _Reply]:
+        """What a finished command said, read as Claude Code reads it (the same for run() and arun())."""
         duration_ms = (self._clock() - start) * 1000.0
         stdout, stderr = _decode(talk.stdout), _decode(talk.stderr)
-        if talk.timed_out:
+        error: str | None
+        if talk.timed_out or returncode is None:
             reply, error = _Reply(), f"timed out after {timeout:g} s and was killed"
         else:
-            reply, error = _read_exit(hook.event, proc.returncode, stdout, stderr)
+            reply, error = _read_exit(hook.event, returncode, stdout, stderr)
         if talk.overflow:
             error = _join([error, f"printed more than {MAX_OUTPUT_BYTES} bytes on "
                                   f"{' and '.join(talk.overflow)}; the rest was not read"])
-        run = _capped(HookRun(event=hook.event, source="command", name=hook.name, exit_code=proc.returncode,
+        run = _capped(HookRun(event=hook.event, source="command", name=hook.name, exit_code=returncode,
                               stdout=stdout, stderr=stderr, timed_out=talk.timed_out, error=error,
                               decision=reply.decision, reason=reply.reason, duration_ms=duration_ms))
         return run, _capped_reply(reply)
@@ -342,7 +391,7 @@ def _read_stdout(event: str, stdout: str) -> tuple[_Reply, str | None]:
     return _Reply(), None
 
 
-def _read_json(event: str, answer: dict) -> tuple[_Reply, str | None]:
+def _read_json(event: str, answer: dict[str, Any]) -> tuple[_Reply, str | None]:
     """Turn a hook's JSON answer into a _Reply; an answer with any bad field is ignored as a whole."""
     problems: list[str] = []
     top = _Fields(answer, "", problems)
@@ -398,7 +447,7 @@ def _read_permission(spec: _Fields, decision: str | None, reason: str | None, re
 class _Fields:
     """Typed access to a JSON object's fields, collecting a problem for each field of the wrong type."""
 
-    def __init__(self, obj: dict, prefix: str, problems: list[str]) -> None:
+    def __init__(self, obj: dict[str, Any], prefix: str, problems: list[str]) -> None:
         self.obj, self.prefix, self.problems = obj, prefix, problems
 
     def get(self, key: str, kind: type) -> Any:
@@ -440,7 +489,7 @@ def _aggregate(event: str, results: list[tuple[HookRun, _Reply]], interactive: b
     return outcome
 
 
-def _join(parts) -> str | None:
+def _join(parts: Iterable[str | None]) -> str | None:
     texts = [p for p in parts if p]
     return "\n".join(texts) if texts else None
 
@@ -467,13 +516,14 @@ class _Talk:
     overflow: list[str]
 
 
-def _talk(proc: subprocess.Popen, data: bytes, timeout: float) -> _Talk:
+def _talk(proc: subprocess.Popen[bytes], data: bytes, timeout: float) -> _Talk:
     """Feed the hook its stdin and read what it prints until it exits or its timeout passes.
 
     The answer is taken when the hook process exits, even when something it started in the background
     still holds its output pipes: that leftover is killed with the hook's process group, and what is still
     buffered is read for at most ``_DRAIN_S`` seconds. On timeout the whole tree is killed.
     """
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # all PIPEs
     deadline = time.monotonic() + timeout
     out = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     names = {proc.stdout: "stdout", proc.stderr: "stderr"}
@@ -503,7 +553,7 @@ def _talk(proc: subprocess.Popen, data: bytes, timeout: float) -> _Talk:
                 continue
             limit = (drain_until if drain_until is not None else deadline) - now
             for key, _ in sel.select(min(_POLL_S, max(limit, 0.0))):
-                pipe = key.fileobj
+                pipe = cast(IO[bytes], key.fileobj)
                 if pipe is proc.stdin:
                     try:
                         offset += os.write(proc.stdin.fileno(), data[offset:offset + 65536])
@@ -533,14 +583,61 @@ def _talk(proc: subprocess.Popen, data: bytes, timeout: float) -> _Talk:
     return _Talk(bytes(out[proc.stdout]), bytes(out[proc.stderr]), timed_out, overflow)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+async def _atalk(proc: asyncio.subprocess.Process, data: bytes, timeout: float) -> _Talk:
+    """``_talk`` for an asyncio subprocess: feed stdin, read both pipes (at most ``MAX_OUTPUT_BYTES`` each),
+    take the answer when the hook exits (its group is then killed), kill the tree on timeout, and drain
+    what is still buffered for at most ``_DRAIN_S`` seconds."""
+    overflow: list[str] = []
+
+    async def read(stream: asyncio.StreamReader | None, name: str) -> bytes:
+        kept = bytearray()
+        while stream is not None:
+            chunk = await stream.read(65536)
+            if not chunk:
+                break
+            room = MAX_OUTPUT_BYTES - len(kept)
+            if len(chunk) > room and name not in overflow:
+                overflow.append(name)
+            kept += chunk[:max(room, 0)]
+        return bytes(kept)
+
+    async def write() -> None:
+        if proc.stdin is None:
+            return
+        try:
+            if data:
+                proc.stdin.write(data)
+                await proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass  # the hook does not read its input: fine
+        finally:
+            proc.stdin.close()
+
+    readers = [asyncio.ensure_future(read(proc.stdout, "stdout")), asyncio.ensure_future(read(proc.stderr, "stderr"))]
+    writer = asyncio.ensure_future(write())
+    timed_out = False
+    try:
+        await asyncio.wait_for(proc.wait(), timeout)
+        _kill_group(proc)  # the hook answered; what it left running in its group goes with it
+    except TimeoutError:
+        timed_out = True
+        _kill_tree(proc)
+    done, pending = await asyncio.wait(readers, timeout=_DRAIN_S)
+    for task in (*pending, writer):
+        task.cancel()
+    await proc.wait()
+    out, err = (task.result() if task in done else b"" for task in readers)
+    return _Talk(out, err, timed_out, overflow)
+
+
+def _kill_group(proc: subprocess.Popen[bytes] | asyncio.subprocess.Process) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def _kill_tree(proc: subprocess.Popen) -> None:
+def _kill_tree(proc: subprocess.Popen[bytes] | asyncio.subprocess.Process) -> None:
     """Kill a hook with every process it started: its process group, and any descendant that left the
     group (``setsid``) while the hook still ran."""
     try:
@@ -571,7 +668,7 @@ def _capped(run: HookRun) -> HookRun:
     if not cut:
         return run
     note = f"{', '.join(cut)} longer than {MAX_KEPT_CHARS} characters: cut"
-    return replace(run, stdout=_cap(run.stdout), stderr=_cap(run.stderr), reason=_cap(run.reason),
+    return replace(run, stdout=_cap(run.stdout) or "", stderr=_cap(run.stderr) or "", reason=_cap(run.reason),
                    error=_join([run.error, note]))
 
 
@@ -587,7 +684,7 @@ def _check_event(event: str) -> None:
         raise ValueError(f"unknown hook event {event!r}; expected one of {', '.join(HOOK_EVENTS)}")
 
 
-def _read_settings(settings: dict | str | os.PathLike | None) -> tuple[Any, str]:
+def _read_settings(settings: dict[str, Any] | str | os.PathLike[str] | None) -> tuple[Any, str]:
     if settings is None:
         return {}, "settings"
     if isinstance(settings, dict):
@@ -659,7 +756,7 @@ def _parse_event(source: str, event: str, groups: Any) -> list[_Hook]:
     return hooks
 
 
-def _parse_hook(source: str, at: str, event: str, matches: Callable, entry: Any) -> _Hook:
+def _parse_hook(source: str, at: str, event: str, matches: Callable[[str | None], bool], entry: Any) -> _Hook:
     if not isinstance(entry, dict):
         raise _fail(source, at, f"expected an object, got {type(entry).__name__}")
     kind = entry.get("type")

@@ -1,21 +1,30 @@
-"""The agent loop: call the model, ask ``decide()`` what that means, apply it; one Event per step.
+"""The agent loop: call the model, ask ``decide()`` what that means, perform it; one Event per step.
 
-``AgentLoop.step()`` makes one model call (sending the request, retrying it, or compacting first) and
-applies the transition that follows; ``run()`` steps until the run ends. The widget, the CLI and the
-lessons all drive this same object. All effects live here; all choices live in ``transitions.py``.
+The loop is written once, as generators that *yield* the effects they need (a model call, a token count,
+tools, hooks, a wait) and get the answer back; they never call a client, a tool or a hook themselves.
+Two small drivers perform the effects: ``step()``/``run()``/``iter(loop)`` with an ``anthropic.Anthropic``
+client, and ``astep()``/``arun()``/``asteps()`` with an ``anthropic.AsyncAnthropic`` one (hooks then run as
+asyncio subprocesses). Both run the same decisions, state updates, hooks and compaction, so a scenario
+gives the same trace either way.
+
+``step()`` makes one model call (sending the request, retrying it, or compacting first) and performs the
+transition that follows. The choices (which branch, and every counter) are the pure functions of
+``transitions.py``; the loop keeps the latest ``LoopState``, the history and the trace, and derives its
+``Result`` from the final state.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import math
 import os
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypeAlias, TypeVar, assert_never, cast
 
 import anthropic
 import httpx2
@@ -23,10 +32,29 @@ import httpx2
 from . import compaction as compaction_mod
 from .compaction import ContextMeter, estimate_tokens
 from .errors import ConfigError
-from .trace import Trace
+from .events import (
+    Append,
+    ApiError,
+    CompactionEvent,
+    Fallback,
+    HookEvent,
+    Request,
+    Response,
+    ResultEvent,
+    RetryEvent,
+    Start,
+    ToolRun,
+    TransitionEvent,
+)
+from .hooks import HookOutcome, Hooks
+from .tools import ToolOutcome, ToolRegistry
+from .trace import Event, Trace
 from .transitions import (
     MAX_TURNS_MARKER,
+    SUBTYPES,
+    Clamp,
     Compact,
+    CompactTrigger,
     Complete,
     ContinueTruncated,
     End,
@@ -40,15 +68,21 @@ from .transitions import (
     Retry,
     RetryOnModel,
     RunTools,
+    Subtype,
     Transition,
+    advance,
+    after_append,
+    after_compaction,
     after_stop_hooks,
     check_turns,
     decide,
+    finish,
+    note_request,
     note_success,
+    note_usage,
 )
 
-SUBTYPES = ("success", "error_max_turns", "error_max_output_tokens", "error_refusal", "error_context_window",
-            "error_api", "error_during_execution")
+__all__ = ["PLACEHOLDER_KEYS", "SUBTYPES", "AgentLoop", "Result", "StepReport"]
 
 Message = dict[str, Any]
 
@@ -81,6 +115,19 @@ class Result:
     messages: list[Message] = field(default_factory=list)
 
     @classmethod
+    def from_state(cls, state: LoopState, messages: list[Message]) -> Result:
+        """The result of a run that ended in ``state`` (``state.subtype`` set by ``transitions.finish``)."""
+        if state.subtype is None:
+            raise ValueError("the run has not ended: its state has no subtype")
+        return cls(
+            subtype=state.subtype, is_error=state.subtype != "success", num_turns=state.num_turns,
+            stop_reason=state.stop_reason, stop_sequence=state.stop_sequence, result=state.end_text,
+            usage=dict(state.usage), model=state.model, requests=state.requests, escalations=state.escalations,
+            continuations=state.continuations, recoveries=state.recoveries, compactions=state.compactions,
+            retries=state.retries, fallbacks=state.fallbacks, pause_continuations=state.pause_continuations,
+            nudges=state.nudges, stop_hook_blocks=state.stop_hook_blocks, messages=messages)
+
+    @classmethod
     def from_event(cls, data: dict[str, Any]) -> Result:
         """A Result from a ``result`` event's payload (a trace read back, or a replayed client run).
 
@@ -88,7 +135,7 @@ class Result:
         """
         counts = ("escalations", "continuations", "compactions", "retries", "fallbacks", "pause_continuations",
                   "nudges", "stop_hook_blocks")
-        values = {name: int(data.get(name) or 0) for name in counts}
+        values: dict[str, Any] = {name: int(data.get(name) or 0) for name in counts}
         recoveries = data.get("recoveries")
         return cls(
             subtype=str(data["subtype"]), is_error=bool(data["is_error"]), num_turns=int(data.get("num_turns") or 0),
@@ -113,35 +160,92 @@ class StepReport:
     """What one step did: the transition taken and the events it emitted."""
 
     transition: Transition
-    events: list[Any]
+    events: list[Event]
     done: bool
 
 
+# --- effects: what the loop asks its driver to do ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CallModel:
+    """Send one Messages API request; the answer is the Message as a dict, or a Failure."""
+
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CountTokens:
+    """Ask the count_tokens endpoint; the answer is the count, or None when it did not answer."""
+
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """Fire a hook event; the answer is the HookOutcome."""
+
+    event: str
+    payload: dict[str, Any]
+    tool_name: str | None = None
+
+
+@dataclass(frozen=True)
+class RunTools_:
+    """Run tool calls ``(tool_use_id, name, input)``; the answer is their ToolOutcomes, in order."""
+
+    calls: list[tuple[str, str, Any]]
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Wait this many seconds before the next request."""
+
+    seconds: float
+
+
+Effect: TypeAlias = CallModel | CountTokens | RunHooks | RunTools_ | Wait
+T = TypeVar("T")
+Steps: TypeAlias = Generator[Effect, Any, T]   # a piece of the loop: yields effects, returns T
+
+
+class _SummaryFailed(Exception):
+    pass
+
+
 class AgentLoop:
+    # Set by agentlab.lab when it builds the loop: the scripted model behind the client, its scenario, and the
+    # RunConfig (None for a loop built by hand). The core never reads them.
+    engine: Any = None
+    scenario: Any = None
+    config: Any = None
+
     def __init__(
         self,
-        client: anthropic.Anthropic,
+        client: anthropic.Anthropic | anthropic.AsyncAnthropic,
         *,
         prompt: str | None = None,
         messages: list[Message] | None = None,
         model: str = "claude-sonnet-4-6",
         system: str | None = None,
-        tools: Any = None,
+        tools: ToolRegistry | None = None,
         max_tokens: int = 1024,
         limits: Limits | None = None,
         stream: bool = False,
-        hooks: Any = None,
-        trace: Trace | None = None,
-        compaction: str | tuple[str, ...] = "auto",
-        context_window: int = 200_000,
+        hooks: Hooks | None = None,
+        trace: Trace | str | os.PathLike[str] | None = None,
+        compaction: str | tuple[str, ...] | list[str] | None = "auto",
+        context_window: int | None = None,
         compact_threshold: float | None = None,
         stop_sequences: list[str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.perf_counter,
         seed: int = 0,
-        request_timeout: float = 600.0,
+        request_timeout: float | None = None,
         count_tokens: bool = False,
     ) -> None:
+        """``context_window``, ``compact_threshold`` and ``request_timeout``, when given, replace the bounds of
+        the same name in ``limits``."""
         if (prompt is None) == (messages is None):
             raise ConfigError("AgentLoop needs exactly one of prompt= or messages=")
         if isinstance(trace, str | os.PathLike):
@@ -150,6 +254,7 @@ class AgentLoop:
                          limits=limits, max_tokens=max_tokens, context_window=context_window,
                          compact_threshold=compact_threshold, request_timeout=request_timeout)
         self.client = client
+        self.is_async = isinstance(client, anthropic.AsyncAnthropic)
         self.system = system
         self.tools = tools
         self.stream = stream
@@ -158,77 +263,194 @@ class AgentLoop:
         key = getattr(client, "api_key", None)
         if isinstance(key, str) and key not in PLACEHOLDER_KEYS:
             self.trace.add_secret(key)
-        self.limits = limits or Limits()
-        self.context_window = context_window
-        self.compact_threshold = compact_threshold
+        bounds: dict[str, Any] = {name: value for name, value in (("context_window", context_window),
+                                                   ("compact_threshold", compact_threshold),
+                                                   ("request_timeout", request_timeout)) if value is not None}
+        self.limits = replace(limits or Limits(), **bounds)
         self.chain = _compaction_chain(compaction)
         self.stop_sequences = stop_sequences
         self.sleep = sleep
+        self.asleep = asleep
         self.clock = clock
-        self.request_timeout = request_timeout
         self.count_tokens = count_tokens  # ask the API's count_tokens endpoint before each call (live use)
         self._rng = random.Random(seed)
         self.prompt = prompt
         self.messages: list[Message] = [dict(m) for m in messages] if messages else []
         self.state = LoopState(model=model, max_tokens=max_tokens)
-        self.meter = ContextMeter(context_window)
+        self.meter = ContextMeter(self.limits.context_window)
         self.result: Result | None = None
-        self.requests = 0
-        self.usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0,
-                                      "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
-        self.counts = {"escalations": 0, "continuations": 0, "compactions": 0, "retries": 0, "fallbacks": 0,
-                       "pause_continuations": 0, "nudges": 0, "stop_hook_blocks": 0}
-        self.last_stop_reason: str | None = None
-        self.last_stop_sequence: str | None = None
         self.last_transition: Transition | None = None
-        self._final_text = ""
         self._started = False
-        self._pending_compaction: str | None = None
+        self._pending_compaction: CompactTrigger | None = None
         self._proactive_gave_up_at = -1
         self._last_failure: Failure | None = None
         self._tool_schemas = tools.schemas() if tools is not None and tools.names() else None
 
-    # -- driving ----------------------------------------------------------------------------------------
+    # -- bounds and counts, read from the limits and the state -------------------------------------------
+    @property
+    def context_window(self) -> int:
+        return self.limits.context_window
+
+    @property
+    def compact_threshold(self) -> float | None:
+        return self.limits.compact_threshold
+
+    @property
+    def request_timeout(self) -> float:
+        return self.limits.request_timeout
+
+    @property
+    def requests(self) -> int:
+        return self.state.requests
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return dict(self.state.usage)
+
+    @property
+    def last_stop_reason(self) -> str | None:
+        return self.state.stop_reason
+
     @property
     def done(self) -> bool:
         return self.result is not None
 
+    # -- the sync driver ----------------------------------------------------------------------------------
+    def step(self) -> StepReport:
+        """One model call and the transition after it (or the end of the run)."""
+        if self.is_async:
+            raise ConfigError("this loop has an AsyncAnthropic client: use `await loop.astep()` or `loop.arun()`")
+        steps = self._step()
+        answer: Any = None
+        while True:
+            try:
+                effect = steps.send(answer)
+            except StopIteration as stop:
+                report: StepReport = stop.value
+                return report
+            answer = self._perform(effect)
+
     def run(self) -> Result:
+        steps = 0
         while not self.done:
+            self._check_step_cap(steps)
             self.step()
+            steps += 1
         assert self.result is not None
         return self.result
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[StepReport]:
         while not self.done:
             yield self.step()
 
-    def step(self) -> StepReport:
-        """One model call and the transition after it (or the end of the run)."""
+    def _perform(self, effect: Effect) -> Any:
+        client = cast(anthropic.Anthropic, self.client)
+        match effect:
+            case CallModel(params=params):
+                return _send(client, params, self.stream, self.limits.request_timeout)
+            case CountTokens(params=params):
+                try:
+                    return int(client.messages.count_tokens(**params).input_tokens)
+                except (anthropic.AnthropicError, ValueError):
+                    return None
+            case RunHooks(event=event, payload=payload, tool_name=tool_name):
+                assert self.hooks is not None
+                return self.hooks.run(event, payload, tool_name=tool_name)
+            case RunTools_(calls=calls):
+                return self._tool_outcomes(calls)
+            case Wait(seconds=seconds):
+                self.sleep(seconds)
+                return None
+            case _:
+                assert_never(effect)
+
+    # -- the async driver ---------------------------------------------------------------------------------
+    async def astep(self) -> StepReport:
+        """``step()`` for a loop with an ``AsyncAnthropic`` client."""
+        if not self.is_async:
+            raise ConfigError("this loop has a sync Anthropic client: use `loop.step()` or `loop.run()`")
+        steps = self._step()
+        answer: Any = None
+        while True:
+            try:
+                effect = steps.send(answer)
+            except StopIteration as stop:
+                report: StepReport = stop.value
+                return report
+            answer = await self._aperform(effect)
+
+    async def arun(self) -> Result:
+        """Run to the end with an ``AsyncAnthropic`` client: ``result = await loop.arun()``."""
+        steps = 0
+        while not self.done:
+            self._check_step_cap(steps)
+            await self.astep()
+            steps += 1
+        assert self.result is not None
+        return self.result
+
+    async def asteps(self) -> AsyncIterator[StepReport]:
+        """``async for report in loop.asteps(): ...``: one StepReport per model call, to the end."""
+        while not self.done:
+            yield await self.astep()
+
+    async def _aperform(self, effect: Effect) -> Any:
+        client = cast(anthropic.AsyncAnthropic, self.client)
+        match effect:
+            case CallModel(params=params):
+                return await _asend(client, params, self.stream, self.limits.request_timeout)
+            case CountTokens(params=params):
+                try:
+                    return int((await client.messages.count_tokens(**params)).input_tokens)
+                except (anthropic.AnthropicError, ValueError):
+                    return None
+            case RunHooks(event=event, payload=payload, tool_name=tool_name):
+                assert self.hooks is not None
+                return await self.hooks.arun(event, payload, tool_name=tool_name)
+            case RunTools_(calls=calls):
+                return await asyncio.to_thread(self._tool_outcomes, calls)
+            case Wait(seconds=seconds):
+                await self.asleep(seconds)
+                return None
+            case _:
+                assert_never(effect)
+
+    def _tool_outcomes(self, calls: list[tuple[str, str, Any]]) -> list[ToolOutcome]:
+        if self.tools is None:
+            return [ToolOutcome(f"No tools are configured in this run, so {name!r} cannot run.", is_error=True)
+                    for _, name, _ in calls]
+        return self.tools.run_many(calls)
+
+    def _check_step_cap(self, steps: int) -> None:
+        if steps >= self.limits.max_steps:
+            raise RuntimeError(f"the run did not end after {steps} steps (Limits.max_steps); a loop that never "
+                               "ends is a bug")
+
+    # -- one step -----------------------------------------------------------------------------------------
+    def _step(self) -> Steps[StepReport]:
         if self.done:
             raise RuntimeError("the run has ended; make a new AgentLoop to run again")
         first_event = len(self.trace)
         if not self._started:
-            transition = self._start()
-            if transition is not None:
-                return self._report(transition, first_event)
+            ended = yield from self._start()
+            if ended is not None:
+                return self._report(ended, first_event)
         gate = check_turns(self.state, self.limits)                                      # row 9
         if gate is not None:
-            self._emit_transition(gate)
-            self._end(gate)
+            self._end_with(gate)
             return self._report(gate, first_event)
         if self.count_tokens:
-            self._count_context()
+            yield from self._count_context()
         if self._pending_compaction or self._over_threshold():
-            trigger = self._pending_compaction or "proactive"
+            trigger: CompactTrigger = self._pending_compaction or "proactive"
             self._pending_compaction = None
-            end = self._compact(trigger)
+            end = yield from self._compact(trigger)
             if end is not None:
                 return self._report(end, first_event)
-        outcome = self._call()
+        outcome = yield from self._call()
         transition = decide(outcome, self.state, self.limits)
         self._emit_transition(transition)
-        self._apply(transition, outcome)
+        yield from self._apply(transition, outcome)
         return self._report(transition, first_event)
 
     def _report(self, transition: Transition, first_event: int) -> StepReport:
@@ -236,25 +458,23 @@ class AgentLoop:
         return StepReport(transition, self.trace.events[first_event:], self.done)
 
     # -- start --------------------------------------------------------------------------------------------
-    def _start(self) -> Transition | None:
+    def _start(self) -> Steps[End | None]:
         self._started = True
-        self.trace.emit("start", 0, {
-            "model": self.state.model, "max_tokens": self.state.max_tokens, "stream": self.stream,
-            "prompt": self.prompt, "limits": asdict(self.limits), "context_window": self.context_window,
-            "tools": self.tools.names() if self.tools is not None else [],
-            "compaction": list(self.chain)})
+        self.trace.emit(Start(
+            model=self.state.model, max_tokens=self.state.max_tokens, stream=self.stream, prompt=self.prompt,
+            limits=asdict(self.limits), context_window=self.context_window,
+            tools=self.tools.names() if self.tools is not None else [], compaction=list(self.chain)), 0)
         if self.prompt is None:
             self._seed_meter()
             return None
         content: list[dict[str, Any]] = [{"type": "text", "text": self.prompt}]
-        outcome = self._hook("UserPromptSubmit", {"prompt": self.prompt})
+        outcome = yield from self._hook("UserPromptSubmit", {"prompt": self.prompt})
         if outcome is not None:
             if outcome.stop_loop or outcome.blocked:
                 why = outcome.stop_reason or outcome.reason or "no reason given"
                 end = End("hook_stop", f"UserPromptSubmit hook stopped the prompt: {why}",
                           subtype="error_during_execution", message=f"Prompt blocked by a hook: {why}")
-                self._emit_transition(end)
-                self._end(end)
+                self._end_with(end)
                 return end
             content += [{"type": "text", "text": c} for c in outcome.additional_context]
         self._append({"role": "user", "content": content[0]["text"] if len(content) == 1 else content})
@@ -277,177 +497,97 @@ class AgentLoop:
             params["stop_sequences"] = self.stop_sequences
         return params
 
-    def _count_context(self) -> None:
+    def _count_context(self) -> Steps[None]:
         """Replace the context estimate by the API's own count of the next request (when it answers)."""
         params = {k: v for k, v in self._params().items() if k in ("model", "messages", "system", "tools")}
-        try:
-            counted = self.client.messages.count_tokens(**params).input_tokens
-        except (anthropic.AnthropicError, ValueError):
-            return  # keep the estimate; the call itself will report any real problem
-        self.meter.base, self.meter.pending, self.meter.exact = int(counted), 0, True
+        counted = yield CountTokens(params)
+        if counted is not None:  # else keep the estimate; the call itself will report any real problem
+            self.meter.base, self.meter.pending, self.meter.exact = int(counted), 0, True
 
-    def _send(self, params: dict[str, Any]) -> Any:
-        """One request through the SDK; returns the Message as a dict (converted once) or a Failure.
-
-        Never raises for API trouble: every HTTP error, timeout and connection problem is a Failure, and so
-        is a reply that is not a whole message (a stream cut before ``message_stop``, a body that is not a
-        Message, a message without ``stop_reason``). Failures without an HTTP status are retried like
-        connection errors, so a half-received answer is never taken for the answer, nor its tool calls run.
-        """
-        try:
-            if self.stream:
-                message = self._send_stream(params)
-                if isinstance(message, Failure):
-                    return message
-            else:
-                message = self.client.messages.create(**params, timeout=self.request_timeout)
-            message = message.to_dict() if hasattr(message, "to_dict") else message
-        except anthropic.APIStatusError as exc:
-            return _failure_from_status(exc)
-        except anthropic.APITimeoutError as exc:
-            return Failure(None, "timeout", str(exc) or "request timed out")
-        except anthropic.APIConnectionError as exc:
-            return Failure(None, "connection_error", str(exc) or "connection error")
-        except anthropic.APIResponseValidationError as exc:
-            return Failure(None, "invalid_response", f"the reply is not a valid Message: {exc}")
-        except httpx2.TimeoutException as exc:
-            return Failure(None, "timeout", f"no data from the server within {self.request_timeout:g} s ({exc})")
-        except httpx2.TransportError as exc:
-            return Failure(None, "connection_error", f"the connection failed mid-answer: {exc or type(exc).__name__}")
-        except (anthropic.AnthropicError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-            return Failure(None, "invalid_response",
-                           f"the reply could not be read as a Message: {type(exc).__name__}: {_clip(str(exc))}")
-        return _check_message(message)
-
-    def _send_stream(self, params: dict[str, Any]) -> Any:
-        """Stream one request; a stream that does not run from ``message_start`` to ``message_stop`` fails."""
-        seen: set[str] = set()
-        with self.client.messages.stream(**params, timeout=self.request_timeout) as stream:
-            try:
-                for event in stream:
-                    seen.add(event.type)
-            except RuntimeError as exc:  # the SDK's accumulator: an event before message_start
-                return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
-            if "message_start" not in seen:
-                return Failure(None, "incomplete_stream", "the stream carried no message_start event")
-            if "message_stop" not in seen:
-                return Failure(None, "incomplete_stream",
-                               "the stream ended before message_stop: the connection was cut mid-answer")
-            return stream.get_final_message()
-
-    def _call(self) -> Any:
-        self.requests += 1
+    def _call(self) -> Steps[Message | Failure]:
+        self.state = note_request(self.state)
         call = self.requests
         params = self._params()
-        self.trace.emit("request", call, {
-            "model": params["model"], "max_tokens": params["max_tokens"], "stream": self.stream,
-            "messages": len(self.messages), "context_tokens": self.meter.tokens,
-            "context_window": self.context_window, "purpose": "turn"})
+        self.trace.emit(Request(
+            model=params["model"], max_tokens=params["max_tokens"], stream=self.stream,
+            messages=len(self.messages), context_tokens=self.meter.tokens,
+            context_window=self.context_window, purpose="turn"), call)
         started = self.clock()
-        outcome = self._send(params)
+        outcome: Message | Failure = yield CallModel(params)
         wall = (self.clock() - started) * 1000
         self._last_failure = outcome if isinstance(outcome, Failure) else None
         if isinstance(outcome, Failure):
-            self.trace.emit("api_error", call, {
-                "status": outcome.status, "error_type": outcome.error_type, "message": outcome.message,
-                "retry_after": outcome.retry_after, "attempt": self.state.api_attempts + 1}, wall_ms=wall)
+            self.trace.emit(ApiError(
+                status=outcome.status, error_type=outcome.error_type, message=outcome.message,
+                retry_after=outcome.retry_after, attempt=self.state.api_attempts + 1), call, wall_ms=wall)
             return outcome
         self._record_response(call, outcome, wall, purpose="turn")
-        self.state = note_success(self.state)
-        self.last_stop_reason = outcome.get("stop_reason")
-        self.last_stop_sequence = outcome.get("stop_sequence")
+        self.state = note_success(self.state, outcome)
         return outcome
 
-    def _record_response(self, call: int, message: dict[str, Any], wall: float, *, purpose: str) -> None:
+    def _record_response(self, call: int, message: Message, wall: float, *, purpose: str) -> None:
         usage = message.get("usage") or {}
-        for key in self.usage:
-            self.usage[key] += int(usage.get(key) or 0)
+        self.state = note_usage(self.state, usage)
         content = message.get("content") or []
         if purpose == "turn":
             self.meter.observe_usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
                                      int(usage.get("cache_read_input_tokens") or 0),
                                      int(usage.get("cache_creation_input_tokens") or 0))
-        self.trace.emit("response", call, {
-            "purpose": purpose, "model": message.get("model"), "stop_reason": message.get("stop_reason"),
-            "stop_sequence": message.get("stop_sequence"), "stop_details": message.get("stop_details"),
-            "blocks": ",".join(b["type"] for b in content), "content": content,
-            "input_tokens": int(usage.get("input_tokens") or 0),
-            "output_tokens": int(usage.get("output_tokens") or 0),
-            "usage": usage, "context_window": self.context_window}, wall_ms=wall)
+        self.trace.emit(Response(
+            purpose="turn" if purpose == "turn" else "summary", model=message.get("model"),
+            stop_reason=message.get("stop_reason"), stop_sequence=message.get("stop_sequence"),
+            stop_details=message.get("stop_details"), blocks=",".join(b["type"] for b in content), content=content,
+            input_tokens=int(usage.get("input_tokens") or 0), output_tokens=int(usage.get("output_tokens") or 0),
+            usage=usage, context_window=self.context_window), call, wall_ms=wall)
 
-    # -- applying a transition ----------------------------------------------------------------------------
-    def _apply(self, t: Transition, outcome: Any) -> None:
-        failed = isinstance(outcome, Failure)
-        blocks = [] if failed else outcome.get("content") or []
-        resets: dict[str, int] = {}  # counters of consecutive events that this outcome interrupts
-        if not isinstance(t, Compact) and not failed and self.state.consecutive_compactions:
-            resets["consecutive_compactions"] = 0
-        if not isinstance(t, Resume) and self.state.pause_continuations:
-            resets["pause_continuations"] = 0
-        if not failed and outcome.get("stop_reason") != "max_tokens" and self.state.output_recoveries:
-            resets["output_recoveries"] = 0
-        if resets:
-            self.state = replace(self.state, **resets)
-        if isinstance(t, (Escalate, RetryOnModel)) and not failed:
+    # -- performing a transition --------------------------------------------------------------------------
+    def _apply(self, t: Transition, outcome: Message | Failure) -> Steps[None]:
+        """Perform ``t``: the history, the trace and the effects. Every count is ``advance()``'s."""
+        message = None if isinstance(outcome, Failure) else outcome
+        blocks: list[dict[str, Any]] = [] if message is None else list(message.get("content") or [])
+        before = self.state
+        self.state = advance(self.state, t, outcome)
+        if isinstance(t, (Escalate, Clamp, RetryOnModel)) and message is not None:
             # the reply is thrown away and the same request goes again: its output is not in the context
-            self.meter.base -= int((outcome.get("usage") or {}).get("output_tokens") or 0)
-        if isinstance(t, Retry):                                                         # row 0
-            self._retry(t)
-        elif isinstance(t, End):
-            if t.subtype == "error_refusal":  # keep what was said, never an unanswered tool call
-                self._merge_or_append_assistant([b for b in blocks if b.get("type") in ("text", "thinking")])
-            self._end(t)
-        elif isinstance(t, Compact):                                                     # rows 0b, 4
-            self._pending_compaction = t.trigger
-        elif isinstance(t, Escalate):                                                    # rows 1, 3
-            recoveries = self.state.output_recoveries + (1 if t.branch == "incomplete_tool_use" else 0)
-            self.state = replace(self.state, max_tokens=t.max_tokens, escalated=True,
-                                 output_recoveries=recoveries)
-            if t.branch != "max_tokens_clamp":
-                self.counts["escalations"] += 1
-        elif isinstance(t, RunTools):                                                    # row 2
-            self._merge_or_append_assistant(blocks)
-            self._run_tools(t)
-        elif isinstance(t, ContinueTruncated):                                           # row 3
-            if self._merge_or_append_assistant(blocks):
+            self.meter.base -= int((message.get("usage") or {}).get("output_tokens") or 0)
+        match t:
+            case Retry():                                                                   # row 0
+                delay = t.delay * (1 + 0.25 * self._rng.random()) if t.delay else 0.0
+                if t.switch_model:
+                    self.trace.emit(Fallback(from_model=before.model, to_model=t.switch_model, cause="overloaded"),
+                                    self.requests)
+                self.trace.emit(RetryEvent(attempt=self.state.api_attempts, delay_s=round(delay, 3),
+                                           model=self.state.model, reason=t.reason), self.requests)
+                if delay:
+                    yield Wait(delay)
+            case End():                                                                     # the run ends
+                if t.subtype == "error_refusal":  # keep what was said, never an unanswered tool call
+                    self._merge_or_append_assistant([b for b in blocks if b.get("type") in ("text", "thinking")])
+                self._end()
+            case Compact():                                                                 # rows 0b, 4
+                self._pending_compaction = t.trigger
+            case Escalate() | Clamp():                                                      # rows 1, 3
+                pass
+            case RunTools():                                                                # row 2
+                self._merge_or_append_assistant(blocks)
+                yield from self._run_tools(t)
+            case ContinueTruncated():                                                       # row 3
+                # an empty partial leaves nothing to continue from: the same request goes again (still counted)
+                if self._merge_or_append_assistant(blocks):
+                    self._append_user_text(t.text)
+            case Resume():                                                                  # row 6
+                self._merge_or_append_assistant(blocks)
+            case Nudge():                                                                   # row 8
                 self._append_user_text(t.text)
-            # an empty partial leaves nothing to continue from: the same request goes again (still counted)
-            self.state = replace(self.state, output_recoveries=self.state.output_recoveries + 1)
-            self.counts["continuations"] += 1
-        elif isinstance(t, Resume):                                                      # row 6
-            self._merge_or_append_assistant(blocks)
-            self.state = replace(self.state, pause_continuations=self.state.pause_continuations + 1)
-            self.counts["pause_continuations"] += 1
-        elif isinstance(t, Nudge):                                                       # row 8
-            self._append_user_text(t.text)
-            self.state = replace(self.state, nudges=self.state.nudges + 1)
-            self.counts["nudges"] += 1
-        elif isinstance(t, RetryOnModel):                                                # row 5
-            self.trace.emit("fallback", self.requests, {"from_model": self.state.model, "to_model": t.model,
-                                                        "cause": "refusal"})
-            self.state = replace(self.state, model=t.model, refusal_fallback_used=True)
-            self.counts["fallbacks"] += 1
-        elif isinstance(t, Complete):                                                    # rows 7, 11 → 10
-            self._merge_or_append_assistant(blocks)
-            self._final_text = _text_of(blocks)
-            self._stop_hooks(blocks)
-
-    def _retry(self, t: Retry) -> None:
-        attempt = self.state.api_attempts + 1
-        delay = t.delay * (1 + 0.25 * self._rng.random()) if t.delay else 0.0
-        if t.switch_model:
-            self.trace.emit("fallback", self.requests, {"from_model": self.state.model, "to_model": t.switch_model,
-                                                        "cause": "overloaded"})
-            self.state = replace(self.state, model=t.switch_model, fallback_used=True, consecutive_overloads=0,
-                                 api_attempts=attempt)
-            self.counts["fallbacks"] += 1
-        else:
-            self.state = replace(self.state, api_attempts=attempt, consecutive_overloads=t.consecutive_overloads)
-        self.trace.emit("retry", self.requests, {"attempt": attempt, "delay_s": round(delay, 3),
-                                                 "model": self.state.model, "reason": t.reason})
-        self.counts["retries"] += 1
-        if delay:
-            self.sleep(delay)
+            case RetryOnModel():                                                            # row 5
+                self.trace.emit(Fallback(from_model=before.model, to_model=t.model, cause="refusal"), self.requests)
+            case Complete():                                                                # rows 7, 11 → 10
+                self._merge_or_append_assistant(blocks)
+                yield from self._stop_hooks(blocks)
+            case HookBlocked():  # only after_stop_hooks() gives this, never decide()
+                self._append_user_text(t.feedback)
+            case _:
+                assert_never(t)
 
     def _merge_or_append_assistant(self, blocks: list[dict[str, Any]]) -> bool:
         """Append the assistant turn; after a pause_turn the continuation joins the paused turn.
@@ -461,8 +601,8 @@ class AgentLoop:
         if self.messages and self.messages[-1]["role"] == "assistant":
             merged = list(self.messages[-1]["content"]) + blocks
             self.messages[-1] = {"role": "assistant", "content": merged}
-            self.trace.emit("append", self.requests, {"role": "assistant", "merged": True,
-                                                      "content": blocks, "blocks": _types(blocks)})
+            self.trace.emit(Append(role="assistant", merged=True, content=blocks, blocks=_types(blocks)),
+                            self.requests)
             return True
         self._append({"role": "assistant", "content": blocks})
         return True
@@ -481,8 +621,8 @@ class AgentLoop:
             merged = {"role": "user", "content": blocks + [{"type": "text", "text": text}]}
             self.messages[-1] = merged
             self.meter.appended({"role": "user", "content": text})
-            self.trace.emit("append", self.requests, {"role": "user", "merged": True,
-                                                      "content": [{"type": "text", "text": text}], "blocks": "text"})
+            self.trace.emit(Append(role="user", merged=True, content=[{"type": "text", "text": text}], blocks="text"),
+                            self.requests)
             return
         self._append({"role": "user", "content": text})
 
@@ -490,22 +630,21 @@ class AgentLoop:
         self.messages.append(message)
         if message["role"] == "user":  # an assistant message is already counted in its response's usage
             self.meter.appended(message)
+        self.state = after_append(self.state, message)
         content = message["content"]
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        self.state = replace(self.state, after_tool_results=message["role"] == "user" and bool(blocks)
-                             and all(b.get("type") == "tool_result" for b in blocks))
-        self.trace.emit("append", self.requests, {"role": message["role"], "merged": False, "content": blocks,
-                                                  "blocks": _types(blocks)})
+        self.trace.emit(Append(role=message["role"], merged=False, content=blocks, blocks=_types(blocks)),
+                        self.requests)
 
     # -- tools --------------------------------------------------------------------------------------------
-    def _run_tools(self, t: RunTools) -> None:
+    def _run_tools(self, t: RunTools) -> Steps[None]:
         results: list[dict[str, Any] | None] = [None] * len(t.tool_uses)
         runnable: list[tuple[int, str, str, Any]] = []
         stop: str | None = None
         for i, use in enumerate(t.tool_uses):
             name, tool_input = use.get("name", ""), use.get("input", {})
-            pre = self._hook("PreToolUse", {"tool_name": name, "tool_input": tool_input, "tool_use_id": use["id"]},
-                             tool_name=name)
+            pre = yield from self._hook("PreToolUse", {"tool_name": name, "tool_input": tool_input,
+                                                       "tool_use_id": use["id"]}, tool_name=name)
             if pre is not None:
                 if pre.stop_loop:
                     stop = pre.stop_reason or "a PreToolUse hook said continue: false"
@@ -516,15 +655,13 @@ class AgentLoop:
                 if pre.updated_input is not None:
                     tool_input = pre.updated_input
             runnable.append((i, use["id"], name, tool_input))
-        if self.tools is None:
-            outcomes = [_no_tools(name) for _, _, name, _ in runnable]
-        else:
-            outcomes = self.tools.run_many([(uid, name, inp) for _, uid, name, inp in runnable])
+        outcomes: list[ToolOutcome] = yield RunTools_([(uid, name, inp) for _, uid, name, inp in runnable])
         for (i, uid, name, tool_input), out in zip(runnable, outcomes, strict=True):
             content = out.content
             use = t.tool_uses[i]
-            post = self._hook("PostToolUse", {"tool_name": name, "tool_input": tool_input,
-                                              "tool_response": content, "tool_use_id": uid}, tool_name=name)
+            post = yield from self._hook("PostToolUse", {"tool_name": name, "tool_input": tool_input,
+                                                         "tool_response": content, "tool_use_id": uid},
+                                         tool_name=name)
             if post is not None:
                 if post.blocked and post.reason:
                     content += f"\n\nPostToolUse hook feedback: {post.reason}"
@@ -535,56 +672,53 @@ class AgentLoop:
             results[i] = self._tool_result(use, content, out.is_error, tool_input=tool_input)
         self._append({"role": "user", "content": [r for r in results if r is not None]})
         if stop is not None:
-            end = End("hook_stop", f"a hook ended the run: {stop}", subtype="error_during_execution",
-                      message=f"Stopped by a hook: {stop}")
-            self._emit_transition(end)
-            self._end(end)
+            self._end_with(End("hook_stop", f"a hook ended the run: {stop}", subtype="error_during_execution",
+                               message=f"Stopped by a hook: {stop}"))
 
     def _tool_result(self, use: dict[str, Any], content: str, is_error: bool, *, tool_input: Any = None,
                      hook: str | None = None) -> dict[str, Any]:
-        self.trace.emit("tool", self.requests, {
-            "id": use["id"], "name": use.get("name"),
-            "input": tool_input if tool_input is not None else use.get("input"),
-            "output": content, "is_error": is_error, "denied_by": hook})
+        self.trace.emit(ToolRun(
+            id=use["id"], name=use.get("name"), input=tool_input if tool_input is not None else use.get("input"),
+            output=content, is_error=is_error, denied_by=hook), self.requests)
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use["id"], "content": content}
         if is_error:
             block["is_error"] = True
         return block
 
     # -- hooks --------------------------------------------------------------------------------------------
-    def _hook(self, event: str, payload: dict[str, Any], *, tool_name: str | None = None) -> Any:
+    def _hook(self, event: str, payload: dict[str, Any], *, tool_name: str | None = None) -> Steps[HookOutcome | None]:
         if self.hooks is None or not self.hooks.has(event):
             return None
-        outcome = self.hooks.run(event, payload, tool_name=tool_name)
+        outcome: HookOutcome = yield RunHooks(event, payload, tool_name)
         for run in outcome.runs:
             data = asdict(run)
             wall = data.pop("duration_ms", None)
-            self.trace.emit("hook", self.requests, data, wall_ms=wall)
+            self.trace.emit(HookEvent.from_data(data), self.requests, wall_ms=wall)
         return outcome
 
-    def _stop_hooks(self, blocks: list[dict[str, Any]]) -> None:
-        outcome = self._hook("Stop", {"stop_hook_active": self.state.stop_hook_active,
-                                      "last_assistant_message": _text_of(blocks)})
+    def _stop_hooks(self, blocks: list[dict[str, Any]]) -> Steps[None]:
+        outcome = yield from self._hook("Stop", {"stop_hook_active": self.state.stop_hook_active,
+                                                 "last_assistant_message": _text_of(blocks)})
         if outcome is not None and outcome.stop_loop:
-            end = End("hook_stop", f"a Stop hook said continue: false: {outcome.stop_reason}",
-                      subtype="success", message=outcome.stop_reason or "")
-            self._emit_transition(end)
-            self._end(end)
+            self._end_with(End("hook_stop", f"a Stop hook said continue: false: {outcome.stop_reason}",
+                               subtype="success", message=outcome.stop_reason or ""))
             return
         blocked = bool(outcome and outcome.blocked)
         verdict = after_stop_hooks(blocked, outcome.reason if outcome else None, self.state, self.limits)
-        if verdict.branch != getattr(self.last_transition, "branch", None):
-            self._emit_transition(verdict)
-        if isinstance(verdict, HookBlocked):
-            self._append_user_text(verdict.feedback)
-            self.state = replace(self.state, stop_hook_active=True,
-                                 stop_hook_blocks=self.state.stop_hook_blocks + 1)
-            self.counts["stop_hook_blocks"] += 1
-        else:
-            assert isinstance(verdict, End)
-            if blocked:
-                self.counts["stop_hook_blocks"] += 1
-            self._end(verdict)
+        match verdict:
+            case None:  # nothing blocked: the completion stands
+                if self.last_transition is None or self.last_transition.branch != "complete":
+                    self._emit_transition(Complete("complete", "no Stop hook blocked"))
+                self.state = finish(self.state, "success")
+                self._end()
+            case HookBlocked():
+                self._emit_transition(verdict)
+                self.state = advance(self.state, verdict, None)
+                self._append_user_text(verdict.feedback)
+            case End():
+                self._end_with(verdict)
+            case _:
+                assert_never(verdict)
 
     # -- compaction ---------------------------------------------------------------------------------------
     def _over_threshold(self) -> bool:
@@ -598,7 +732,7 @@ class AgentLoop:
         return self.compact_threshold is not None and \
             self.meter.tokens > share * self.compact_threshold * self.context_window
 
-    def _compact(self, trigger: str) -> End | None:
+    def _compact(self, trigger: CompactTrigger) -> Steps[End | None]:
         """Compact the history; None when the loop may send its request, an End when it cannot.
 
         Strategies run in the chain's order, starting further down it after repeated failures, and go on
@@ -607,7 +741,7 @@ class AgentLoop:
         A proactive compaction that finds nothing to do is not an error: the request is sent as it is.
         """
         reactive = trigger != "proactive"
-        pre = self._hook("PreCompact", {"trigger": "auto", "custom_instructions": None, "cause": trigger})
+        pre = yield from self._hook("PreCompact", {"trigger": "auto", "custom_instructions": None, "cause": trigger})
         if pre is not None and pre.blocked:
             if not reactive:
                 self._proactive_gave_up_at = len(self.messages)
@@ -621,25 +755,23 @@ class AgentLoop:
             target = int(self.context_window * (self.compact_threshold or 0.8) * 0.6)
         applied = []
         for name in self.chain[min(level, len(self.chain) - 1):]:
-            result = self._run_strategy(name, self.messages, target, reactive=reactive)
+            result = yield from self._run_strategy(name, self.messages, target, reactive=reactive)
             if result is None or not result.changed:
                 continue
             context_before = self.meter.tokens
             self.messages = result.messages
             self.meter.reset(self.messages, self.system, self._tool_schemas)
-            self.counts["compactions"] += 1
             applied.append(result.strategy)
-            self.trace.emit("compaction", self.requests, {
-                "trigger": trigger, "strategy": result.strategy, "tokens_before": result.tokens_before,
-                "tokens_after": result.tokens_after, "messages_before": result.messages_before,
-                "messages_after": result.messages_after, "removed": result.removed,
-                "context_before": context_before, "context_after": self.meter.tokens,
-                "target": target, "context_window": self.context_window})
+            self.trace.emit(CompactionEvent(
+                trigger=trigger, strategy=result.strategy, tokens_before=result.tokens_before,
+                tokens_after=result.tokens_after, messages_before=result.messages_before,
+                messages_after=result.messages_after, removed=result.removed, context_before=context_before,
+                context_after=self.meter.tokens, target=target, context_window=self.context_window), self.requests)
             if result.tokens_after <= target if reactive else not self._near_threshold(0.9):
                 break
+        self.state = after_compaction(self.state, len(applied))
         if applied:
-            self.state = replace(self.state, consecutive_compactions=level + 1)
-            self._hook("PostCompact", {"trigger": "auto", "strategies": applied})
+            yield from self._hook("PostCompact", {"trigger": "auto", "strategies": applied})
             return None
         if not reactive:
             self._proactive_gave_up_at = len(self.messages)
@@ -649,43 +781,46 @@ class AgentLoop:
     def _give_up_on_context(self, reason: str) -> End:
         end = End("context_give_up", reason, subtype="error_context_window",
                   message="The conversation does not fit the context window and cannot be compacted further.")
-        self._emit_transition(end)
-        self._end(end)
+        self._end_with(end)
         return end
 
     @property
     def _last_failure_message(self) -> str:
         return self._last_failure.message if self._last_failure is not None else ""
 
-    def _run_strategy(self, name: str, messages: list[Message], target: int, *, reactive: bool):
-        fn = compaction_mod.STRATEGIES[name]
+    def _run_strategy(self, name: str, messages: list[Message], target: int, *,
+                      reactive: bool) -> Steps[compaction_mod.CompactionResult | None]:
         if name == "summarize":
+            keep = 1 if reactive else 2
+            older = compaction_mod.summary_input(messages, keep_last_turns=keep)
+            if older is None:  # nothing to summarise: the strategy reports why, without a call
+                return compaction_mod.summarize(messages, _no_summary, keep_last_turns=keep)
             try:
-                return fn(messages, self._summarize, keep_last_turns=1 if reactive else 2)
+                text = yield from self._summarize(older)
             except _SummaryFailed:
                 return None
+            return compaction_mod.summarize(messages, lambda _older: text, keep_last_turns=keep)
         if name == "drop_oldest":
-            return fn(messages, target_tokens=target)
-        return fn(messages, keep_last=1 if reactive else 2)
+            return compaction_mod.drop_oldest(messages, target_tokens=target)
+        return compaction_mod.clear_tool_results(messages, keep_last=1 if reactive else 2)
 
-    def _summarize(self, older: list[Message]) -> str:
+    def _summarize(self, older: list[Message]) -> Steps[str]:
         """The summary model call: the older history plus the summary instruction, text only, no tools."""
-        self.requests += 1
+        self.state = note_request(self.state)
         call = self.requests
-        params = {"model": self.state.model, "max_tokens": min(self.state.max_tokens * 4, 8192),
-                  "messages": compaction_mod.summary_request_messages(older)}
+        params: dict[str, Any] = {"model": self.state.model, "max_tokens": min(self.state.max_tokens * 4, 8192),
+                                  "messages": compaction_mod.summary_request_messages(older)}
         if self.system:
             params["system"] = self.system
-        self.trace.emit("request", call, {"model": params["model"], "max_tokens": params["max_tokens"],
-                                          "stream": self.stream, "messages": len(params["messages"]),
-                                          "context_tokens": estimate_tokens(params["messages"]),
-                                          "context_window": self.context_window, "purpose": "summary"})
+        self.trace.emit(Request(model=params["model"], max_tokens=params["max_tokens"], stream=self.stream,
+                                messages=len(params["messages"]), context_tokens=estimate_tokens(params["messages"]),
+                                context_window=self.context_window, purpose="summary"), call)
         started = self.clock()
-        outcome = self._send(params)
+        outcome: Message | Failure = yield CallModel(params)
         wall = (self.clock() - started) * 1000
         if isinstance(outcome, Failure):
-            self.trace.emit("api_error", call, {"status": outcome.status, "error_type": outcome.error_type,
-                                                "message": outcome.message, "purpose": "summary"}, wall_ms=wall)
+            self.trace.emit(ApiError(status=outcome.status, error_type=outcome.error_type, message=outcome.message,
+                                     purpose="summary"), call, wall_ms=wall)
             raise _SummaryFailed(outcome.message)
         self._record_response(call, outcome, wall, purpose="summary")
         text = _text_of(outcome.get("content") or []).strip()
@@ -696,88 +831,107 @@ class AgentLoop:
     # -- ending -------------------------------------------------------------------------------------------
     def _emit_transition(self, t: Transition) -> None:
         self.last_transition = t
-        self.trace.emit("transition", self.requests, {
-            "branch": t.branch, "row": t.row, "reason": t.reason, "type": type(t).__name__,
-            "subtype": getattr(t, "subtype", None), "num_turns": self.state.num_turns,
-            "max_tokens": self.state.max_tokens, "model": self.state.model,
-            "output_recoveries": self.state.output_recoveries,
-            "consecutive_compactions": self.state.consecutive_compactions,
-            "api_attempts": self.state.api_attempts, "stop_hook_blocks": self.state.stop_hook_blocks,
-            "pause_continuations": self.state.pause_continuations})
+        s = self.state
+        self.trace.emit(TransitionEvent(
+            branch=t.branch, row=t.row, reason=t.reason, type=type(t).__name__,
+            subtype=t.subtype if isinstance(t, End) else None, num_turns=s.num_turns, max_tokens=s.max_tokens,
+            model=s.model, output_recoveries=s.output_recoveries, consecutive_compactions=s.consecutive_compactions,
+            api_attempts=s.api_attempts, stop_hook_blocks=s.stop_hook_blocks,
+            pause_continuations=s.pauses_in_a_row), self.requests)
 
-    def _end(self, t: End) -> None:
-        if t.subtype == "error_max_turns":
-            self.trace.emit("append", self.requests, {"role": "marker", "merged": False,
-                                                      "content": [{"type": "text", "text": MAX_TURNS_MARKER}],
-                                                      "blocks": "marker"})
-        text = self._final_text if t.subtype == "success" else (t.message or t.reason)
-        c = self.counts
-        self.result = Result(
-            subtype=t.subtype, is_error=t.subtype != "success", num_turns=self.state.num_turns,
-            stop_reason=self.last_stop_reason, stop_sequence=self.last_stop_sequence, result=text,
-            usage=dict(self.usage), model=self.state.model,
-            requests=self.requests, escalations=c["escalations"], continuations=c["continuations"],
-            recoveries=c["escalations"] + c["continuations"] + c["compactions"] + c["nudges"]
-            + c["pause_continuations"], compactions=c["compactions"], retries=c["retries"],
-            fallbacks=c["fallbacks"], pause_continuations=c["pause_continuations"], nudges=c["nudges"],
-            stop_hook_blocks=c["stop_hook_blocks"], messages=self.messages)
-        self.trace.emit("result", self.requests, self.result.to_dict())
+    def _end_with(self, end: End) -> None:
+        """A gate or an effect ended the run (not decide()): the transition, the final state, the result."""
+        self._emit_transition(end)
+        self.state = advance(self.state, end, None)
+        self._end()
+
+    def _end(self) -> None:
+        """The run has ended (``self.state`` is final): the marker, the Result read off the state, the event."""
+        subtype: Subtype | None = self.state.subtype
+        assert subtype is not None, "the run ended without a subtype in its state"
+        if subtype == "error_max_turns":
+            self.trace.emit(Append(role="marker", merged=False, content=[{"type": "text", "text": MAX_TURNS_MARKER}],
+                                   blocks="marker"), self.requests)
+        self.result = Result.from_state(self.state, self.messages)
+        self.trace.emit(ResultEvent.from_data(self.result.to_dict()), self.requests)
 
 
-def _check_arguments(*, client: Any, prompt: Any, messages: Any, tools: Any, hooks: Any, trace: Any, limits: Any,
-                     max_tokens: Any, context_window: Any, compact_threshold: Any, request_timeout: Any) -> None:
-    """Refuse, at construction, an argument the loop could only fail on later; the message names it."""
-    def whole(name: str, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"AgentLoop({name}=...): expected a whole number of at least 1, got {value!r}")
+# --- performing a model call -----------------------------------------------------------------------------------
 
-    if client is None or not hasattr(client, "messages"):
-        raise ConfigError(f"AgentLoop(client=...): expected an anthropic.Anthropic client (or one shaped like it), "
-                          f"got {type(client).__name__}")
-    if prompt is not None and not isinstance(prompt, str):
-        raise ConfigError(f"AgentLoop(prompt=...): expected a string, got {type(prompt).__name__}")
-    if messages is not None and not (isinstance(messages, list) and messages
-                                     and all(isinstance(m, dict) and m.get("role") in ("user", "assistant")
-                                             and "content" in m for m in messages)):
-        raise ConfigError("AgentLoop(messages=...): expected a non-empty list of {'role': 'user'|'assistant', "
-                          "'content': ...} dicts")
-    if tools is not None and not (callable(getattr(tools, "schemas", None)) and callable(getattr(tools, "names", None))
-                                  and callable(getattr(tools, "run_many", None))):
-        raise ConfigError(f"AgentLoop(tools=...): expected a ToolRegistry (agentlab.core.tools) or None, got {tools!r}"
-                          [:200])
-    if hooks is not None and not (callable(getattr(hooks, "has", None)) and callable(getattr(hooks, "run", None))):
-        raise ConfigError(f"AgentLoop(hooks=...): expected a Hooks object or None, got {hooks!r}; for a settings "
-                          "file, pass Hooks('settings.json')"[:300])
-    if trace is not None and not isinstance(trace, Trace):
-        raise ConfigError(f"AgentLoop(trace=...): expected a Trace, a file path or None, got {type(trace).__name__}")
-    if limits is not None and not isinstance(limits, Limits):
-        raise ConfigError(f"AgentLoop(limits=...): expected a Limits, got {type(limits).__name__}")
-    whole("max_tokens", max_tokens)
-    whole("context_window", context_window)
-    if compact_threshold is not None and (isinstance(compact_threshold, bool)
-                                          or not isinstance(compact_threshold, int | float)
-                                          or not 0 < compact_threshold <= 1):
-        raise ConfigError(f"AgentLoop(compact_threshold=...): expected None (no proactive compaction) or a share of "
-                          f"the window above 0 and at most 1, got {compact_threshold!r}")
-    if (isinstance(request_timeout, bool) or not isinstance(request_timeout, int | float)
-            or not (request_timeout > 0 and math.isfinite(request_timeout))):
-        raise ConfigError(f"AgentLoop(request_timeout=...): expected a finite number of seconds above 0, "
-                          f"got {request_timeout!r}")
+def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, timeout: float) -> Message | Failure:
+    """One request through the SDK; the Message as a dict (converted once), or a Failure.
+
+    Never raises for API trouble: every HTTP error, timeout and connection problem is a Failure, and so
+    is a reply that is not a whole message (a stream cut before ``message_stop``, a body that is not a
+    Message, a message without ``stop_reason``). Failures without an HTTP status are retried like
+    connection errors, so a half-received answer is never taken for the answer, nor its tool calls run.
+    """
+    try:
+        if stream:
+            with client.messages.stream(**params, timeout=timeout) as events:
+                seen: set[str] = set()
+                try:
+                    for event in events:
+                        seen.add(event.type)
+                except RuntimeError as exc:  # the SDK's accumulator: an event before message_start
+                    return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
+                failed = _stream_failure(seen)
+                if failed is not None:
+                    return failed
+                return _check_message(events.get_final_message())
+        return _check_message(client.messages.create(**params, timeout=timeout))
+    except (anthropic.AnthropicError, httpx2.HTTPError, ValueError, TypeError, KeyError, AttributeError,
+            RecursionError) as exc:
+        return _failure(exc, timeout)
 
 
-_TOO_LONG = re.compile(r"(\d+)\s*tokens\s*>\s*(\d+)")
+async def _asend(client: anthropic.AsyncAnthropic, params: dict[str, Any], stream: bool,
+                 timeout: float) -> Message | Failure:
+    """``_send`` with an AsyncAnthropic client: the same request, the same answer or Failure."""
+    try:
+        if stream:
+            async with client.messages.stream(**params, timeout=timeout) as events:
+                seen: set[str] = set()
+                try:
+                    async for event in events:
+                        seen.add(event.type)
+                except RuntimeError as exc:
+                    return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
+                failed = _stream_failure(seen)
+                if failed is not None:
+                    return failed
+                return _check_message(await events.get_final_message())
+        return _check_message(await client.messages.create(**params, timeout=timeout))
+    except (anthropic.AnthropicError, httpx2.HTTPError, ValueError, TypeError, KeyError, AttributeError,
+            RecursionError) as exc:
+        return _failure(exc, timeout)
 
 
-def _fit_ratio(message: str) -> float:
-    """From "prompt is too long: 250000 tokens > 200000 maximum", the share that fits (0.8); 0.5 if unknown."""
-    match = _TOO_LONG.search(message)
-    if not match or int(match.group(1)) == 0:
-        return 0.5
-    return int(match.group(2)) / int(match.group(1))
+def _stream_failure(seen: set[str]) -> Failure | None:
+    """A stream that did not run from ``message_start`` to ``message_stop`` is a failed call."""
+    if "message_start" not in seen:
+        return Failure(None, "incomplete_stream", "the stream carried no message_start event")
+    if "message_stop" not in seen:
+        return Failure(None, "incomplete_stream", "the stream ended before message_stop: the connection was cut "
+                       "mid-answer")
+    return None
 
 
-class _SummaryFailed(Exception):
-    pass
+def _failure(exc: BaseException, timeout: float) -> Failure:
+    if isinstance(exc, anthropic.APIStatusError):
+        return _failure_from_status(exc)
+    if isinstance(exc, anthropic.APITimeoutError):
+        return Failure(None, "timeout", str(exc) or "request timed out")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return Failure(None, "connection_error", str(exc) or "connection error")
+    if isinstance(exc, anthropic.APIResponseValidationError):
+        return Failure(None, "invalid_response", f"the reply is not a valid Message: {exc}")
+    if isinstance(exc, httpx2.TimeoutException):
+        return Failure(None, "timeout", f"no data from the server within {timeout:g} s ({exc})")
+    if isinstance(exc, httpx2.TransportError):
+        return Failure(None, "connection_error", f"the connection failed mid-answer: {exc or type(exc).__name__}")
+    return Failure(None, "invalid_response",
+                   f"the reply could not be read as a Message: {type(exc).__name__}: {_clip(str(exc))}")
 
 
 # The HTTP status each API error type comes with; an SSE ``event: error`` arrives inside a 200 stream, so its
@@ -790,10 +944,12 @@ STATUS_OF_ERROR_TYPE = {
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
-def _check_message(message: Any) -> Any:
+def _check_message(message: Any) -> Message | Failure:
     """The message dict when it is a whole Message the loop can act on, else a Failure naming the problem."""
     def bad(why: str, kind: str = "invalid_response") -> Failure:
         return Failure(None, kind, f"the reply is not a whole Message: {why}")
+
+    message = message.to_dict() if hasattr(message, "to_dict") else message  # an SDK Message, converted once
 
     if not isinstance(message, dict) or message.get("type", "message") != "message":
         return bad(f"expected an object of type 'message', got {_clip(repr(message), 120)}")
@@ -816,7 +972,7 @@ def _check_message(message: Any) -> Any:
         value = (usage or {}).get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 10**12):
             return bad(f"usage.{key} is not a token count: {_clip(repr(value), 80)}")
-    return message
+    return cast(Message, message)
 
 
 def _clip(text: str, limit: int = 300) -> str:
@@ -824,8 +980,8 @@ def _clip(text: str, limit: int = 300) -> str:
 
 
 def _failure_from_status(exc: anthropic.APIStatusError) -> Failure:
-    body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    body: dict[str, Any] = exc.body if isinstance(exc.body, dict) else {}
+    error: dict[str, Any] = body["error"] if isinstance(body.get("error"), dict) else {}
     message = str(error.get("message") or exc.message)
     status = exc.status_code
     if status < 400:  # an SSE error event inside a 200 stream: its type stands for the status
@@ -843,10 +999,63 @@ def _failure_from_status(exc: anthropic.APIStatusError) -> Failure:
     return Failure(status, str(error.get("type") or "api_error"), message, retry_after, should_retry)
 
 
-def _no_tools(name: str):
-    from .tools import ToolOutcome
+def _check_arguments(*, client: Any, prompt: Any, messages: Any, tools: Any, hooks: Any, trace: Any, limits: Any,
+                     max_tokens: Any, context_window: Any, compact_threshold: Any, request_timeout: Any) -> None:
+    """Refuse, at construction, an argument the loop could only fail on later; the message names it."""
+    def whole(name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"AgentLoop({name}=...): expected a whole number of at least 1, got {value!r}")
 
-    return ToolOutcome(f"No tools are configured in this run, so {name!r} cannot run.", is_error=True)
+    if client is None or not hasattr(client, "messages"):
+        raise ConfigError("AgentLoop(client=...): expected an anthropic.Anthropic or AsyncAnthropic client (or one "
+                          f"shaped like it), "
+                          f"got {type(client).__name__}")
+    if prompt is not None and not isinstance(prompt, str):
+        raise ConfigError(f"AgentLoop(prompt=...): expected a string, got {type(prompt).__name__}")
+    if messages is not None and not (isinstance(messages, list) and messages
+                                     and all(isinstance(m, dict) and m.get("role") in ("user", "assistant")
+                                             and "content" in m for m in messages)):
+        raise ConfigError("AgentLoop(messages=...): expected a non-empty list of {'role': 'user'|'assistant', "
+                          "'content': ...} dicts")
+    if tools is not None and not (callable(getattr(tools, "schemas", None)) and callable(getattr(tools, "names", None))
+                                  and callable(getattr(tools, "run_many", None))):
+        raise ConfigError(f"AgentLoop(tools=...): expected a ToolRegistry (agentlab.core.tools) or None, got {tools!r}"
+                          [:200])
+    if hooks is not None and not (callable(getattr(hooks, "has", None)) and callable(getattr(hooks, "run", None))):
+        raise ConfigError(f"AgentLoop(hooks=...): expected a Hooks object or None, got {hooks!r}; for a settings "
+                          "file, pass Hooks('settings.json')"[:300])
+    if trace is not None and not isinstance(trace, Trace):
+        raise ConfigError(f"AgentLoop(trace=...): expected a Trace, a file path or None, got {type(trace).__name__}")
+    if limits is not None and not isinstance(limits, Limits):
+        raise ConfigError(f"AgentLoop(limits=...): expected a Limits, got {type(limits).__name__}")
+    whole("max_tokens", max_tokens)
+    if context_window is not None:
+        whole("context_window", context_window)
+    if compact_threshold is not None and (isinstance(compact_threshold, bool)
+                                          or not isinstance(compact_threshold, int | float)
+                                          or not 0 < compact_threshold <= 1):
+        raise ConfigError(f"AgentLoop(compact_threshold=...): expected None (no proactive compaction) or a share of "
+                          f"the window above 0 and at most 1, got {compact_threshold!r}")
+    if request_timeout is not None and (
+            isinstance(request_timeout, bool) or not isinstance(request_timeout, int | float)
+            or not (request_timeout > 0 and math.isfinite(request_timeout))):
+        raise ConfigError(f"AgentLoop(request_timeout=...): expected a finite number of seconds above 0, "
+                          f"got {request_timeout!r}")
+
+
+_TOO_LONG = re.compile(r"(\d+)\s*tokens\s*>\s*(\d+)")
+
+
+def _fit_ratio(message: str) -> float:
+    """From "prompt is too long: 250000 tokens > 200000 maximum", the share that fits (0.8); 0.5 if unknown."""
+    match = _TOO_LONG.search(message)
+    if not match or int(match.group(1)) == 0:
+        return 0.5
+    return int(match.group(2)) / int(match.group(1))
+
+
+def _no_summary(older: list[Message]) -> str:
+    raise AssertionError("summarize() asked for a summary of a history it found nothing to summarise in")
 
 
 def _types(blocks: list[dict[str, Any]]) -> str:
@@ -857,8 +1066,8 @@ def _text_of(blocks: list[dict[str, Any]]) -> str:
     return "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
 
 
-def _compaction_chain(compaction: str | tuple[str, ...]) -> tuple[str, ...]:
-    if compaction in ("auto", None):
+def _compaction_chain(compaction: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+    if compaction is None or compaction == "auto":
         return tuple(compaction_mod.DEFAULT_CHAIN)
     names = (compaction,) if isinstance(compaction, str) else tuple(compaction)
     for name in names:

@@ -57,6 +57,7 @@ class ToolError(Exception):
 # Registry
 # --------------------------------------------------------------------------------------------------------------
 
+_F = typing.TypeVar("_F", bound=Callable[..., Any])
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # what the Messages API accepts as a tool name
 _MAX_REPORTED_ERRORS = 5
 
@@ -146,6 +147,14 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, _Tool] = {}
 
+    @typing.overload
+    def tool(self, fn: _F, *, name: str | None = None, description: str | None = None,
+             read_only: bool = False) -> _F: ...
+
+    @typing.overload
+    def tool(self, fn: None = None, *, name: str | None = None, description: str | None = None,
+             read_only: bool = False) -> Callable[[_F], _F]: ...
+
     def tool(
         self,
         fn: Callable[..., Any] | None = None,
@@ -171,7 +180,7 @@ class ToolRegistry:
     def _add(
         self, fn: Callable[..., Any], *, name: str | None, description: str | None, read_only: bool
     ) -> None:
-        tool_name = name or getattr(fn, "__name__", "")
+        tool_name = str(name or getattr(fn, "__name__", ""))
         if not _TOOL_NAME.fullmatch(tool_name):
             raise ValueError(f"invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-'")
         if tool_name in self._tools:

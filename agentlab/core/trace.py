@@ -1,6 +1,7 @@
 """The one event stream: every step of the loop is an Event; a Trace keeps them, writes JSONL, makes a DataFrame.
 
-Event payloads are deterministic (no timestamps, no addresses); the optional ``wall_ms`` is the only
+An Event is an envelope (sequence number, model call, measured wall time) around a typed payload from
+``events.py``. Payloads are deterministic (no timestamps, no addresses); the optional ``wall_ms`` is the only
 measured value and is kept apart so that two runs of a scenario produce identical payloads.
 """
 
@@ -10,27 +11,14 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from .errors import ConfigError
+from .events import EVENT_KINDS, EventKind, Payload, payload_from_data
 
-# Kinds of events, in the order a learner meets them in a run.
-EVENT_KINDS = (
-    "start",        # the run begins: prompt, model, limits
-    "request",      # a model call is about to be sent: call number, model, max_tokens, context estimate
-    "response",     # a message came back: stop_reason, content block types, usage
-    "api_error",    # the call failed with an HTTP status or a connection error
-    "retry",        # the loop waits and sends the same request again
-    "fallback",     # the loop switches to the fallback model
-    "transition",   # decide() chose a branch of the decision table
-    "append",       # a message was appended to the history
-    "tool",         # a tool ran
-    "hook",         # a hook ran
-    "compaction",   # the history was compacted
-    "result",       # the run ended
-)
+__all__ = ["EVENT_KINDS", "Event", "Trace", "events_to_frame", "redact"]
 
 _SECRET_PATTERN = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
 
@@ -46,13 +34,22 @@ def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
 @dataclass(frozen=True)
 class Event:
     seq: int
-    kind: str
     call: int  # the model call this event belongs to (0 before the first call)
-    data: dict[str, Any] = field(default_factory=dict)
+    payload: Payload
     wall_ms: float | None = None
 
+    @property
+    def kind(self) -> EventKind:
+        return self.payload.kind
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The payload's JSONL form (a fresh dict)."""
+        return self.payload.to_data()
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=True, default=str)
+        return json.dumps({"call": self.call, "data": self.data, "kind": self.kind, "seq": self.seq,
+                           "wall_ms": self.wall_ms}, ensure_ascii=False, sort_keys=True, default=str)
 
 
 class Trace:
@@ -64,7 +61,7 @@ class Trace:
     redacted from events before they are kept, written or shown.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, *, secrets: tuple[str, ...] = (),
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, secrets: tuple[str, ...] = (),
                  fsync: bool = False, keep: bool = True) -> None:
         self.events: list[Event] = []
         self.keep = keep  # False: events go to the file and the listeners only (constant memory on long runs)
@@ -91,18 +88,15 @@ class Trace:
     def subscribe(self, listener: Callable[[Event], None]) -> None:
         self._listeners.append(listener)
 
-    def emit(self, kind: str, call: int, data: dict[str, Any] | None = None,
-             wall_ms: float | None = None) -> Event:
-        if kind not in EVENT_KINDS:
-            raise ValueError(f"unknown event kind {kind!r}; expected one of {', '.join(EVENT_KINDS)}")
-        payload = data or {}
+    def emit(self, payload: Payload, call: int, wall_ms: float | None = None) -> Event:
+        kind = payload.kind
         encoded = None
         if self._secrets or self.path is not None:  # with no secret to hide and no file, nothing to encode
-            encoded = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
+            encoded = json.dumps(payload.to_data(), ensure_ascii=False, sort_keys=True, default=str)
             cleaned = redact(encoded, self._secrets)
             if cleaned != encoded:
-                payload, encoded = json.loads(cleaned), cleaned
-        event = Event(seq=self._count, kind=kind, call=call, data=payload, wall_ms=wall_ms)
+                payload, encoded = payload_from_data(kind, json.loads(cleaned)), cleaned
+        event = Event(seq=self._count, call=call, payload=payload, wall_ms=wall_ms)
         self._count += 1
         if self.keep:
             self.events.append(event)
@@ -160,12 +154,12 @@ class Trace:
     def of_kind(self, *kinds: str) -> list[Event]:
         return [e for e in self.events if e.kind in kinds]
 
-    def to_frame(self):
+    def to_frame(self) -> Any:  # a pandas DataFrame
         """One row per event: seq, kind, call, wall_ms, then the payload's scalar fields as columns."""
         return events_to_frame(self.events)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> Trace:
+    def load(cls, path: str | os.PathLike[str]) -> Trace:
         """Read a JSONL trace back; a half-written last line (a killed run) is skipped, nothing else is lost."""
         trace = cls()
         lines = Path(path).read_text(encoding="utf-8").splitlines()
@@ -178,12 +172,15 @@ class Trace:
                 if number == len(lines):
                     break
                 raise ValueError(f"{path}: line {number} is not JSON: {exc}") from None
-            trace.events.append(Event(seq=raw["seq"], kind=raw["kind"], call=raw["call"],
-                                      data=raw.get("data", {}), wall_ms=raw.get("wall_ms")))
+            try:
+                payload = payload_from_data(raw["kind"], raw.get("data") or {})
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"{path}: line {number} is not an event: {exc}") from None
+            trace.events.append(Event(seq=raw["seq"], call=raw["call"], payload=payload, wall_ms=raw.get("wall_ms")))
         return trace
 
 
-def events_to_frame(events: list[Event]):
+def events_to_frame(events: list[Event]) -> Any:  # a pandas DataFrame
     import pandas as pd
 
     rows = []

@@ -1,25 +1,54 @@
-"""The end-of-turn decision: a pure function from (what the model call gave, loop state, limits) to a Transition.
+"""The end-of-turn decision: pure functions from (what the model call gave, loop state, limits) to a Transition,
+and from (state, transition) to the next state.
 
 Nothing here calls a model, a tool or a hook. ``decide()`` reads one outcome (a Message, or a failed call)
-and returns one small dataclass naming the branch of the decision table and what to do next; the loop in
-``loop.py`` applies it. ``after_stop_hooks()`` and ``check_turns()`` are the two gates that follow (rows 10
-and 9). Every branch is reachable by grepping its row name, e.g. ``"pause_turn"``.
+and returns one small frozen dataclass naming the branch of the decision table and what to do next; the loop
+in ``loop.py`` performs it. ``check_turns()`` (row 9, before every call) and ``after_stop_hooks()`` (row 10,
+after a completion) are the two gates around it. ``advance()`` and the other ``after_*`` functions own every
+counter of ``LoopState``: the loop never counts for itself, and its ``Result`` is read off the final state.
+Stop reasons, branches, rows and result subtypes are ``Literal`` types: a branch name that is not in the
+table, or a transition kind the loop does not handle, is a type error. Every branch is reachable by grepping
+its name, e.g. ``"pause_turn"``.
 
 Order of the checks after a message (see ROWS for the table):
-refusal → incomplete tool_use on a truncated turn → tool_use blocks → max_tokens → context window →
-pause_turn/compaction → stop_sequence → empty end_turn after tool results → complete (Stop hooks next).
+refusal → max_tokens or context window cutting a tool_use block → tool_use blocks → max_tokens →
+context window → pause_turn/compaction → empty end_turn after tool results → stop_sequence → complete
+(Stop hooks next).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, TypeAlias, assert_never, get_args
 
 from .errors import ConfigError
 
-# The decision table, one entry per row: (row, branch, what happens). Shown by the widget and the lessons.
-ROWS: tuple[tuple[str, str, str], ...] = (
+StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
+                     "model_context_window_exceeded", "compaction"]
+STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
+
+Row = Literal["0", "0b", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"]
+
+RetryBranch = Literal["api_retry", "api_fallback"]
+CompactBranch = Literal["prompt_too_long", "context_compact"]
+EscalateBranch = Literal["incomplete_tool_use", "max_tokens_escalate"]
+CompleteBranch = Literal["stop_sequence", "complete"]
+EndBranch = Literal["api_error", "max_tokens_give_up", "context_give_up", "refusal", "pause_give_up", "max_turns",
+                    "stop_hook_cap", "hook_stop"]
+Branch = Literal[RetryBranch, CompactBranch, EscalateBranch, CompleteBranch, EndBranch, "tool_use",
+                 "max_tokens_continue", "max_tokens_clamp", "refusal_fallback", "pause_turn", "empty_nudge",
+                 "stop_hook_block"]
+
+Subtype = Literal["success", "error_max_turns", "error_max_output_tokens", "error_refusal", "error_context_window",
+                  "error_api", "error_during_execution"]
+SUBTYPES: tuple[Subtype, ...] = get_args(Subtype)
+
+CompactTrigger = Literal["proactive", "prompt_too_long", "context_window"]
+
+# The decision table, one entry per branch: (row, branch, what happens). Shown by the widget and the lessons.
+TABLE: tuple[tuple[Row, Branch, str], ...] = (
     ("0", "api_retry", "429 / 529 / 5xx / connection error: wait with exponential backoff, send again"),
     ("0", "api_fallback", "repeated 529 overloaded: switch to the fallback model"),
     ("0", "api_error", "other 4xx, or retries exhausted: end with error_api"),
@@ -44,7 +73,10 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("10", "hook_stop", "a hook said continue: false: end the run"),
     ("11", "complete", "no tool_use, nothing to recover, no Stop hook blocks: success"),
 )
-ROW_OF = {branch: row for row, branch, _ in ROWS}
+ROWS = TABLE
+BRANCHES: tuple[Branch, ...] = tuple(branch for _, branch, _ in TABLE)
+ROW_OF: dict[str, Row] = {branch: row for row, branch, _ in TABLE}
+assert sorted(BRANCHES) == sorted(get_args(Branch)), "every branch has exactly one row in the table"
 
 CONTINUATION_TEXT = (
     "[Output token limit hit] Continue exactly where your previous message stopped. "
@@ -58,7 +90,7 @@ TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 @dataclass(frozen=True)
 class Limits:
-    """Every bound of the loop in one value (checked by decide(), never scattered)."""
+    """Every bound of the loop in one value: decide() checks them, the loop reads its sizes and timeouts here."""
 
     max_turns: int | None = None
     max_output_recoveries: int = 3            # MAX_OUTPUT_TOKENS_RECOVERY_LIMIT in Claude Code
@@ -70,19 +102,23 @@ class Limits:
     fallback_model: str | None = None
     refusal_fallback_model: str | None = None
     max_compactions: int = 3                  # consecutive compactions without a successful call in between
-    max_pause_continuations: int = 5
+    max_pause_continuations: int = 5          # in a row
     max_empty_nudges: int = 1
     stop_hook_block_cap: int = 8
     backoff_base: float = 0.5
     backoff_cap: float = 32.0
     retry_after_cap: float = 60.0
+    context_window: int = 200_000             # tokens the loop plans with
+    compact_threshold: float | None = None    # compact before a call once the context is this full (None: never)
+    request_timeout: float = 600.0            # seconds, per non-streaming request
+    max_steps: int = 1000                     # a driver running to the end gives up after this many steps
 
     def __post_init__(self) -> None:
         """Refuse a bound that has no meaning, naming it (``Limits(max_turns=-1)`` raises at once)."""
         for name in ("max_output_recoveries", "max_api_retries", "overloads_before_fallback", "max_compactions",
                      "max_pause_continuations", "max_empty_nudges", "stop_hook_block_cap"):
             _check_count(name, getattr(self, name), 0)
-        for name in ("escalated_max_tokens", "max_tokens_ceiling"):
+        for name in ("escalated_max_tokens", "max_tokens_ceiling", "context_window", "max_steps"):
             _check_count(name, getattr(self, name), 1)
         if self.max_turns is not None:
             _check_count("max_turns", self.max_turns, 1, "None (no limit) or ")
@@ -94,6 +130,13 @@ class Limits:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ConfigError(f"Limits.{name} must be None or a model name; got {value!r}")
+        share = self.compact_threshold
+        if share is not None and (isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1):
+            raise ConfigError(f"Limits.compact_threshold must be None (no proactive compaction) or a share of the "
+                              f"window above 0 and at most 1; got {share!r}")
+        timeout = self.request_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < float("inf"):
+            raise ConfigError(f"Limits.request_timeout must be a finite number of seconds above 0; got {timeout!r}")
 
 
 def _check_count(name: str, value: Any, least: int, alternative: str = "") -> None:
@@ -101,25 +144,56 @@ def _check_count(name: str, value: Any, least: int, alternative: str = "") -> No
         raise ConfigError(f"Limits.{name} must be {alternative}a whole number of at least {least}; got {value!r}")
 
 
+USAGE_KEYS: tuple[str, ...] = ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                               "cache_creation_input_tokens")
+
+
 @dataclass(frozen=True)
 class LoopState:
-    """What decide() needs to know about the run so far. Updated by the loop with dataclasses.replace."""
+    """Everything decide() needs to know about the run so far, and every count the Result reports.
+
+    Only the pure functions of this module make a new state (``note_request``, ``note_success``, ``advance``,
+    ``after_compaction``, ``after_stop_hooks_verdict``, ``finish``); the loop keeps the latest one.
+    """
 
     model: str
     max_tokens: int
     num_turns: int = 0                 # model calls that returned a message
     escalated: bool = False
-    output_recoveries: int = 0         # continuations after max_tokens (and escalations past the first)
+    output_recoveries: int = 0         # continuations after max_tokens (and escalations past the first) in a row
     consecutive_compactions: int = 0
     api_attempts: int = 0              # consecutive failed attempts of the current request
     consecutive_overloads: int = 0
     fallback_used: bool = False
     refusal_fallback_used: bool = False
-    pause_continuations: int = 0
+    pauses_in_a_row: int = 0           # pause_turn continuations since the last other reply
     nudges: int = 0
     after_tool_results: bool = False   # the last message appended was the tool_result message
     stop_hook_active: bool = False
     stop_hook_blocks: int = 0          # blocks fed back in this run (every one keeps the run from ending)
+    # totals for the Result
+    requests: int = 0                  # HTTP requests sent, summary requests included
+    escalations: int = 0
+    continuations: int = 0
+    compactions: int = 0
+    retries: int = 0
+    fallbacks: int = 0
+    pause_continuations: int = 0       # in total
+    usage: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
+    stop_reason: str | None = None     # of the last message
+    stop_sequence: str | None = None
+    final_text: str = ""
+    # set once the run has ended
+    subtype: Subtype | None = None
+    end_text: str = ""
+
+    @property
+    def recoveries(self) -> int:
+        return self.escalations + self.continuations + self.compactions + self.nudges + self.pause_continuations
+
+    @property
+    def done(self) -> bool:
+        return self.subtype is not None
 
 
 @dataclass(frozen=True)
@@ -133,16 +207,19 @@ class Failure:
     should_retry: bool | None = None   # the x-should-retry header, when the server sent one
 
 
-# --- transitions ------------------------------------------------------------------------------------------
+Message = Mapping[str, Any]
+Outcome: TypeAlias = "Message | Failure"
+
+
+# --- transitions: a closed union, one frozen dataclass per kind ---------------------------------------------
 
 @dataclass(frozen=True)
-class Transition:
-    branch: str
-    reason: str
+class _Base:
+    """What every transition has: ``branch`` (its row in the table) and ``reason`` (why, for the trace)."""
 
     @property
-    def row(self) -> str:
-        return ROW_OF[self.branch]
+    def row(self) -> Row:
+        return ROW_OF[self.branch]  # type: ignore[attr-defined]  # every subclass declares its branch
 
     @property
     def terminal(self) -> bool:
@@ -150,62 +227,112 @@ class Transition:
 
 
 @dataclass(frozen=True)
-class RunTools(Transition):
+class RunTools(_Base):
+    """Row 2: run the tool_use blocks, answer each one, call again."""
+
+    branch: Literal["tool_use"] = "tool_use"
+    reason: str = ""
     tool_uses: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
-class Retry(Transition):
+class Retry(_Base):
+    """Row 0: wait, then send the same request again (on the fallback model after repeated 529s)."""
+
+    branch: RetryBranch = "api_retry"
+    reason: str = ""
     delay: float = 0.0                 # before jitter
     switch_model: str | None = None
     consecutive_overloads: int = 0     # 529s in a row, this one included (0 after any other error)
 
 
 @dataclass(frozen=True)
-class Escalate(Transition):
+class Escalate(_Base):
+    """Rows 1 and 3: send the same request again with a higher max_tokens."""
+
+    branch: EscalateBranch = "max_tokens_escalate"
+    reason: str = ""
     max_tokens: int = 0
 
 
 @dataclass(frozen=True)
-class ContinueTruncated(Transition):
+class Clamp(_Base):
+    """Row 3: the model's output ceiling is below max_tokens; send the same request with the ceiling."""
+
+    branch: Literal["max_tokens_clamp"] = "max_tokens_clamp"
+    reason: str = ""
+    max_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ContinueTruncated(_Base):
+    """Row 3: keep the partial text and ask the model to continue."""
+
+    branch: Literal["max_tokens_continue"] = "max_tokens_continue"
+    reason: str = ""
     text: str = CONTINUATION_TEXT
 
 
 @dataclass(frozen=True)
-class Compact(Transition):
-    trigger: str = "reactive"
+class Compact(_Base):
+    """Rows 0b and 4: compact the history before the next call."""
+
+    branch: CompactBranch = "context_compact"
+    reason: str = ""
+    trigger: CompactTrigger = "context_window"
 
 
 @dataclass(frozen=True)
-class Resume(Transition):
-    pass
+class Resume(_Base):
+    """Row 6: append the paused content unchanged and call again."""
+
+    branch: Literal["pause_turn"] = "pause_turn"
+    reason: str = ""
 
 
 @dataclass(frozen=True)
-class Nudge(Transition):
+class Nudge(_Base):
+    """Row 8: one "please continue" after an empty end_turn that followed tool results."""
+
+    branch: Literal["empty_nudge"] = "empty_nudge"
+    reason: str = ""
     text: str = NUDGE_TEXT
 
 
 @dataclass(frozen=True)
-class RetryOnModel(Transition):
+class RetryOnModel(_Base):
+    """Row 5: one retry of a refusal on the refusal-fallback model."""
+
+    branch: Literal["refusal_fallback"] = "refusal_fallback"
+    reason: str = ""
     model: str = ""
 
 
 @dataclass(frozen=True)
-class Complete(Transition):
-    """No tool use and nothing to recover: the run may end, unless a Stop hook blocks."""
+class Complete(_Base):
+    """Rows 7 and 11: no tool use and nothing to recover; the run ends unless a Stop hook blocks."""
 
+    branch: CompleteBranch = "complete"
+    reason: str = ""
     stop_sequence: str | None = None
 
 
 @dataclass(frozen=True)
-class HookBlocked(Transition):
+class HookBlocked(_Base):
+    """Row 10: a Stop hook blocked; its reason goes back to the model."""
+
+    branch: Literal["stop_hook_block"] = "stop_hook_block"
+    reason: str = ""
     feedback: str = ""
 
 
 @dataclass(frozen=True)
-class End(Transition):
-    subtype: str = "success"
+class End(_Base):
+    """The run ends with an error result (or, for a hook's continue: false after a completion, success)."""
+
+    branch: EndBranch = "api_error"
+    reason: str = ""
+    subtype: Subtype = "error_during_execution"
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -214,9 +341,17 @@ class End(Transition):
         return True
 
 
+Transition: TypeAlias = (RunTools | Retry | Escalate | Clamp | ContinueTruncated | Compact | Resume | Nudge
+                         | RetryOnModel | Complete | HookBlocked | End)
+TRANSITION_KINDS: tuple[type[_Base], ...] = (RunTools, Retry, Escalate, Clamp, ContinueTruncated, Compact, Resume,
+                                            Nudge, RetryOnModel, Complete, HookBlocked, End)
+
+
 # --- reading a message ------------------------------------------------------------------------------------
 
 def _blocks(message: Any) -> list[dict[str, Any]]:
+    if message is None:
+        return []
     content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
     out = []
     for block in content or []:
@@ -254,7 +389,7 @@ def refusal_message(details: Any) -> str:
 
 # --- the decision -----------------------------------------------------------------------------------------
 
-def decide(outcome: Any, state: LoopState, limits: Limits) -> Transition:
+def decide(outcome: Message | Failure | Any, state: LoopState, limits: Limits) -> Transition:
     """The branch for one model-call outcome: a Message (SDK object or dict) or a Failure."""
     if isinstance(outcome, Failure):
         return _decide_failure(outcome, state, limits)
@@ -267,8 +402,8 @@ _MAX_TOKENS_CEILING = re.compile(r"max_tokens:\s*(\d+)\s*>\s*(\d+)")
 def _decide_failure(f: Failure, state: LoopState, limits: Limits) -> Transition:
     ceiling = _MAX_TOKENS_CEILING.search(f.message) if f.status == 400 else None
     if ceiling and 0 < int(ceiling.group(2)) < state.max_tokens:
-        return Escalate("max_tokens_clamp", f"the model allows at most {ceiling.group(2)} output tokens: "
-                        "resend with that", max_tokens=int(ceiling.group(2)))
+        return Clamp("max_tokens_clamp", f"the model allows at most {ceiling.group(2)} output tokens: "
+                     "resend with that", max_tokens=int(ceiling.group(2)))
     if f.status == 400 and "prompt is too long" in f.message.lower():
         if state.consecutive_compactions >= limits.max_compactions:
             return End("context_give_up", f"still too long after {state.consecutive_compactions} compactions",
@@ -335,13 +470,13 @@ def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transitio
         return _compact_or_give_up("model_context_window_exceeded", state, limits)
 
     if stop_reason in ("pause_turn", "compaction"):                                 # row 6
-        if state.pause_continuations >= limits.max_pause_continuations:
+        if state.pauses_in_a_row >= limits.max_pause_continuations:
             text = (f"{stop_reason}: continuing is switched off (max_pause_continuations=0)"
                     if limits.max_pause_continuations == 0 else
-                    f"{stop_reason} {state.pause_continuations} times in a row; the turn never finished")
+                    f"{stop_reason} {state.pauses_in_a_row} times in a row; the turn never finished")
             return End("pause_give_up", text, subtype="error_during_execution", message=text)
         return Resume("pause_turn", f"{stop_reason}: send the content back unchanged "
-                      f"({state.pause_continuations + 1} of {limits.max_pause_continuations})")
+                      f"({state.pauses_in_a_row + 1} of {limits.max_pause_continuations})")
 
     if (stop_reason == "end_turn" and is_empty(blocks) and state.after_tool_results   # row 8
             and state.nudges < limits.max_empty_nudges):
@@ -363,7 +498,7 @@ def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transitio
     return Complete("complete", reason)                                             # row 11
 
 
-def _escalate_or_give_up(branch: str, why: str, state: LoopState, limits: Limits) -> Transition:
+def _escalate_or_give_up(branch: EscalateBranch, why: str, state: LoopState, limits: Limits) -> Escalate | End:
     target = min(max(state.max_tokens * 2, limits.escalated_max_tokens), limits.max_tokens_ceiling)
     if target > state.max_tokens and state.output_recoveries < limits.max_output_recoveries:
         return Escalate(branch, f"{why}: resend unchanged with max_tokens {target}", max_tokens=target)
@@ -371,17 +506,17 @@ def _escalate_or_give_up(branch: str, why: str, state: LoopState, limits: Limits
     return End("max_tokens_give_up", text, subtype="error_max_output_tokens", message=text)
 
 
-def _compact_or_give_up(why: str, state: LoopState, limits: Limits) -> Transition:
+def _compact_or_give_up(why: str, state: LoopState, limits: Limits) -> Compact | End:
     if state.consecutive_compactions >= limits.max_compactions:
         text = f"{why} after {state.consecutive_compactions} compactions: the request cannot be made to fit"
         return End("context_give_up", text, subtype="error_context_window", message=text)
     return Compact("context_compact", f"{why}: compact the history and send again", trigger="context_window")
 
 
-def after_stop_hooks(blocked: bool, reason: str | None, state: LoopState, limits: Limits) -> Transition:
-    """Row 10: the Stop hooks' verdict on a completion."""
+def after_stop_hooks(blocked: bool, reason: str | None, state: LoopState, limits: Limits) -> HookBlocked | End | None:
+    """Row 10: the Stop hooks' verdict on a completion; None when nothing blocked and the completion stands."""
     if not blocked:
-        return End("complete", "no Stop hook blocked", subtype="success")
+        return None
     if state.stop_hook_blocks >= limits.stop_hook_block_cap:
         # Claude Code feeds 8 blocks back and ends at the 9th; it then reports success, agentlab an error.
         text = (f"Stop hooks blocked {state.stop_hook_blocks + 1} times in a row; {limits.stop_hook_block_cap} "
@@ -391,7 +526,7 @@ def after_stop_hooks(blocked: bool, reason: str | None, state: LoopState, limits
                        feedback=STOP_HOOK_FEEDBACK.format(reason=reason or "(no reason given)"))
 
 
-def check_turns(state: LoopState, limits: Limits) -> Transition | None:
+def check_turns(state: LoopState, limits: Limits) -> End | None:
     """Row 9, checked before every model call: the max_turns breaker."""
     if limits.max_turns is not None and state.num_turns >= limits.max_turns:
         text = f"Reached max_turns ({limits.max_turns}) model calls."
@@ -399,6 +534,96 @@ def check_turns(state: LoopState, limits: Limits) -> Transition | None:
     return None
 
 
-def note_success(state: LoopState) -> LoopState:
-    """A message came back: the consecutive-failure counters start over."""
-    return replace(state, num_turns=state.num_turns + 1, api_attempts=0, consecutive_overloads=0)
+# --- the state updates: every counter changes here and nowhere else ----------------------------------------
+
+def note_request(state: LoopState) -> LoopState:
+    """An HTTP request is about to go out (a turn or a summary request)."""
+    return replace(state, requests=state.requests + 1)
+
+
+def note_usage(state: LoopState, usage: Mapping[str, Any] | None) -> LoopState:
+    """A message came back (any purpose): its usage joins the totals."""
+    usage = usage or {}
+    return replace(state, usage={k: state.usage.get(k, 0) + int(usage.get(k) or 0) for k in USAGE_KEYS})
+
+
+def note_success(state: LoopState, message: Message | None = None) -> LoopState:
+    """A turn's message came back: one more turn, and the consecutive-failure counters start over."""
+    state = replace(state, num_turns=state.num_turns + 1, api_attempts=0, consecutive_overloads=0)
+    if message is not None:
+        state = replace(state, stop_reason=message.get("stop_reason"), stop_sequence=message.get("stop_sequence"))
+    return state
+
+
+def advance(state: LoopState, t: Transition, outcome: Message | Failure | None) -> LoopState:
+    """The state after ``t`` was decided for ``outcome``: resets of the in-a-row counters, then the counts of
+    the branch. Effects that change the state on their own (appending, compacting, Stop hooks) have their own
+    functions below."""
+    message = None if isinstance(outcome, Failure) else outcome
+    resets: dict[str, Any] = {}  # counters of consecutive events that this outcome interrupts
+    if not isinstance(t, Compact) and message is not None and state.consecutive_compactions:
+        resets["consecutive_compactions"] = 0
+    if not isinstance(t, Resume) and state.pauses_in_a_row:
+        resets["pauses_in_a_row"] = 0
+    if message is not None and message.get("stop_reason") != "max_tokens" and state.output_recoveries:
+        resets["output_recoveries"] = 0
+    if resets:
+        state = replace(state, **resets)
+    match t:
+        case Retry(switch_model=str(model)):
+            return replace(state, model=model, fallback_used=True, consecutive_overloads=0,
+                           api_attempts=state.api_attempts + 1, fallbacks=state.fallbacks + 1,
+                           retries=state.retries + 1)
+        case Retry():
+            return replace(state, api_attempts=state.api_attempts + 1, consecutive_overloads=t.consecutive_overloads,
+                           retries=state.retries + 1)
+        case Escalate():
+            recoveries = state.output_recoveries + (1 if t.branch == "incomplete_tool_use" else 0)
+            return replace(state, max_tokens=t.max_tokens, escalated=True, output_recoveries=recoveries,
+                           escalations=state.escalations + 1)
+        case Clamp():
+            return replace(state, max_tokens=t.max_tokens, escalated=True)
+        case ContinueTruncated():
+            return replace(state, output_recoveries=state.output_recoveries + 1,
+                           continuations=state.continuations + 1)
+        case Resume():
+            return replace(state, pauses_in_a_row=state.pauses_in_a_row + 1,
+                           pause_continuations=state.pause_continuations + 1)
+        case Nudge():
+            return replace(state, nudges=state.nudges + 1)
+        case RetryOnModel():
+            return replace(state, model=t.model, refusal_fallback_used=True, fallbacks=state.fallbacks + 1)
+        case Complete():
+            text = "".join(str(b.get("text", "")) for b in _blocks(message) if b.get("type") == "text")
+            return replace(state, final_text=text)
+        case HookBlocked():
+            return replace(state, stop_hook_active=True, stop_hook_blocks=state.stop_hook_blocks + 1)
+        case End():
+            if t.branch == "stop_hook_cap":  # the 9th block was counted too, though not fed back
+                state = replace(state, stop_hook_blocks=state.stop_hook_blocks + 1)
+            return finish(state, t.subtype, t.message or t.reason)
+        case RunTools() | Compact():
+            return state
+        case _:
+            assert_never(t)
+
+
+def after_append(state: LoopState, message: Message) -> LoopState:
+    """A message joined the history: is it the tool_result message?"""
+    content = message["content"]
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    return replace(state, after_tool_results=message["role"] == "user" and bool(blocks)
+                   and all(b.get("type") == "tool_result" for b in blocks))
+
+
+def after_compaction(state: LoopState, applied: int) -> LoopState:
+    """``applied`` strategies changed the history (0: nothing could)."""
+    if not applied:
+        return state
+    return replace(state, consecutive_compactions=state.consecutive_compactions + 1,
+                   compactions=state.compactions + applied)
+
+
+def finish(state: LoopState, subtype: Subtype, text: str = "") -> LoopState:
+    """The run ends: the result's subtype and text (a success reports the last completion's text)."""
+    return replace(state, subtype=subtype, end_text=state.final_text if subtype == "success" else text)

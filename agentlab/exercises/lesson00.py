@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..lab import demo_tool_runner  # noqa: F401  (the demo tools as run_tool(name, input), for the lessons)
 from ..ui.report import print_trace  # noqa: F401  (re-exported for the lessons)
 
 Message = dict[str, Any]
@@ -160,19 +161,6 @@ def scripted_model(name: str, counter: list[int] | None = None) -> Callable[[lis
         return reply.to_dict()
 
     return call_model
-
-
-def demo_tool_runner() -> Callable[[str, dict[str, Any]], str]:
-    """``run_tool(name, input) -> str`` with agentlab's demo tools (calculator, get_weather, read_file, ...)."""
-    from ..lab import build_tools
-
-    tools = build_tools("demo")
-    assert tools is not None
-
-    def run_tool(name: str, tool_input: dict[str, Any]) -> str:
-        return tools.run(name, tool_input).content
-
-    return run_tool
 
 
 def _answer(history: list[Message]) -> str:

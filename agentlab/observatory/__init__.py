@@ -4,6 +4,7 @@ observe  run a client (Claude Code, agentlab, ...) against each scenario and rec
 compare  the comparison table: article, API docs, each observed client, agentlab
 replay   a recorded client run turned into an agentlab trace (data only)
 facts    what compaction keeps and costs, measured on scenario runs
+grade    ``agentlab grade``: the conformance rules checked on any client's recorded requests
 
 Imports the core, the backend and ``agentlab.lab``; never the notebook UI.
 """

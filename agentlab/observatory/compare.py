@@ -117,7 +117,7 @@ def _version_key(version: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in version.replace("-", ".").split("."))
 
 
-def _columns(records: dict[tuple[str, str], dict[str, dict[str, Any]]]) -> list[tuple[str, str]]:
+def comparison_columns(records: dict[tuple[str, str], dict[str, dict[str, Any]]]) -> list[tuple[str, str]]:
     def order(key: tuple[str, str]) -> tuple:
         client, version = key
         rank = CLIENT_ORDER.index(client) if client in CLIENT_ORDER else len(CLIENT_ORDER) - 1
@@ -140,7 +140,7 @@ def comparison_table(observed: str | Path | None = None, claims: str | Path | No
     claim_data = load_claims(claims)
     sources = claim_data["sources"]
     records = load_records(observed)
-    columns = _columns(records)
+    columns = comparison_columns(records)
     agentlab_keys = [k for k in columns if k[0] == "agentlab"]
     baseline_key = agentlab_keys[-1] if agentlab_keys else None
     chosen = [sc for sc in (scenarios if scenarios is not None else list_scenarios()) if sc.row]

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..backend.scenario import Scenario, load_scenario
 from ..core.compaction import facts_kept
+from ..core.events import CompactionEvent
 from ..core.trace import Event, Trace
 
 __all__ = ["COMPACTION_COLUMNS", "DEFAULT_STRATEGIES", "compaction_frame", "compare_strategies", "fact_column"]
@@ -67,9 +68,9 @@ def compare_strategies(
     for strategy in strategies:
         loop = scenario_loop(sc, compaction=strategy, **overrides)
         result = loop.run()
-        events = loop.trace.of_kind("compaction")
-        before = [int(e.data["tokens_before"]) for e in events]
-        after = [int(e.data["tokens_after"]) for e in events]
+        events = [e.payload for e in loop.trace.events if isinstance(e.payload, CompactionEvent)]
+        before = [e.tokens_before for e in events]
+        after = [e.tokens_after for e in events]
         answer = result.result or ""
         row: dict[str, Any] = {
             "strategy": strategy,
@@ -78,7 +79,7 @@ def compare_strategies(
             "requests": result.requests,
             "stop_reason": result.stop_reason,
             "compactions": result.compactions,
-            "strategies_used": [str(e.data["strategy"]) for e in events],
+            "strategies_used": [e.strategy for e in events],
             "tokens_before": before,
             "tokens_after": after,
             "tokens_saved": sum(before) - sum(after),
@@ -133,7 +134,7 @@ def compaction_frame(trace_or_frame: Any):
 
     events = _events(trace_or_frame)
     if events is not None:
-        rows = [(e.seq, e.kind, e.call, e.data) for e in events]
+        rows: list[tuple[int, str, int, dict[str, Any]]] = [(e.seq, e.kind, e.call, e.data) for e in events]
     elif isinstance(trace_or_frame, pd.DataFrame):
         rows = _rows_from_frame(trace_or_frame)
     else:

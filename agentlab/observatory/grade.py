@@ -399,7 +399,7 @@ def _tool_use_ids(entry: dict[str, Any]) -> list[str]:
     ids = []
     for kind in entry.get("blocks") or []:
         if kind in ("tool_use", "server_tool_use"):
-            use = next(uses, {})
+            use: dict[str, Any] = next(uses, {})
             if kind == "tool_use":
                 ids.append(str(use.get("id")))
     return ids
@@ -814,7 +814,7 @@ def record_from_requests(requests: Sequence[dict[str, Any]], scenario: str = "?"
     the scenario sends on purpose, the default for errors). What each request appended and its action label
     are computed as ``agentlab observe`` computes them."""
     from ..backend.scenario import is_summary_request
-    from ..backend.scripted import _normalise
+    from ..backend.scripted import normalise_request
     from .observe import classify, diff_requests
 
     out: list[dict[str, Any]] = []
@@ -830,7 +830,7 @@ def record_from_requests(requests: Sequence[dict[str, Any]], scenario: str = "?"
             "n": n, "model": body.get("model"), "max_tokens": body.get("max_tokens"),
             "stream": bool(body.get("stream")), "step": item.get("step"),
             "kind": item.get("kind") or ("error" if reply["status"] >= 400 else
-                                         "summary" if is_summary_request(_normalise(body)) else "message"),
+                                         "summary" if is_summary_request(normalise_request(body)) else "message"),
             "action": classify(diff, prev_reply), "reply": reply, "appended": diff}
         if message is not None:
             entry["error"] = message
@@ -999,13 +999,13 @@ def observed_reports(observed: str | Path | None = None,
     """The report cards of the committed records (``data/observed``): one per client and version, in the
     comparison table's column order. ``clients`` picks some: "claude-code" (every version) or
     "claude-code 2.1.197"."""
-    from .compare import _columns
+    from .compare import comparison_columns
     from .observe import load_records
 
     found = load_records(observed)
     reports = []
     loaded: dict[str, Scenario | None] = {}
-    for key in _columns(found):
+    for key in comparison_columns(found):
         label = f"{key[0]} {key[1]}"
         if clients and not any(c in (key[0], label, f"{key[0]}@{key[1]}") for c in clients):
             continue
@@ -1091,10 +1091,10 @@ def parse_command(command: str | Sequence[str]) -> list[str]:
 def command_runner(argv: Sequence[str], cwd: str | Path | None = None):
     """An observe runner: ``argv + [prompt]`` with ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` (a dummy) set,
     in its own process group, killed (the whole group) at the timeout."""
-    from .observe import ClientOutcome, _base_env
+    from .observe import ClientOutcome, client_env
 
     def run(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
-        env = {**_base_env(), "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": GRADE_KEY}
+        env = {**client_env(), "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": GRADE_KEY}
         proc = subprocess.Popen([*argv, scenario.prompt], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                                 start_new_session=True)
@@ -1130,8 +1130,7 @@ def function_runner(fn: LoopFn):
     it is left behind (a thread cannot be killed) and graded as stopped."""
     import anthropic
 
-    from ..exercises.lesson00 import demo_tool_runner
-    from ..lab import build_tools
+    from ..lab import build_tools, demo_tool_runner
     from .observe import ClientOutcome
 
     def run(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
@@ -1198,7 +1197,7 @@ def grade_function(fn: LoopFn, scenarios: Sequence[str] | None = None, *, timeou
                    jobs: int = 8, label: str | None = None,
                    progress: Callable[[ScenarioGrade], None] | None = None) -> Report:
     """Grade a Python agent loop ``fn(client, prompt, tools, run_tool)`` (see :func:`function_runner`)."""
-    report = _grade(label or getattr(fn, "__name__", "function"), function_runner(fn), scenarios, timeout, jobs,
+    report = _grade(label or str(getattr(fn, "__name__", "function")), function_runner(fn), scenarios, timeout, jobs,
                     progress)
     report.subject = fn
     return report
@@ -1206,8 +1205,11 @@ def grade_function(fn: LoopFn, scenarios: Sequence[str] | None = None, *, timeou
 
 # -- the command line -----------------------------------------------------------------------------------------
 
-def grade_main(args: Any) -> int:
-    """``agentlab grade``: exit 0 when every rule holds, 1 when any fails (2 for bad usage, via ConfigError)."""
+def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = None) -> int:
+    """``agentlab grade``: exit 0 when every rule holds, 1 when any fails (2 for bad usage, via ConfigError).
+
+    ``heatmap(reports)`` draws the figure ``--heatmap`` saves (the CLI passes ``agentlab.ui.plots.grade_heatmap``).
+    """
     import sys
 
     if not (args.agent_command or args.observed is not None or args.load):
@@ -1247,9 +1249,9 @@ def grade_main(args: Any) -> int:
                                               ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"\nsaved: {args.save}")
     if args.heatmap:
-        from ..ui.plots import grade_heatmap
-
-        fig = grade_heatmap(reports)
+        if heatmap is None:
+            raise ConfigError("--heatmap: no figure maker was given to grade_main")
+        fig = heatmap(reports)
         fig.savefig(args.heatmap, dpi=110, bbox_inches="tight")
         print(f"heatmap: {args.heatmap}")
     passed = all(r.passed for r in reports)

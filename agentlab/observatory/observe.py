@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from ..backend.scenario import Scenario, is_summary_request, load_scenario, request_payload, scenario_names
-from ..backend.scripted import ScenarioEngine, _normalise
+from ..backend.scripted import ScenarioEngine, normalise_request
 from ..backend.serve import ScenarioServer
 from ..core.compaction import estimate_tokens
-from ..core.errors import ConfigError
+from ..core.errors import AgentlabError, ConfigError
 from ..core.paths import observed_dir, project_dir, sandbox_dir
 
 REPO = project_dir()
@@ -158,7 +158,7 @@ def diff_requests(prev_body: dict[str, Any] | None, body: dict[str, Any]) -> dic
         "same_messages": prev_body is not None and before == after,
         "appended": appended, "injected_user_texts": user_texts, "injected_system_texts": system_texts,
         "tool_results": results, "assistant_blocks": assistant, "changed": changed,
-        "summary_request": is_summary_request(_normalise(body)), "ends_with": last,
+        "summary_request": is_summary_request(normalise_request(body)), "ends_with": last,
     }
 
 
@@ -251,7 +251,7 @@ def _subprocess(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float) 
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def _base_env() -> dict[str, str]:
+def client_env() -> dict[str, str]:
     """The parent's environment without any Anthropic settings (no real key reaches a client)."""
     return {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
 
@@ -263,23 +263,23 @@ def _agentlab_argv(scenario: Scenario, base_url: str) -> list[str]:
 def run_agentlab(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
     """``python -m agentlab run SCENARIO --base-url URL --json --stream`` in a subprocess."""
     cmd = [sys.executable, "-m", "agentlab", *_agentlab_argv(scenario, base_url)]
-    env = {**_base_env(), "ANTHROPIC_API_KEY": OBSERVE_KEY}
+    env = {**client_env(), "ANTHROPIC_API_KEY": OBSERVE_KEY}
     code, out, err = _subprocess(cmd, env, REPO, timeout)
     return _agentlab_outcome(scenario, code, out, err)
 
 
 def run_agentlab_in_process(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
-    """The same command through ``agentlab.cli.main`` in this process (no interpreter start-up; used by the
-    test suite). Captures stdout, so runs must not overlap: ``observe`` runs them one at a time."""
-    import contextlib
-    import io
+    """The same run as ``run_agentlab`` in this process (no interpreter start-up; used by the test suite): the
+    configuration that ``agentlab run SCENARIO --base-url URL --json --stream`` builds, run to its end, and its
+    result as that command prints it (exit status 0 for success, 1 for an error result, 2 for bad input)."""
+    from ..lab import RunConfig
 
-    from ..cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(_agentlab_argv(scenario, base_url))
-    return _agentlab_outcome(scenario, code, out.getvalue(), err.getvalue())
+    try:
+        result = RunConfig.from_scenario(scenario, base_url=base_url, stream=True).loop().run()
+    except AgentlabError as exc:
+        return _agentlab_outcome(scenario, 2, "", f"agentlab: {exc}")
+    return _agentlab_outcome(scenario, 0 if result.subtype == "success" else 1,
+                             json.dumps(result.to_dict(), sort_keys=True), "")
 
 
 def _agentlab_outcome(scenario: Scenario, code: int | None, out: str, err: str) -> ClientOutcome:
@@ -403,7 +403,7 @@ def claude_version(binary: Path | None = None) -> str:
     binary = binary or claude_bin()
     if binary is None:
         raise ConfigError("the Claude Code CLI is not installed: run `make claude-code` (npm) first")
-    code, out, err = _subprocess([str(binary), "--version"], {**_base_env(), "DISABLE_AUTOUPDATER": "1"},
+    code, out, err = _subprocess([str(binary), "--version"], {**client_env(), "DISABLE_AUTOUPDATER": "1"},
                                  REPO, 60)
     match = re.search(r"\d+\.\d+\.\d+\S*", out)
     if code != 0 or not match:
@@ -457,7 +457,7 @@ def run_claude_code(scenario: Scenario, base_url: str, workdir: Path, timeout: f
     settings = _claude_settings(scenario, home)
     if settings is not None:
         args += ["--settings", str(settings)]
-    env = {**_base_env(), "HOME": str(home), "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "dummy",
+    env = {**client_env(), "HOME": str(home), "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "dummy",
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
            "CLAUDE_CODE_MAX_RETRIES": "2"}
     code, out, err = _subprocess([str(binary), *args], env, cwd, timeout)
@@ -487,7 +487,7 @@ def run_claude_code(scenario: Scenario, base_url: str, workdir: Path, timeout: f
     shown = [a if a != str(settings) else "<settings.json>" for a in args]
     notes = ["the demo tools are not Claude Code tools: it answers their calls with is_error results"] \
         if scenario.tools == "demo" else []
-    if settings is not None:
+    if settings is not None and scenario.stop_hook is not None:
         notes.append(f"Stop hook: a command hook that blocks {scenario.stop_hook.times} time(s)")
     env_shown = {k: env[k] for k in ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_TELEMETRY",
                                      "DISABLE_AUTOUPDATER", "CLAUDE_CODE_MAX_RETRIES")}
@@ -535,7 +535,7 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
             probes.append(f"{recorded.method} {route}")
             continue
         body = recorded.body
-        normalised = _normalise(body)
+        normalised = normalise_request(body)
         summary = reply_summary(reply.status, reply.headers, reply.body)
         diff = diff_requests(prev_body, body)
         entry: dict[str, Any] = {

@@ -33,9 +33,24 @@ from pathlib import Path
 from typing import Any
 
 from ..backend.scenario import Reply, Scenario, load_scenario
-from ..backend.scripted import _choose, _slug, build_message
+from ..backend.scripted import choose_reply, reply_slug, build_message
 from ..core.compaction import estimate_tokens
 from ..core.errors import ConfigError, ScenarioError
+from ..core.events import (
+    Append,
+    Purpose,
+    ApiError,
+    CompactionEvent,
+    Fallback,
+    HookEvent,
+    Request,
+    Response,
+    ResultEvent,
+    RetryEvent,
+    Start,
+    ToolRun,
+    TransitionEvent,
+)
 from ..core.trace import Event, Trace
 from ..core.transitions import ROW_OF, Limits
 from .compare import outcome
@@ -47,7 +62,7 @@ STOP_HOOK_PREFIX = "Stop hook feedback"
 # Transition types, as agentlab's loop names them (the plots only need "End" for the ones that end a run).
 BRANCH_TYPES = {
     "api_retry": "Retry", "api_fallback": "Retry", "prompt_too_long": "Compact", "context_compact": "Compact",
-    "incomplete_tool_use": "Escalate", "max_tokens_escalate": "Escalate", "max_tokens_clamp": "Escalate",
+    "incomplete_tool_use": "Escalate", "max_tokens_escalate": "Escalate", "max_tokens_clamp": "Clamp",
     "tool_use": "RunTools", "max_tokens_continue": "ContinueTruncated", "pause_turn": "Resume",
     "empty_nudge": "Nudge", "refusal_fallback": "RetryOnModel", "stop_hook_block": "HookBlocked",
     "complete": "Complete", "stop_sequence": "Complete",
@@ -140,17 +155,17 @@ def _blocks(described: dict[str, Any], previous: list[dict[str, Any]],
     texts = iter(described.get("texts") or [])
     uses = iter(described.get("tool_uses") or [])
     results = iter(described.get("tool_results") or [])
-    by_id = {**(known or {}), **{b.get("id"): b for b in previous if b.get("id")}}
+    by_id: dict[Any, dict[str, Any]] = {**(known or {}), **{b.get("id"): b for b in previous if b.get("id")}}
     out: list[dict[str, Any]] = []
     for kind in kinds:
         if kind == "text":
             out.append({"type": "text", "text": next(texts, "")})
         elif kind in ("tool_use", "server_tool_use"):
-            use = next(uses, {})
-            out.append(dict(by_id.get(use.get("id"))) if use.get("id") in by_id else
+            use: dict[str, Any] = next(uses, {})
+            out.append(dict(by_id[use.get("id")]) if use.get("id") in by_id else
                        {"type": kind, "id": use.get("id"), "name": use.get("name"), "input": {}})
         elif kind == "tool_result":
-            res = next(results, {})
+            res: dict[str, Any] = next(results, {})
             block = {"type": "tool_result", "tool_use_id": res.get("tool_use_id"), "content": res.get("content", "")}
             if res.get("is_error"):
                 block["is_error"] = True
@@ -185,7 +200,8 @@ def _scripted(scenario: Scenario | None, request: dict[str, Any], body: dict[str
     if scenario is None:
         return None
     if request.get("kind") == "summary":
-        reply: Reply = Reply(content=[{"type": "text", "text": scenario.summary}], stop_reason="end_turn")
+        reply: Reply = Reply.model_validate({"content": [{"type": "text", "text": scenario.summary}],
+                                             "stop_reason": "end_turn"})
         tag = f"summary{request['n'] - 1:03d}"
     elif request.get("step") is not None and request["step"] < len(scenario.steps):
         step = scenario.steps[request["step"]]
@@ -195,7 +211,7 @@ def _scripted(scenario: Scenario | None, request: dict[str, Any], body: dict[str
         return None
     if reply.error is not None:
         return {"error": reply.error.model_dump()}
-    return build_message(reply, body, msg_id=f"msg_{_slug(scenario.name)}_{tag}")
+    return build_message(reply, body, msg_id=f"msg_{reply_slug(scenario.name)}_{tag}")
 
 
 def _matching_case(step: Any, reply_info: dict[str, Any], body: dict[str, Any]) -> Reply:
@@ -208,7 +224,7 @@ def _matching_case(step: Any, reply_info: dict[str, Any], body: dict[str, Any]) 
             return case
         if case.error is not None and case.error.status == reply_info.get("status"):
             return case
-    return _choose(step, body, bool(body.get("stream")))
+    return choose_reply(step, body, bool(body.get("stream")))
 
 
 def _placeholder(request: dict[str, Any]) -> dict[str, Any]:
@@ -254,7 +270,7 @@ def _next_branch(who: str, step: _Step, nxt: dict[str, Any]) -> tuple[str, str]:
     stop, status = reply.get("stop_reason"), reply.get("status", 200)
     texts = list(diff.get("injected_user_texts") or []) + list(diff.get("injected_system_texts") or [])
     said = f": {_short(texts[-1])!r}" if texts else ""
-    changed = (diff.get("changed") or {}).get("max_tokens")
+    changed = (diff.get("changed") or {}).get("max_tokens") or [None, None]
     if action == "compacted":
         branch = "prompt_too_long" if status >= 400 else "context_compact"
         return branch, f"{who} sent a shorter history ({diff.get('dropped', 0)} earlier message(s) dropped)"
@@ -352,18 +368,18 @@ def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
     window = (scenario.context_window if scenario else None) or 200_000
     trace = Trace()
     first = requests[0] if requests else {}
-    trace.emit("start", 0, {
-        "model": first.get("model"), "max_tokens": first.get("max_tokens"), "stream": first.get("stream"),
-        "prompt": scenario.prompt if scenario else None, "limits": client_limits(record, scenario),
-        "context_window": window, "tools": [], "compaction": [], "client": record["client"],
-        "version": record["version"], "scenario": record["scenario"], "replay": True})
+    trace.emit(Start(
+        model=first.get("model"), max_tokens=first.get("max_tokens"), stream=first.get("stream"),
+        prompt=scenario.prompt if scenario else None, limits=client_limits(record, scenario),
+        context_window=window, tools=[], compaction=[], extra={"client": record["client"],
+        "version": record["version"], "scenario": record["scenario"], "replay": True}), 0)
     # Each request's diff is relative to the last request that was not a summary request (the recorder's
     # rule), so the history is rebuilt from that request's messages and its response.
     base_history: list[dict[str, Any]] = []
     base_content: list[dict[str, Any]] = []
     known: dict[str, dict[str, Any]] = {}   # every tool call answered so far, by id
     usage = {"input_tokens": 0, "output_tokens": 0}
-    counts = dict.fromkeys(COUNTED, 0)
+    counts: dict[str, Any] = dict.fromkeys(COUNTED, 0)
     hook_blocks = attempts = num_turns = 0
     last_stop: str | None = None
 
@@ -371,41 +387,41 @@ def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
         for name, counted in COUNTED.items():
             if branch in counted:
                 counts[name] += 1
-        trace.emit("transition", call, {
-            "branch": branch, "row": ROW_OF.get(branch, "—"), "reason": reason,
-            "type": "End" if terminal else BRANCH_TYPES.get(branch, "Other"),
-            "subtype": ending(record) if terminal else None, "num_turns": num_turns,
-            "client_action": action, "replay": True})
+        trace.emit(TransitionEvent(
+            branch=branch, row=ROW_OF.get(branch, "—"), reason=reason,
+            type="End" if terminal else BRANCH_TYPES.get(branch, "Other"),
+            subtype=ending(record) if terminal else None, num_turns=num_turns,
+            extra={"client_action": action, "replay": True}), call)
 
     def append(call: int, messages: list[dict[str, Any]]) -> None:
         for m in messages:
             blocks = ",".join(str(b.get("type")) for b in m["content"])
-            trace.emit("append", call, {"role": m["role"], "merged": m["merged"], "content": m["content"],
-                                        "blocks": blocks or "(empty)"})
+            trace.emit(Append(role=m["role"], merged=m["merged"], content=m["content"],
+                                        blocks=blocks or "(empty)"), call)
 
     history, added = _apply_diff([], first.get("appended") or {}, [])
     append(0, added)
     for i, request in enumerate(requests):
         n = request["n"]
-        purpose = "summary" if request.get("action") == "summary" and request.get("kind") == "summary" \
+        purpose: Purpose = "summary" if request.get("action") == "summary" and request.get("kind") == "summary" \
             and not (i > 0 and requests[i - 1].get("kind") == "summary") else "turn"
         body = {"model": request.get("model"), "max_tokens": request.get("max_tokens"),
                 "stream": request.get("stream"), "messages": history}
-        trace.emit("request", n, {
-            "model": request.get("model"), "max_tokens": request.get("max_tokens"), "stream": request.get("stream"),
-            "messages": (request.get("appended") or {}).get("messages_after", len(history)),
-            "context_tokens": estimate_tokens(history), "context_window": window, "purpose": purpose,
-            "estimated": True, "client_action": request.get("action")})
+        trace.emit(Request(
+            model=request.get("model"), max_tokens=request.get("max_tokens"), stream=request.get("stream"),
+            messages=(request.get("appended") or {}).get("messages_after", len(history)),
+            context_tokens=estimate_tokens(history), context_window=window, purpose=purpose,
+            extra={"estimated": True, "client_action": request.get("action")}), n)
         status = request["reply"].get("status", 200)
         scripted = _scripted(scenario, request, body)
         message: dict[str, Any] | None = None
         content: list[dict[str, Any]] = []
         if status >= 400:
             attempts += 1
-            trace.emit("api_error", n, {
-                "status": status, "error_type": request["reply"].get("error"),
-                "message": _error_message(request, scripted, scenario, window), "retry_after": None,
-                "attempt": attempts, **({"purpose": "summary"} if purpose == "summary" else {})})
+            trace.emit(ApiError(
+                status=status, error_type=request["reply"].get("error"),
+                message=_error_message(request, scripted, scenario, window), retry_after=None,
+                attempt=attempts, purpose=purpose), n)
         else:
             attempts = 0
             message = scripted if scripted and "error" not in scripted else _placeholder(request)
@@ -416,13 +432,13 @@ def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
             if purpose == "turn":
                 num_turns += 1
                 last_stop = message.get("stop_reason")
-            trace.emit("response", n, {
-                "purpose": purpose, "model": message.get("model"), "stop_reason": message.get("stop_reason"),
-                "stop_sequence": message.get("stop_sequence"), "stop_details": message.get("stop_details"),
-                "blocks": ",".join(b["type"] for b in content), "content": content,
-                "input_tokens": int(msg_usage.get("input_tokens") or 0),
-                "output_tokens": int(msg_usage.get("output_tokens") or 0), "usage": msg_usage,
-                "context_window": window, "estimated": True})
+            trace.emit(Response(
+                purpose=purpose, model=message.get("model"), stop_reason=message.get("stop_reason"),
+                stop_sequence=message.get("stop_sequence"), stop_details=message.get("stop_details"),
+                blocks=",".join(b["type"] for b in content), content=content,
+                input_tokens=int(msg_usage.get("input_tokens") or 0),
+                output_tokens=int(msg_usage.get("output_tokens") or 0), usage=msg_usage,
+                context_window=window, extra={"estimated": True}), n)
             known.update({b["id"]: b for b in content if b.get("id")})
         if i == 0 or not (request.get("appended") or {}).get("summary_request"):
             base_history, base_content = history, content
@@ -435,14 +451,14 @@ def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
             break
         if purpose == "summary":  # a summary call has no decision of its own: the history is compacted
             new_history, added = _apply_diff(base_history, nxt["appended"], base_content, known)
-            trace.emit("compaction", n, {
-                "trigger": "client", "strategy": f"{record['client']} summary",
-                "tokens_before": estimate_tokens(base_history), "tokens_after": estimate_tokens(new_history),
-                "messages_before": nxt["appended"].get("messages_before"),
-                "messages_after": nxt["appended"].get("messages_after"),
-                "removed": nxt["appended"].get("dropped"), "context_before": estimate_tokens(history),
-                "context_after": estimate_tokens(new_history), "target": None, "context_window": window,
-                "estimated": True})
+            trace.emit(CompactionEvent(
+                trigger="client", strategy=f"{record['client']} summary",
+                tokens_before=estimate_tokens(base_history), tokens_after=estimate_tokens(new_history),
+                messages_before=nxt["appended"].get("messages_before"),
+                messages_after=nxt["appended"].get("messages_after"),
+                removed=nxt["appended"].get("dropped"), context_before=estimate_tokens(history),
+                context_after=estimate_tokens(new_history), target=None, context_window=window,
+                extra={"estimated": True}), n)
             history = new_history
             append(n, added)
             continue
@@ -454,34 +470,35 @@ def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
             hook_blocks += 1
             feedback = next(t for t in (nxt["appended"].get("injected_user_texts") or [])
                             if t.startswith(STOP_HOOK_PREFIX))
-            trace.emit("hook", n, {"event": "Stop", "source": f"{record['client']} Stop hook", "decision": "block",
-                                   "reason": feedback.split(":", 1)[-1].strip()})
+            trace.emit(HookEvent(event="Stop", source=f"{record['client']} Stop hook", decision="block",
+                                   reason=feedback.split(":", 1)[-1].strip()), n)
         if branch in ("api_retry", "api_fallback", "max_tokens_clamp"):
             if branch == "api_fallback":
-                trace.emit("fallback", n, {"from_model": request.get("model"), "to_model": nxt.get("model"),
-                                           "cause": "overloaded"})
-            trace.emit("retry", n, {"attempt": attempts, "delay_s": "?", "model": nxt.get("model"),
-                                    "reason": reason})
+                trace.emit(Fallback(from_model=request.get("model"), to_model=nxt.get("model"),
+                                           cause="overloaded"), n)
+            trace.emit(RetryEvent(attempt=attempts, delay_s="?", model=nxt.get("model"),
+                                    reason=reason), n)
         if branch == "refusal_fallback":
-            trace.emit("fallback", n, {"from_model": request.get("model"), "to_model": nxt.get("model"),
-                                       "cause": "refusal"})
+            trace.emit(Fallback(from_model=request.get("model"), to_model=nxt.get("model"),
+                                       cause="refusal"), n)
         history, added = _apply_diff(base_history, nxt["appended"], base_content, known)
         for m in added:
             for block in m["content"]:
                 if block.get("type") == "tool_result":
                     use = next((b for b in base_content if b.get("id") == block.get("tool_use_id")), {})
-                    trace.emit("tool", n, {"id": block.get("tool_use_id"), "name": use.get("name"),
-                                           "input": use.get("input"), "output": block.get("content"),
-                                           "is_error": bool(block.get("is_error")), "denied_by": None})
+                    trace.emit(ToolRun(id=block.get("tool_use_id"), name=use.get("name"),
+                                           input=use.get("input"), output=block.get("content"),
+                                           is_error=bool(block.get("is_error")), denied_by=None), n)
         append(n, added)
     result = record.get("result") or {}
-    trace.emit("result", requests[-1]["n"] if requests else 0, {
-        "type": "result", "subtype": ending(record), "is_error": outcome(record) == "error",
-        "num_turns": result.get("num_turns", num_turns), "stop_reason": last_stop,
-        "client_stop_reason": result.get("stop_reason"),
-        "result": result.get("text", ""), "requests": len(requests), "usage": usage, "model": requests[-1]["model"]
-        if requests else None, **counts, "client": record["client"], "version": record["version"],
-        "client_subtype": result.get("subtype"), "exit_code": result.get("exit_code"), "estimated_usage": True})
+    trace.emit(ResultEvent(
+        type="result", subtype=ending(record), is_error=outcome(record) == "error",
+        num_turns=result.get("num_turns", num_turns), stop_reason=last_stop,
+        result=result.get("text", ""), requests=len(requests), usage=usage, model=requests[-1]["model"]
+        if requests else None, **counts,
+        extra={"client_stop_reason": result.get("stop_reason"), "client": record["client"],
+               "version": record["version"], "client_subtype": result.get("subtype"),
+               "exit_code": result.get("exit_code"), "estimated_usage": True}), requests[-1]["n"] if requests else 0)
     return trace
 
 

@@ -150,7 +150,8 @@ def read_run(source: Any) -> Run:
             run.context_window = _int(d.get("context_window"), 0) or run.context_window
         elif kind == "response":
             c = call(n)
-            usage = d.get("usage") if isinstance(d.get("usage"), dict) else {}
+            found = d.get("usage")
+            usage: dict[str, Any] = found if isinstance(found, dict) else {}
             c.answered = True
             c.purpose = str(d.get("purpose") or c.purpose)
             c.model = d.get("model") or c.model

@@ -4,6 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.events import (
+    Append,
+    ApiError,
+    CompactionEvent,
+    Fallback,
+    HookEvent,
+    Request,
+    Response,
+    ResultEvent,
+    RetryEvent,
+    Start,
+    ToolRun,
+    TransitionEvent,
+)
 from ..core.trace import Event
 
 
@@ -29,47 +43,46 @@ def _content_summary(blocks: list[dict[str, Any]]) -> str:
 
 
 def format_event(e: Event) -> str | None:
-    d = e.data
     head = f"{e.call:>3} {e.kind:<10}"
-    if e.kind == "start":
-        return f"{head} model={d.get('model')} max_tokens={d.get('max_tokens')} stream={d.get('stream')} " \
-               f"tools={','.join(d.get('tools') or []) or '-'}"
-    if e.kind == "request":
-        purpose = "" if d.get("purpose") == "turn" else f" [{d.get('purpose')}]"
-        return (f"{head} {d.get('model')} max_tokens={d.get('max_tokens')} messages={d.get('messages')} "
-                f"context≈{d.get('context_tokens')}{purpose}")
-    if e.kind == "response":
-        return (f"{head} stop_reason={d.get('stop_reason')} in/out={d.get('input_tokens')}/"
-                f"{d.get('output_tokens')} {_content_summary(d.get('content') or [])}")
-    if e.kind == "api_error":
-        return f"{head} HTTP {d.get('status')} {d.get('error_type')}: {_clip(d.get('message'))}"
-    if e.kind == "retry":
-        return f"{head} attempt {d.get('attempt')} after {d.get('delay_s')}s on {d.get('model')}"
-    if e.kind == "fallback":
-        return f"{head} {d.get('from_model')} -> {d.get('to_model')} ({d.get('cause')})"
-    if e.kind == "transition":
-        return f"{head} row {d.get('row'):<3} {d.get('branch')}: {_clip(d.get('reason'), 80)}"
-    if e.kind == "append":
-        return f"{head} + {d.get('role')}: {_content_summary(d.get('content') or [])}"
-    if e.kind == "tool":
-        flag = " ERROR" if d.get("is_error") else ""
-        return f"{head} {d.get('name')}({_clip(d.get('input'), 30)}) ->{flag} {_clip(d.get('output'), 50)!r}"
-    if e.kind == "hook":
-        if d.get("decision"):
-            what = d["decision"]
-        elif d.get("error"):
-            what = "error: " + _clip(d.get("error"), 40)
-        elif d.get("event") == "UserPromptSubmit" and str(d.get("stdout", "")).strip():
-            what = "added context"
-        else:
-            what = "no opinion"
-
-        return f"{head} {d.get('event')} [{d.get('source')}] {what}"
-    if e.kind == "compaction":
-        return (f"{head} {d.get('strategy')} ({d.get('trigger')}): {d.get('tokens_before')} -> "
-                f"{d.get('tokens_after')} tokens, {d.get('messages_before')} -> {d.get('messages_after')} messages")
-    if e.kind == "result":
-        return f"{head} {d.get('subtype')} is_error={d.get('is_error')} num_turns={d.get('num_turns')}"
+    match e.payload:
+        case Start() as d:
+            return f"{head} model={d.model} max_tokens={d.max_tokens} stream={d.stream} " \
+                   f"tools={','.join(d.tools) or '-'}"
+        case Request() as d:
+            purpose = "" if d.purpose == "turn" else f" [{d.purpose}]"
+            return (f"{head} {d.model} max_tokens={d.max_tokens} messages={d.messages} "
+                    f"context≈{d.context_tokens}{purpose}")
+        case Response() as d:
+            return (f"{head} stop_reason={d.stop_reason} in/out={d.input_tokens}/"
+                    f"{d.output_tokens} {_content_summary(list(d.content))}")
+        case ApiError() as d:
+            return f"{head} HTTP {d.status} {d.error_type}: {_clip(d.message)}"
+        case RetryEvent() as d:
+            return f"{head} attempt {d.attempt} after {d.delay_s}s on {d.model}"
+        case Fallback() as d:
+            return f"{head} {d.from_model} -> {d.to_model} ({d.cause})"
+        case TransitionEvent() as d:
+            return f"{head} row {d.row:<3} {d.branch}: {_clip(d.reason, 80)}"
+        case Append() as d:
+            return f"{head} + {d.role}: {_content_summary(list(d.content))}"
+        case ToolRun() as d:
+            flag = " ERROR" if d.is_error else ""
+            return f"{head} {d.name}({_clip(d.input, 30)}) ->{flag} {_clip(d.output, 50)!r}"
+        case HookEvent() as d:
+            if d.decision:
+                what = d.decision
+            elif d.error:
+                what = "error: " + _clip(d.error, 40)
+            elif d.event == "UserPromptSubmit" and d.stdout.strip():
+                what = "added context"
+            else:
+                what = "no opinion"
+            return f"{head} {d.event} [{d.source}] {what}"
+        case CompactionEvent() as d:
+            return (f"{head} {d.strategy} ({d.trigger}): {d.tokens_before} -> "
+                    f"{d.tokens_after} tokens, {d.messages_before} -> {d.messages_after} messages")
+        case ResultEvent() as d:
+            return f"{head} {d.subtype} is_error={d.is_error} num_turns={d.num_turns}"
     return None
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 import json
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,19 @@ import ipywidgets as widgets
 
 from ..backend.scenario import Scenario, load_scenario, scenario_names
 from ..core.loop import AgentLoop, Result
+from ..core.events import (
+    Append,
+    ApiError,
+    CompactionEvent,
+    Fallback,
+    HookEvent,
+    Request,
+    Response,
+    ResultEvent,
+    RetryEvent,
+    Start,
+    TransitionEvent,
+)
 from ..core.trace import Event
 from ..core.transitions import ROWS
 from ..lab import scenario_loop
@@ -31,7 +44,6 @@ from ..observatory.replay import client_label, load_record, record_to_trace, ste
 from . import plots
 
 DEFAULT_CONTEXT_WINDOW = 200_000
-RUN_STEP_CAP = 1000          # Run to end gives up after this many steps (a loop that never ends is a bug)
 PLOT_CHOICES = (("tokens · context · budget", "overview"), ("decision path", "path"),
                 ("recoveries vs limits", "recoveries"), ("compactions", "compaction"),
                 ("tokens per call", "tokens"), ("context fill", "context"), ("dashboard (slow)", "dashboard"))
@@ -87,7 +99,8 @@ def render_block(block: dict[str, Any]) -> str:
         body = _e(_clip(str(content or "")))
     elif kind == "web_search_tool_result":
         title = f"web_search_tool_result for {_e(block.get('tool_use_id'))}"
-        items = block.get("content") if isinstance(block.get("content"), list) else []
+        found = block.get("content")
+        items: list[Any] = found if isinstance(found, list) else []
         body = "<br>".join(f"{_e(i.get('title', ''))} <code>{_e(i.get('url', ''))}</code>"
                            for i in items if isinstance(i, dict)) or "(no results)"
     elif kind == "thinking":
@@ -101,7 +114,7 @@ def render_block(block: dict[str, Any]) -> str:
             f'{body}</div>')
 
 
-def _render_blocks(blocks: list[dict[str, Any]]) -> str:
+def _render_blocks(blocks: Sequence[dict[str, Any]]) -> str:
     if not blocks:
         return '<div class="agentlab-block agentlab-block-empty" style="color:#777;font-style:italic">' \
                '(empty content)</div>'
@@ -114,50 +127,49 @@ def _line(css: str, text: str, color: str = "#444") -> str:
 
 def render_event(e: Event) -> str:
     """The HTML for one event inside a call's box ('' for events the box does not show)."""
-    d = e.data
-    if e.kind == "request":
-        purpose = " · <b>summary request (compaction)</b>" if d.get("purpose") == "summary" else ""
-        return _line("agentlab-request", f"request · {_e(d.get('model'))} · max_tokens {_e(d.get('max_tokens'))}"
-                     f" · {_e(d.get('messages'))} message(s) · context ≈ {_e(d.get('context_tokens'))} tokens"
+    d = e.payload
+    if isinstance(d, Request):
+        purpose = " · <b>summary request (compaction)</b>" if d.purpose == "summary" else ""
+        return _line("agentlab-request", f"request · {_e(d.model)} · max_tokens {_e(d.max_tokens)}"
+                     f" · {_e(d.messages)} message(s) · context ≈ {_e(d.context_tokens)} tokens"
                      f"{purpose}", "#555")
-    if e.kind == "response":
-        head = _line("agentlab-response", f"response · stop_reason <b>{_e(d.get('stop_reason'))}</b> · tokens in/out "
-                     f"{_e(d.get('input_tokens'))}/{_e(d.get('output_tokens'))}", "#222")
-        return head + _render_blocks(d.get("content") or [])
-    if e.kind == "api_error":
+    if isinstance(d, Response):
+        head = _line("agentlab-response", f"response · stop_reason <b>{_e(d.stop_reason)}</b> · tokens in/out "
+                     f"{_e(d.input_tokens)}/{_e(d.output_tokens)}", "#222")
+        return head + _render_blocks(d.content)
+    if isinstance(d, ApiError):
         return (f'<div class="agentlab-api-error" style="background:#FCE8E6;border-left:4px solid #D93025;'
-                f'padding:3px 7px;margin:3px 0">HTTP {_e(d.get("status"))} {_e(d.get("error_type"))}: '
-                f'{_e(_clip(str(d.get("message", "")), 300))}</div>')
-    if e.kind == "transition":
+                f'padding:3px 7px;margin:3px 0">HTTP {_e(d.status)} {_e(d.error_type)}: '
+                f'{_e(_clip(str(d.message), 300))}</div>')
+    if isinstance(d, TransitionEvent):
         return (f'<div class="agentlab-branch" style="margin:4px 0;font-size:12px">'
                 f'<span style="background:#FFF3C4;border:1px solid #E0B800;border-radius:10px;padding:0 7px">'
-                f'row {_e(d.get("row"))} · <b>{_e(d.get("branch"))}</b></span> '
-                f'<span style="color:#444">{_e(d.get("reason"))}</span></div>')
-    if e.kind == "append":
-        role = str(d.get("role"))
+                f'row {_e(d.row)} · <b>{_e(d.branch)}</b></span> '
+                f'<span style="color:#444">{_e(d.reason)}</span></div>')
+    if isinstance(d, Append):
+        role = str(d.role)
         if role == "assistant":
-            how = "joined to the previous assistant message" if d.get("merged") else "appended"
-            return _line("agentlab-append", f"↳ assistant message {how} ({_e(d.get('blocks'))})", "#777")
+            how = "joined to the previous assistant message" if d.merged else "appended"
+            return _line("agentlab-append", f"↳ assistant message {how} ({_e(d.blocks)})", "#777")
         if role == "marker":
             return "".join(_line("agentlab-append agentlab-marker", f"↳ {_e(b.get('text'))}", "#E37400")
-                           for b in d.get("content") or [])
-        return _line("agentlab-append", "↳ user message appended:", "#777") + _render_blocks(d.get("content") or [])
-    if e.kind == "hook":
-        verdict = d.get("decision") or ("error" if d.get("error") else "no opinion")
-        why = f": {_e(_clip(str(d.get('reason') or d.get('error') or ''), 200))}" if (d.get("reason")
-                                                                                       or d.get("error")) else ""
-        return _line("agentlab-hook", f"hook {_e(d.get('event'))} [{_e(d.get('source'))}] → <b>{_e(verdict)}</b>{why}",
+                           for b in d.content)
+        return _line("agentlab-append", "↳ user message appended:", "#777") + _render_blocks(d.content)
+    if isinstance(d, HookEvent):
+        verdict = d.decision or ("error" if d.error else "no opinion")
+        why = f": {_e(_clip(str(d.reason or d.error or ''), 200))}" if (d.reason or d.error) else ""
+        return _line("agentlab-hook", f"hook {_e(d.event)} [{_e(d.source)}] → <b>{_e(verdict)}</b>{why}",
                      "#8430CE")
-    if e.kind == "retry":
-        return _line("agentlab-retry", f"retry: attempt {_e(d.get('attempt'))} after {_e(d.get('delay_s'))} s on "
-                     f"{_e(d.get('model'))}", "#B06000")
-    if e.kind == "fallback":
-        return _line("agentlab-fallback", f"fallback: {_e(d.get('from_model'))} → <b>{_e(d.get('to_model'))}</b> "
-                     f"({_e(d.get('cause'))})", "#B06000")
-    if e.kind == "compaction":
-        return _line("agentlab-compaction", f"compaction ({_e(d.get('strategy'))}, {_e(d.get('trigger'))}): history "
-                     f"≈{_e(d.get('tokens_before'))} → ≈{_e(d.get('tokens_after'))} tokens, "
-                     f"{_e(d.get('messages_before'))} → {_e(d.get('messages_after'))} messages", "#8172B3")
+    if isinstance(d, RetryEvent):
+        return _line("agentlab-retry", f"retry: attempt {_e(d.attempt)} after {_e(d.delay_s)} s on "
+                     f"{_e(d.model)}", "#B06000")
+    if isinstance(d, Fallback):
+        return _line("agentlab-fallback", f"fallback: {_e(d.from_model)} → <b>{_e(d.to_model)}</b> "
+                     f"({_e(d.cause)})", "#B06000")
+    if isinstance(d, CompactionEvent):
+        return _line("agentlab-compaction", f"compaction ({_e(d.strategy)}, {_e(d.trigger)}): history "
+                     f"≈{_e(d.tokens_before)} → ≈{_e(d.tokens_after)} tokens, "
+                     f"{_e(d.messages_before)} → {_e(d.messages_after)} messages", "#8172B3")
     return ""
 
 
@@ -168,7 +180,7 @@ def render_transcript(events: list[Event], *, latest_from: int | None = None) ->
     ``latest_from`` are outlined so the learner sees what the last Step did.
     """
     prompt = [e for e in events if e.call == 0 and e.kind == "append"]
-    head = "".join(_render_blocks(e.data.get("content") or []) for e in prompt)
+    head = "".join(_render_blocks(e.payload.content) for e in prompt if isinstance(e.payload, Append))
     calls: dict[int, list[Event]] = {}
     for e in events:
         if e.call > 0 and e.kind not in ("start", "result", "tool"):
@@ -176,7 +188,7 @@ def render_transcript(events: list[Event], *, latest_from: int | None = None) ->
     boxes = []
     for n, group in calls.items():
         latest = latest_from is not None and group[-1].seq >= latest_from
-        purpose = " (summary for compaction)" if any(e.kind == "request" and e.data.get("purpose") == "summary"
+        purpose = " (summary for compaction)" if any(isinstance(e.payload, Request) and e.payload.purpose == "summary"
                                                      for e in group) else ""
         border = "2px solid #1A73E8" if latest else "1px solid #DADCE0"
         css = "agentlab-call agentlab-call-latest" if latest else "agentlab-call"
@@ -197,24 +209,24 @@ def render_transcript(events: list[Event], *, latest_from: int | None = None) ->
 
 def render_decision(step_events: list[Event], all_events: list[Event], loop: AgentLoop | None) -> str:
     """The decision table with the row(s) the last step took highlighted, the reason, and the counters."""
-    taken = [e.data for e in step_events if e.kind == "transition"]
+    taken = [e.payload for e in step_events if isinstance(e.payload, TransitionEvent)]
     fired: dict[str, int] = {}
     for e in all_events:
-        if e.kind == "transition":
-            fired[str(e.data.get("branch"))] = fired.get(str(e.data.get("branch")), 0) + 1
-    current = taken[-1].get("branch") if taken else None
-    earlier = {t.get("branch") for t in taken[:-1]}
+        if isinstance(e.payload, TransitionEvent):
+            fired[e.payload.branch] = fired.get(e.payload.branch, 0) + 1
+    current = taken[-1].branch if taken else None
+    earlier = {t.branch for t in taken[:-1]}
     if taken:
         t = taken[-1]
         call = step_events[-1].call if step_events else 0
         what = next((w for _, b, w in ROWS if b == current), "")
-        before = "".join(f"row {_e(x.get('row'))} · {_e(x.get('branch'))}: {_e(x.get('reason'))}<br>"
+        before = "".join(f"row {_e(x.row)} · {_e(x.branch)}: {_e(x.reason)}<br>"
                          for x in taken[:-1])
         reason = (f'<div class="agentlab-reason" style="background:#FFF3C4;border:1px solid #E0B800;'
                   f'border-radius:4px;padding:4px 8px;margin-bottom:6px;font-size:12px">'
                   f'{"<span style=color:#666>" + before + "</span>" if before else ""}'
-                  f'<b>After call {call}: row {_e(t.get("row"))} · {_e(t.get("branch"))}</b><br>'
-                  f'<span style="color:#555">{_e(what)}</span><br>Why: {_e(t.get("reason"))}</div>')
+                  f'<b>After call {call}: row {_e(t.row)} · {_e(t.branch)}</b><br>'
+                  f'<span style="color:#555">{_e(what)}</span><br>Why: {_e(t.reason)}</div>')
     else:
         reason = ('<div class="agentlab-reason" style="color:#777;margin-bottom:6px">No decision yet: press Step '
                   'to make the first model call.</div>')
@@ -251,13 +263,13 @@ def _render_counters(loop: AgentLoop | None) -> str:
              f"turns {s.num_turns}/{lim.max_turns if lim.max_turns is not None else '∞'}",
              f"output recoveries {s.output_recoveries}/{lim.max_output_recoveries}",
              f"compactions in a row {s.consecutive_compactions}/{lim.max_compactions}",
-             f"pause continuations {s.pause_continuations}/{lim.max_pause_continuations}",
+             f"pause continuations {s.pauses_in_a_row}/{lim.max_pause_continuations}",
              f"Stop-hook blocks {s.stop_hook_blocks}/{lim.stop_hook_block_cap}"]
     return (f'<div class="agentlab-counters" style="font-size:11px;color:#555;margin-top:6px">'
             f'Loop state: {" · ".join(_e(p) for p in parts)}</div>')
 
 
-def render_result(loop: AgentLoop | None, error: str | None = None) -> str:
+def render_result(loop: AgentLoop | _ShownRun | None, error: str | None = None) -> str:
     """The banner: running, or the result (subtype, turns, requests, recoveries, the final text)."""
     if loop is None:
         return ('<div class="agentlab-banner agentlab-no-run" style="padding:6px 10px;background:#EEEEEE;'
@@ -537,17 +549,18 @@ class Stepper(WidgetView):
         self.loop.step()
 
     def run_to_end(self) -> None:
-        """Step until the run ends (at most RUN_STEP_CAP steps)."""
+        """Step until the run ends (at most ``Limits.max_steps`` steps)."""
         if self.loop is None or self.loop.done:
             return
         start = len(self.loop.trace)
-        for _ in range(RUN_STEP_CAP):
+        cap = self.loop.limits.max_steps
+        for _ in range(cap):
             if self.loop.done:
                 break
             self._step_from = len(self.loop.trace)
             self.loop.step()
         else:
-            raise RuntimeError(f"the run did not end after {RUN_STEP_CAP} steps")
+            raise RuntimeError(f"the run did not end after {cap} steps (Limits.max_steps)")
         self._step_from = start if self._step_from is None else self._step_from
 
     # -- rendering --------------------------------------------------------------------------------------
@@ -636,8 +649,8 @@ class _ShownRun:
     @classmethod
     def of(cls, events: list[Event]) -> _ShownRun:
         requests = sum(1 for e in events if e.kind == "request")
-        turns = sum(1 for e in events if e.kind == "response" and e.data.get("purpose") == "turn")
-        end = next((e.data for e in events if e.kind == "result"), None)
+        turns = sum(1 for e in events if isinstance(e.payload, Response) and e.payload.purpose == "turn")
+        end = next((e.data for e in events if isinstance(e.payload, ResultEvent)), None)
         return cls(requests, _ShownState(turns), Result.from_event(end) if end is not None else None)
 
 
@@ -727,7 +740,7 @@ class ReplayStepper(WidgetView):
         events = self.events
         step_events = events[self._step_from:] if self._step_from is not None else []
         record = self.record
-        prompt = next((e.data.get("prompt") for e in self.trace.events if e.kind == "start"), None)
+        prompt = next((e.payload.prompt for e in self.trace.events if isinstance(e.payload, Start)), None)
         self.header.value = _pane(
             f'<div style="font-size:13px"><b>replay</b> of a recorded run · {_e(client_label(record))} · '
             f'scenario <code>{_e(record["scenario"])}</code>'

@@ -1,0 +1,256 @@
+"""The events of a run: one frozen dataclass per kind, each with its JSONL form.
+
+A trace line is ``{"seq", "kind", "call", "data", "wall_ms"}``; ``data`` is the payload's ``to_data()``, and
+``payload_from_data(kind, data)`` reads it back. Fields a line lacks take their defaults, and keys a payload
+does not know (a newer trace, or a replayed client's extra facts) are kept in ``extra`` and written back
+unchanged, so every trace file written so far stays readable.
+
+Payloads are deterministic: no timestamps, no addresses. The measured wall time travels beside them in
+``Event.wall_ms``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypeAlias, get_args
+
+EventKind = Literal["start", "request", "response", "api_error", "retry", "fallback", "transition", "append",
+                    "tool", "hook", "compaction", "result"]
+# In the order a learner meets them in a run.
+EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
+
+Purpose = Literal["turn", "summary"]
+
+
+def _plain(value: Any) -> Any:
+    """The JSON form of a field value: tuples become lists, mappings plain dicts."""
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class Payload:
+    """Base of every event payload: its kind, its JSONL form and the way back."""
+
+    kind: ClassVar[EventKind]
+    extra: Mapping[str, Any] = field(default_factory=dict, kw_only=True)
+
+    def to_data(self) -> dict[str, Any]:
+        data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "extra"}
+        data.update(self.extra)
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Payload:
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        known: dict[str, Any] = {k: v for k, v in data.items() if k in names}
+        extra = {k: v for k, v in data.items() if k not in names}
+        return cls(**known, extra=extra)
+
+
+@dataclass(frozen=True)
+class Start(Payload):
+    """The run begins: the model, its limits, the tools and the compaction chain."""
+
+    kind: ClassVar[EventKind] = "start"
+    model: str | None = None
+    max_tokens: int | None = None
+    stream: bool | None = None
+    prompt: str | None = None
+    limits: Mapping[str, Any] = field(default_factory=dict)
+    context_window: int | None = None
+    tools: Sequence[str] = ()
+    compaction: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class Request(Payload):
+    """A model call is about to be sent."""
+
+    kind: ClassVar[EventKind] = "request"
+    model: str | None = None
+    max_tokens: int | None = None
+    stream: bool | None = None
+    messages: int = 0
+    context_tokens: int = 0
+    context_window: int | None = None
+    purpose: Purpose = "turn"
+
+
+@dataclass(frozen=True)
+class Response(Payload):
+    """A message came back."""
+
+    kind: ClassVar[EventKind] = "response"
+    purpose: Purpose = "turn"
+    model: str | None = None
+    stop_reason: str | None = None
+    stop_sequence: str | None = None
+    stop_details: Any = None
+    blocks: str = ""
+    content: Sequence[dict[str, Any]] = ()
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usage: Mapping[str, Any] = field(default_factory=dict)
+    context_window: int | None = None
+
+
+@dataclass(frozen=True)
+class ApiError(Payload):
+    """The call failed with an HTTP status, or without one (connection error, timeout)."""
+
+    kind: ClassVar[EventKind] = "api_error"
+    status: int | None = None
+    error_type: str | None = None
+    message: str = ""
+    retry_after: float | None = None
+    attempt: int | None = None
+    purpose: Purpose = "turn"
+
+
+@dataclass(frozen=True)
+class RetryEvent(Payload):
+    """The loop waits and sends the same request again."""
+
+    kind: ClassVar[EventKind] = "retry"
+    attempt: int = 0
+    delay_s: Any = 0.0            # seconds; a replayed client's unknown wait is "?"
+    model: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Fallback(Payload):
+    """The loop switches model."""
+
+    kind: ClassVar[EventKind] = "fallback"
+    from_model: str | None = None
+    to_model: str | None = None
+    cause: Literal["overloaded", "refusal"] = "overloaded"
+
+
+@dataclass(frozen=True)
+class TransitionEvent(Payload):
+    """``decide()`` (or a gate) chose a branch of the decision table; the state counters as they were."""
+
+    kind: ClassVar[EventKind] = "transition"
+    branch: str = ""
+    row: str = ""
+    reason: str = ""
+    type: str = ""
+    subtype: str | None = None
+    num_turns: int = 0
+    max_tokens: int | None = None
+    model: str | None = None
+    output_recoveries: int | None = None
+    consecutive_compactions: int | None = None
+    api_attempts: int | None = None
+    stop_hook_blocks: int | None = None
+    pause_continuations: int | None = None
+
+
+@dataclass(frozen=True)
+class Append(Payload):
+    """A message (or blocks merged into the last one) joined the history."""
+
+    kind: ClassVar[EventKind] = "append"
+    role: Literal["user", "assistant", "marker"] = "user"
+    merged: bool = False
+    content: Sequence[dict[str, Any]] = ()
+    blocks: str = ""
+
+
+@dataclass(frozen=True)
+class ToolRun(Payload):
+    """A tool ran (or was denied by a PreToolUse hook)."""
+
+    kind: ClassVar[EventKind] = "tool"
+    id: str | None = None
+    name: str | None = None
+    input: Any = None
+    output: Any = None
+    is_error: bool = False
+    denied_by: str | None = None
+
+
+@dataclass(frozen=True)
+class HookEvent(Payload):
+    """A hook ran."""
+
+    kind: ClassVar[EventKind] = "hook"
+    event: str = ""
+    source: str = ""
+    name: str = ""
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    error: str | None = None
+    decision: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class CompactionEvent(Payload):
+    """The history was compacted by one strategy."""
+
+    kind: ClassVar[EventKind] = "compaction"
+    trigger: str = ""
+    strategy: str = ""
+    tokens_before: int = 0
+    tokens_after: int = 0
+    messages_before: int | None = None
+    messages_after: int | None = None
+    removed: Any = None
+    context_before: int | None = None
+    context_after: int | None = None
+    target: int | None = None
+    context_window: int | None = None
+
+
+@dataclass(frozen=True)
+class ResultEvent(Payload):
+    """The run ended: the result, shaped like the Claude Agent SDK's result message (``Result.to_dict()``)."""
+
+    kind: ClassVar[EventKind] = "result"
+    type: str = "result"
+    subtype: str = ""
+    is_error: bool = False
+    num_turns: int = 0
+    stop_reason: str | None = None
+    stop_sequence: str | None = None
+    result: str = ""
+    usage: Mapping[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    requests: int = 0
+    escalations: int = 0
+    continuations: int = 0
+    recoveries: int = 0
+    compactions: int = 0
+    retries: int = 0
+    fallbacks: int = 0
+    pause_continuations: int = 0
+    nudges: int = 0
+    stop_hook_blocks: int = 0
+
+
+EventPayload: TypeAlias = (Start | Request | Response | ApiError | RetryEvent | Fallback | TransitionEvent | Append
+                           | ToolRun | HookEvent | CompactionEvent | ResultEvent)
+
+PAYLOADS: dict[EventKind, type[Payload]] = {cls.kind: cls for cls in (
+    Start, Request, Response, ApiError, RetryEvent, Fallback, TransitionEvent, Append, ToolRun, HookEvent,
+    CompactionEvent, ResultEvent)}
+assert tuple(PAYLOADS) == EVENT_KINDS, "one payload class per event kind, in EVENT_KINDS order"
+
+
+def payload_from_data(kind: str, data: Mapping[str, Any]) -> Payload:
+    """Read a payload back from its JSONL form; an unknown kind is a ValueError naming it."""
+    for name, cls in PAYLOADS.items():
+        if name == kind:
+            return cls.from_data(data)
+    raise ValueError(f"unknown event kind {kind!r}; expected one of {', '.join(EVENT_KINDS)}")

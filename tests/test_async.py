@@ -1,0 +1,135 @@
+"""The same loop with an AsyncAnthropic client: ``await loop.arun()`` and ``async for ... in loop.asteps()``.
+
+Every scenario runs twice through the real SDK on the scripted backend, once with ``anthropic.Anthropic``
+and once with ``anthropic.AsyncAnthropic``; the traces (payloads, in order) and the results must be equal.
+Hooks given as commands run as asyncio subprocesses in the async run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import anthropic
+import pytest
+
+from agentlab.backend.scenario import scenario_names
+from agentlab.core.errors import ConfigError
+from agentlab.core.hooks import Hooks
+from agentlab.lab import scenario_loop
+
+
+def payloads(loop) -> list[tuple[str, int, dict]]:
+    return [(e.kind, e.call, e.data) for e in loop.trace]
+
+
+def run_both(name: str, **overrides):
+    sync_loop = scenario_loop(name, **overrides)
+    sync_result = sync_loop.run()
+    async_loop = scenario_loop(name, asynchronous=True, **overrides)
+    assert isinstance(async_loop.client, anthropic.AsyncAnthropic)
+    async_result = asyncio.run(async_loop.arun())
+    return sync_loop, sync_result, async_loop, async_result
+
+
+@pytest.mark.parametrize("name", scenario_names())
+def test_every_scenario_gives_the_same_trace_sync_and_async(name):
+    sync_loop, sync_result, async_loop, async_result = run_both(name)
+    assert payloads(async_loop) == payloads(sync_loop)
+    assert async_result.to_dict(with_messages=True) == sync_result.to_dict(with_messages=True)
+
+
+@pytest.mark.parametrize("name", ["tour", "max_tokens_continue", "pause_turn", "api_errors"])
+def test_streaming_async_matches_sync(name):
+    sync_loop, sync_result, async_loop, async_result = run_both(name, stream=True)
+    assert payloads(async_loop) == payloads(sync_loop)
+    assert async_result.to_dict() == sync_result.to_dict()
+
+
+def test_asteps_yields_one_report_per_step_like_iterating_the_sync_loop():
+    sync_reports = list(scenario_loop("tour"))
+
+    async def collect():
+        loop = scenario_loop("tour", asynchronous=True)
+        return [report async for report in loop.asteps()], loop
+
+    async_reports, loop = asyncio.run(collect())
+    assert [r.transition for r in async_reports] == [r.transition for r in sync_reports]
+    assert [r.done for r in async_reports] == [r.done for r in sync_reports]
+    assert async_reports[-1].done and loop.result is not None
+
+
+def test_waits_go_through_the_async_sleep():
+    waited: list[float] = []
+
+    async def asleep(seconds: float) -> None:
+        waited.append(seconds)
+
+    loop = scenario_loop("api_errors", asynchronous=True, asleep=asleep)
+    asyncio.run(loop.arun())
+    retries = [e.data["delay_s"] for e in loop.trace if e.kind == "retry"]
+    assert retries and [round(w, 3) for w in waited] == [d for d in retries if d]
+
+
+def test_command_hooks_run_as_asyncio_subprocesses(tmp_path: Path):
+    script = tmp_path / "block_once.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "payload = json.load(sys.stdin)\n"
+        f"flag = {str(tmp_path / 'blocked')!r}\n"
+        "if payload['stop_hook_active'] or os.path.exists(flag):\n"
+        "    print('{}')\n"
+        "else:\n"
+        "    open(flag, 'w').close()\n"
+        "    print(json.dumps({'decision': 'block', 'reason': 'run the tests first'}))\n")
+    settings = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": f"{sys.executable} {script}"}]}]}}
+    loop = scenario_loop("stop_hook", asynchronous=True, settings=settings)  # its own Stop hook blocks once too
+    result = asyncio.run(loop.arun())
+    commands = [e.data for e in loop.trace if e.kind == "hook" and e.data["source"] == "command"]
+    assert [h["decision"] for h in commands] == ["block", None]
+    assert all(h["exit_code"] == 0 for h in commands)
+    assert result.subtype == "success" and result.stop_hook_blocks == 1
+
+
+def test_async_hooks_answer_as_the_sync_ones(tmp_path: Path):
+    settings = {"hooks": {"Stop": [{"hooks": [
+        {"type": "command", "command": "echo 'not json {' ; exit 3"},
+        {"type": "command", "command": "echo 'stop here' >&2; exit 2"},
+    ]}]}}
+    hooks = Hooks(settings, cwd=str(tmp_path))
+    sync = hooks.run("Stop", {"stop_hook_active": False})
+    async_ = asyncio.run(hooks.arun("Stop", {"stop_hook_active": False}))
+    strip = [dict(vars(r), duration_ms=0) for r in sync.runs], [dict(vars(r), duration_ms=0) for r in async_.runs]
+    assert strip[0] == strip[1]
+    assert async_.blocked and async_.reason == sync.reason == "stop here"
+
+
+def test_async_hook_timeout_kills_the_command(tmp_path: Path):
+    hooks = Hooks({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo started; sleep 30",
+                                                  "timeout": 0.5}]}]}}, cwd=str(tmp_path))
+    outcome = asyncio.run(hooks.arun("Stop", {"stop_hook_active": False}))
+    (run,) = outcome.runs
+    assert run.timed_out and "timed out after 0.5 s" in str(run.error)
+    assert not outcome.blocked
+
+
+def test_the_wrong_driver_is_a_clear_error():
+    async_loop = scenario_loop("end_turn", asynchronous=True)
+    with pytest.raises(ConfigError, match="AsyncAnthropic client: use `await loop.astep"):
+        async_loop.run()
+    sync_loop = scenario_loop("end_turn")
+    with pytest.raises(ConfigError, match="sync Anthropic client"):
+        asyncio.run(sync_loop.arun())
+
+
+def test_async_trace_file_is_the_same_jsonl(tmp_path: Path):
+    scenario_loop("tour", trace=tmp_path / "sync.jsonl").run()
+    asyncio.run(scenario_loop("tour", trace=tmp_path / "async.jsonl", asynchronous=True).arun())
+
+    def lines(path: Path) -> list[dict]:
+        return [{k: v for k, v in json.loads(line).items() if k != "wall_ms"}
+                for line in path.read_text().splitlines()]
+
+    assert lines(tmp_path / "async.jsonl") == lines(tmp_path / "sync.jsonl")
