@@ -24,8 +24,17 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/python -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly notebooks
 
+# `agentlab run` exits 1 when the run ends with an error result (error_max_output_tokens, error_refusal, ...):
+# for a demo that is the scenario's ending, explained on the last line, and the target succeeds. Bad usage or
+# bad input (exit 2) still fails the target.
 demo: $(STAMP)
-	$(BIN)/agentlab run $(SCENARIO) --tools demo
+	@$(BIN)/agentlab run $(SCENARIO) --tools demo; status=$$?; \
+	if [ $$status -eq 1 ]; then \
+	  echo "make demo: exit status 1 means the run ended with an error result (above): the ending the '$(SCENARIO)' scenario is built to show. 0 means success, 2 bad usage or input."; \
+	elif [ $$status -ne 0 ]; then \
+	  echo "make demo: agentlab exited with status $$status: it could not run '$(SCENARIO)' (see the message above; \`$(BIN)/agentlab scenarios\` lists the scenarios)." >&2; \
+	  exit $$status; \
+	fi
 
 bench: $(STAMP)
 	$(BIN)/python bench/overhead.py
