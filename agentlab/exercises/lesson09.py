@@ -8,18 +8,19 @@ using the ``stop_hook_active`` field of the payload, so that it can never trap t
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ..hooks import Hooks
 from ..lab import scenario_loop
+from ..paths import project_dir
 from ..scenario import Scenario, parse_scenario
 from .lesson06 import observed, show_result
 from . import exercise
 
 __all__ = ["REPO", "check_stop_once_hook", "observed", "show_result", "stubborn_scenario"]
 
-REPO = Path(__file__).resolve().parents[2]
+# The folder holding data/hooks/: the repository in a checkout, the package folder in an installed wheel.
+REPO = project_dir()
 
 
 def stubborn_scenario(answers: int = 10) -> Scenario:
