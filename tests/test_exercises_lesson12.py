@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentlab.exercises import lesson12
+from agentlab.exercises import lesson12, solution_source
 from agentlab.exercises.lesson12 import STUB, check_agent_loop, grade_loop, side_by_side
 from agentlab.grade import grade_function, gradeable_scenarios
 
@@ -53,7 +53,7 @@ def test_the_solution_passes_every_rule_on_every_gradeable_scenario(capsys):
 
 
 def test_the_solution_uses_only_the_sdk():
-    source = lesson12.solution_source()
+    source = solution_source("lesson12")
     assert "agentlab" not in source and "import anthropic" in source
 
 
