@@ -103,7 +103,7 @@ def observed_pages(src: Path) -> list[str]:
             label = client_label(records[0])
             rows = "".join(
                 f"<tr><td><code>{html.escape(r['scenario'])}</code></td>"
-                f"<td>{html.escape(r.get('description') or '')}</td><td>{len(r.get('requests') or [])}</td>"
+                f"<td>{html.escape(first_sentence(r.get('description') or ''))}</td><td>{len(r.get('requests') or [])}</td>"
                 f"<td>{html.escape(describe(r))}</td><td>{html.escape(ending(r))}</td></tr>"
                 for r in sorted(records, key=lambda r: r["scenario"]))
             client_dir, version_dir = Path(client), Path(version)
@@ -119,6 +119,11 @@ def observed_pages(src: Path) -> list[str]:
                 f"<tbody>{rows}</tbody></table>\n", encoding="utf-8")
             pages.append(f"observed/{stem}")
     return pages
+
+
+def first_sentence(text: str) -> str:
+    head, dot, _ = text.partition(". ")
+    return head + dot.strip()
 
 
 def toctree(caption: str, entries: list[str]) -> str:
