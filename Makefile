@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SCENARIO ?= tour
 
-.PHONY: lab test site site-test demo bench lint clean claude-code
+.PHONY: lab test site site-test demo bench lint clean claude-code grade
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,19 @@ bench: $(STAMP)
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/scaling.py
 	$(BIN)/python bench/notebooks.py
+
+# Every gradeable scenario: agentlab's CLI passes every rule, the tutorial loop fails (exit 1 expected), then
+# the committed records and the tutorial loop side by side in docs/images/grade_heatmap.png
+GRADE_DIR ?= build/grade
+grade: $(STAMP)
+	mkdir -p $(GRADE_DIR)
+	$(BIN)/agentlab grade --command "$(BIN)/agentlab run --tools demo --prompt" --label "agentlab run --tools demo" \
+		--save $(GRADE_DIR)/agentlab-cli.json
+	$(BIN)/agentlab grade --command "$(BIN)/python examples/naive_loop.py" --label "naive loop (examples/)" \
+		--save $(GRADE_DIR)/naive-loop.json; test $$? -eq 1
+	$(BIN)/agentlab grade --observed --load $(GRADE_DIR)/naive-loop.json \
+		--heatmap docs/images/grade_heatmap.png > $(GRADE_DIR)/combined.txt; test $$? -le 1
+	@echo "make grade: agentlab passes, the naive loop fails; heatmap in docs/images/grade_heatmap.png"
 
 # The Claude Code CLI, project-local, at the version whose behaviour is recorded in data/observed/
 CLAUDE_CODE_VERSION ?= 2.1.197
