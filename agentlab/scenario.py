@@ -309,7 +309,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     try:
         raw = json.loads(text) if kind == "JSON" else _bounded_yaml(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"{shown}: not valid {kind}: {exc}") from None
+        raise ScenarioError(f"{shown}: not valid {kind}: {_one_line(exc)}") from None
     except RecursionError:
         raise ScenarioError(f"{shown}: nested too deeply (a scenario nests at most {MAX_NESTING} levels)") from None
     _check_nesting(raw, shown)
@@ -326,6 +326,14 @@ def _find(name_or_path: str | Path) -> Path:
         known = ", ".join(scenario_names()) or "(none)"
         raise ScenarioError(f"no scenario {_clip(name)!r}: not a file, and not one of: {known}")
     return found[0]
+
+
+def _one_line(exc: Exception) -> str:
+    """A parser error as one line: the problem and where (PyYAML's own text spans several lines)."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"{exc.problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(exc).split())
 
 
 def _exists(path: Path) -> bool:
