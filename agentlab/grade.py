@@ -1130,16 +1130,18 @@ def function_runner(fn: LoopFn):
     it is left behind (a thread cannot be killed) and graded as stopped."""
     import anthropic
 
-    from .exercises.lesson00 import demo_tool_runner
     from .lab import build_tools
     from .observe import ClientOutcome
 
     def run(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
         client = anthropic.Anthropic(base_url=base_url, api_key=GRADE_KEY)
-        registry = build_tools("demo")
+        registry = build_tools("demo", tests_fail_times=scenario.tests_pass_after)
         assert registry is not None
         tools = registry.schemas()
-        run_tool = demo_tool_runner()
+
+        def run_tool(name: str, tool_input: Any) -> str:
+            return registry.run(name, tool_input).content
+
         outcome: dict[str, Any] = {}
 
         def target() -> None:
