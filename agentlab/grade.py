@@ -183,7 +183,7 @@ def _scripted_error(r: dict[str, Any]) -> bool:
 
 def _retry_after(run: Run, i: int) -> float | None:
     r = run.requests[i]
-    headers = _reply(r).get("headers") or {}
+    headers = {str(k).lower(): v for k, v in ((r.get("headers") or _reply(r).get("headers") or {}).items())}
     raw = headers.get("retry-after")
     step = run.step(i)
     if raw is None and step is not None and step.error is not None:
@@ -308,7 +308,7 @@ def no_retry_on_fatal(run: Run) -> Check | None:
         if j is not None and _diff(run.requests[j]).get("same_messages") \
                 and run.requests[j].get("model") == r.get("model"):
             return _fail(name, f"request {run.n(i)} got {_got(r)}, which no retry can fix; request {run.n(j)} "
-                               "sent it again")
+                               "sent the same messages to the same model again")
     i = found[0]
     j = run.next_main(i)
     return _pass(name, f"the {_got(run.requests[i])} ended the run" if j is None else
@@ -692,7 +692,9 @@ def stop_at_max_turns(run: Run) -> Check | None:
 
 def stop_hook_feedback(run: Run) -> Check | None:
     """Row 10, with a Stop hook set: the hook's reason is sent back (a user message carrying it) once per block,
-    at most MAX_STOP_BLOCKS times, and nothing else follows a final answer."""
+    at most MAX_STOP_BLOCKS times, and nothing else follows a final answer. A record keeps the first 160
+    characters of each text, so a message that names the Stop hook counts too (Claude Code 2.1.332 puts the
+    hook's command line before its reason)."""
     name = "stop_hook_feedback"
     spec = run.scenario.stop_hook if run.scenario is not None else None
     if spec is None:
@@ -702,7 +704,7 @@ def stop_hook_feedback(run: Run) -> Check | None:
     def carries_reason(j: int) -> bool:
         diff = _diff(run.requests[j])
         texts = (diff.get("injected_user_texts") or []) + (diff.get("injected_system_texts") or [])
-        return any(reason in " ".join(t.split()).lower() for t in texts)
+        return any(reason in " ".join(t.split()).lower() or "stop hook" in t.lower() for t in texts)
 
     feedback = [j for j in run.main if run.requests[j].get("action") != "first" and carries_reason(j)]
     finals = [i for i in run.main if _reply(run.requests[i])["status"] == 200 and _blocks(run.requests[i])
