@@ -161,3 +161,11 @@ def test_ci_calls_make_test():
     lines = [line.strip() for line in script.read_text(encoding="utf-8").splitlines()]
     commands = [line for line in lines if line and not line.startswith("#")]
     assert any(re.fullmatch(r"(exec\s+)?make test", line) for line in commands), commands
+
+
+def test_ci_builds_and_checks_the_site():
+    commands = [line.strip() for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert "make site-test" in commands, commands
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    recipe = re.search(r"^site-test:.*\n((?:\t.*\n?)+)", makefile, re.MULTILINE)
+    assert recipe and re.search(r"pytest\b.*-m site\b", recipe.group(1)), "site-test does not run the site tests"
