@@ -856,6 +856,7 @@ class ScenarioGrade:
     checks: list[Check]
     requests: int = 0
     ending: str = ""
+    record: dict[str, Any] | None = field(default=None, repr=False, compare=False)  # what was judged; not saved
 
     @property
     def failed(self) -> list[str]:
@@ -898,7 +899,7 @@ def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None)
             scenario = None
     run = Run(record, scenario)
     checks = [c for rule in RULES if (c := rule.check(run)) is not None]
-    return ScenarioGrade(str(record.get("scenario")), checks, len(run.requests), ending(record))
+    return ScenarioGrade(str(record.get("scenario")), checks, len(run.requests), ending(record), record)
 
 
 @dataclass
@@ -916,6 +917,13 @@ class Report:
     @property
     def verdict(self) -> str:
         return "pass" if self.passed else "fail"
+
+    def grade(self, scenario: str) -> ScenarioGrade:
+        """The grade of one scenario (KeyError naming the graded ones when it was not graded)."""
+        for g in self.grades:
+            if g.scenario == scenario:
+                return g
+        raise KeyError(f"{scenario!r} was not graded; graded: {', '.join(g.scenario for g in self.grades)}")
 
     @property
     def failed(self) -> dict[str, list[str]]:
