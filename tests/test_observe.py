@@ -196,7 +196,9 @@ def test_agentlab_meets_every_scenario_expectation_when_observed(rerecorded) -> 
 
 def test_records_keep_wall_time_apart(rerecorded) -> None:
     record = rerecorded["tool-runner"]["tool_use"]
-    assert set(record["timing"]) == {"wall_s"}
+    assert set(record["timing"]) == {"wall_s", "request_s"}
+    arrivals = record["timing"]["request_s"]  # when each request arrived, seconds after the first
+    assert len(arrivals) == len(record["requests"]) and arrivals[0] == 0.0 and arrivals == sorted(arrivals)
     assert "timing" not in comparable(record) and "wall" not in json.dumps(comparable(record))
     assert record["requests"][1]["thread"] == "continue" and record["requests"][1]["sent_messages"] == 1
     assert [r["action"] for r in record["requests"]] == ["first", "tool_results"]
