@@ -223,6 +223,7 @@ class ScenarioServer:
                 recorded = self.engine.requests[-1]
             else:
                 reply, recorded = self._answer_threaded(method, path, sent, thread)
+            reply.headers.setdefault("request-id", f"req_agentlab_thread_{len(self.exchanges):04d}")
             self.exchanges.append(Exchange(recorded, reply, sent if thread is not None else None, thread))
         if self._record_file is not None:
             self._record_file.write(json.dumps(request_record(recorded, reply.body, thread)) + "\n")
