@@ -939,7 +939,9 @@ def observe_scenario(client: str, scenario: str | Scenario, *, version: str | No
             wall = time.perf_counter() - started
         record = build_record(sc, server, name, version, outcome, wall)
         real_tmp = str(Path(tmp).resolve())
-        return _scrub(record, [(real_tmp, "<tmp>"), (tmp, "<tmp>"), (str(REPO), "<repo>")])
+        # the interpreter (which venv records) and the temporary folder must not make two runs differ
+        pythons = [(str(Path(sys.executable).resolve()), "<python>"), (sys.executable, "<python>")]
+        return _scrub(record, [*pythons, (real_tmp, "<tmp>"), (tmp, "<tmp>"), (str(REPO), "<repo>")])
 
 
 def record_path(out: Path, client: str, version: str, scenario: str) -> Path:
