@@ -77,7 +77,12 @@ class ScenarioEngine:
         route = path.split("?", 1)[0].rstrip("/") or "/"
         if method == "HEAD" or (method == "GET" and route in ("/", "/api/hello")):
             return self._record(method, path, None, False, None, WireReply(200, {}, b"", "probe"))
-        if method != "POST" or route not in ("/v1/messages", "/v1/messages/count_tokens"):
+        served = route in ("/v1/messages", "/v1/messages/count_tokens")
+        if method != "POST" and (served or method not in ("GET", "HEAD")):
+            return self._record(method, path, None, False, None, _error(
+                405, "invalid_request_error", f"method {method} is not served; agentlab serves POST /v1/messages",
+                {"allow": "POST"}), kind="method_not_allowed")
+        if not served:
             return self._record(method, path, None, False, None, _error(
                 404, "not_found_error", f"agentlab serves POST /v1/messages, not {method} {route}"))
         try:
@@ -89,8 +94,8 @@ class ScenarioEngine:
         if problem is not None or not isinstance(request, dict):
             return self._record(method, path, None, False, None, _error(400, "invalid_request_error", str(problem)))
         invalid = request_problem(request, count_tokens=route.endswith("count_tokens"))
-        if invalid is not None:
-            return self._record(method, path, request, bool(request.get("stream")), None,
+        if invalid is not None:  # answered as the API does, and no scenario step is used up
+            return self._record(method, path, request, bool(request.get("stream") is True), None,
                                 _error(400, "invalid_request_error", invalid), kind="invalid_request")
         if route.endswith("count_tokens"):
             tokens = estimate_tokens(request_payload(_normalise(request)))
@@ -192,6 +197,47 @@ def _choose(step: Step, request: dict[str, Any], stream: bool) -> Reply:
     return step.cases[-1]
 
 
+def request_problem(request: dict[str, Any], *, count_tokens: bool = False) -> str | None:
+    """What makes a Messages (or count_tokens) request malformed (the API's 400), or None: the required fields
+    (``model`` and ``messages``, and ``max_tokens`` for a Messages request), then field types, as the API checks
+    them before anything else."""
+    for name in ("model", "messages", *(() if count_tokens else ("max_tokens",))):
+        if name not in request:
+            return f"{name}: Field required"
+    messages = request.get("messages")
+    if not isinstance(messages, list):
+        return f"messages: expected a list of messages, got {_type_name(messages)}"
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            return f"messages.{i}: expected an object, got {_type_name(m)}"
+        if m.get("role") not in ("user", "assistant", "system"):
+            return f"messages.{i}.role: expected 'user' or 'assistant', got {str(m.get('role'))[:40]!r}"
+        content = m.get("content")
+        if isinstance(content, str):
+            continue
+        if not isinstance(content, list):
+            return f"messages.{i}.content: expected a string or a list of content blocks, got {_type_name(content)}"
+        for j, block in enumerate(content):
+            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                return f"messages.{i}.content.{j}: expected a content block with a type, got {_type_name(block)}"
+    checks = (("system", (str, list)), ("tools", (list,)), ("stream", (bool,)), ("model", (str,)),
+              ("stop_sequences", (list,)))
+    for name, kinds in checks:
+        if name in request and request[name] is not None and not isinstance(request[name], kinds):
+            return f"{name}: expected {' or '.join(k.__name__ for k in kinds)}, got {_type_name(request[name])}"
+    max_tokens = request.get("max_tokens")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        return f"max_tokens: expected a whole number of at least 1, got {str(max_tokens)[:40]}"
+    if not any(m.get("role") != "system" for m in messages):
+        return "messages: at least one user or assistant message is required"
+    return None
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
 def _normalise(request: dict[str, Any]) -> dict[str, Any]:
     """Accept ``role: system`` items inside ``messages`` (as some clients send) by moving them to ``system``.
 
@@ -222,35 +268,6 @@ def _normalise(request: dict[str, Any]) -> dict[str, Any]:
     else:
         out["system"] = "\n".join(str(b.get("text", "")) for b in blocks)
     return out
-
-
-def request_problem(request: dict[str, Any], *, count_tokens: bool = False) -> str | None:
-    """What makes a Messages (or count_tokens) body invalid, worded like the API's 400s; None when valid.
-
-    Only what the API itself rejects and a scenario cannot answer without: ``model`` and a non-empty
-    ``messages`` list of role/content items (both routes), and a positive integer ``max_tokens`` (messages).
-    """
-    if not isinstance(request.get("model"), str) or not request.get("model"):
-        return "model: Field required" if "model" not in request else "model: Input should be a valid string"
-    messages = request.get("messages")
-    if messages is None:
-        return "messages: Field required"
-    if not isinstance(messages, list):
-        return "messages: Input should be a valid list"
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or "role" not in message or "content" not in message:
-            return f"messages.{i}: each message needs 'role' and 'content'"
-        if message["role"] not in ("user", "assistant", "system"):
-            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
-    if not [m for m in messages if m["role"] != "system"]:
-        return "messages: at least one message is required"
-    if not count_tokens:
-        max_tokens = request.get("max_tokens")
-        if max_tokens is None:
-            return "max_tokens: Field required"
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            return f"max_tokens: Input should be a positive integer, got {max_tokens!r}"
-    return None
 
 
 def summary_reply_text(summary: str) -> str:
