@@ -20,9 +20,19 @@ tools) and ``langchain`` (``langchain.agents.create_agent`` with ``ChatAnthropic
 ``clients`` extra, which ``make record`` installs into its own venv. Any other agent is one runner function
 away: ``observe("my-agent", runner=my_runner, version="1.0")``.
 
-Each request of a record also keeps the estimated size of the request (``tokens``) and, for an error reply,
-the headers that steer retries (``x-should-retry``, ``retry-after``) next to what the real API sends in
-that case (``api_headers``, from the scenario).
+A record (``RECORD_FORMAT`` 1) is one JSON object: ``format``, ``client``, ``version``, ``scenario``, ``row``,
+``description``, ``settings`` (how the client was run), ``notes``, ``requests``, ``probes`` (non-model
+requests such as ``HEAD /``), ``summary`` (``requests``, ``actions``, ``max_tokens``, ``max_tokens_raised``,
+``models``, ``streamed``, ``error_replies``, ``beyond_script``, ``expect_unmet``, ``steps_used``), ``result``
+(the client's own ending: ``exit_code``, ``subtype``/``raised``/``stop_reason``, ``is_error``, ``text``, ...)
+and ``timing`` (wall time and when each request arrived, left out of comparisons). Each request has ``n``,
+``path``, ``model``, ``max_tokens``, ``stream``, ``step``, ``kind`` (the engine's: ``message``, ``stream``, ``error``,
+``summary``, ``prompt_too_long``, ``unexpected`` for a request beyond the script, ...), ``action``,
+``reply`` (status, stop_reason, block types or error type), ``appended`` (:func:`diff_requests`),
+``tokens`` (the request's estimated size), ``expect_unmet`` when a step's check did not
+hold, and for an error reply ``error`` (its message), ``headers`` (the retry-steering headers sent:
+``x-should-retry``, ``retry-after``) and ``api_headers`` (what the real API sends in that case, from the
+scenario). Fields are only ever added, never renamed.
 """
 
 from __future__ import annotations
