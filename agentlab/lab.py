@@ -53,6 +53,7 @@ class RunConfig:
     stop_sequences: list[str] | None = None
     compaction: str | tuple[str, ...] = "auto"
     count_tokens: bool = False
+    server_tools: list[dict[str, Any]] | None = None   # tools the API runs (web_search, ...), offered as they are
     scenario: Scenario | None = None           # the scripted model, and its Stop hook and test tool
     base_url: str | None = None                # a server to talk to instead of the scripted backend
 
@@ -65,7 +66,8 @@ class RunConfig:
                                    refusal_fallback_model=sc.refusal_fallback_model,
                                    context_window=sc.context_window or Limits.context_window,
                                    compact_threshold=sc.compact_threshold),
-                     stop_sequences=sc.stop_sequences, compaction=sc.compaction or "auto", scenario=sc)
+                     stop_sequences=sc.stop_sequences, compaction=sc.compaction or "auto",
+                     server_tools=sc.server_tools or None, scenario=sc)
         return config.with_overrides(**overrides)
 
     @classmethod
@@ -172,7 +174,7 @@ class RunConfig:
         loop = AgentLoop(client, prompt=self.prompt, model=self.model, system=self.system, tools=self.build_tools(),
                          max_tokens=self.max_tokens, limits=self.limits, stream=self.stream, hooks=hooks,
                          trace=trace, compaction=self.compaction, stop_sequences=self.stop_sequences,
-                         count_tokens=self.count_tokens, **runtime)
+                         count_tokens=self.count_tokens, server_tools=self.server_tools, **runtime)
         loop.engine, loop.scenario, loop.config = engine, self.scenario, self
         return loop
 

@@ -97,28 +97,33 @@ def observed_pages(src: Path) -> list[str]:
     folder.mkdir()
     pages = []
     for (client, version), by_scenario in sorted(load_records(observed_dir()).items()):
-            records = list(by_scenario.values())
-            if not records:
-                continue
-            label = client_label(records[0])
-            rows = "".join(
-                f"<tr><td><code>{html.escape(r['scenario'])}</code></td>"
-                f"<td>{html.escape(r.get('description') or '')}</td><td>{len(r.get('requests') or [])}</td>"
-                f"<td>{html.escape(describe(r))}</td><td>{html.escape(ending(r))}</td></tr>"
-                for r in sorted(records, key=lambda r: r["scenario"]))
-            client_dir, version_dir = Path(client), Path(version)
-            notes = "".join(f"- {note}\n" for note in records[0].get("notes") or [])
-            stem = f"{client_dir.name}-{version_dir.name}"
-            (folder / f"{stem}.md").write_text(
-                f"# Observed: {label}\n\n"
-                f"What {label} did when `agentlab serve` served it each scenario, read from the records in "
-                f"`data/observed/{client_dir.name}/{version_dir.name}/` ({len(records)} scenarios). "
-                "Lesson 11 replays them step by step.\n\n" + (f"{notes}\n" if notes else "") +
-                '<table class="agentlab-observed"><thead><tr><th>scenario</th><th>what it serves</th>'
-                "<th>requests</th><th>what the client did</th><th>how it ended</th></tr></thead>"
-                f"<tbody>{rows}</tbody></table>\n", encoding="utf-8")
-            pages.append(f"observed/{stem}")
+        records = list(by_scenario.values())
+        if not records:
+            continue
+        label = client_label(records[0])
+        rows = "".join(
+            f"<tr><td><code>{html.escape(r['scenario'])}</code></td>"
+            f"<td>{html.escape(first_sentence(r.get('description') or ''))}</td>"
+            f"<td>{len(r.get('requests') or [])}</td>"
+            f"<td>{html.escape(describe(r))}</td><td>{html.escape(ending(r))}</td></tr>"
+            for r in sorted(records, key=lambda r: r["scenario"]))
+        notes = "".join(f"- {note}\n" for note in records[0].get("notes") or [])
+        stem = f"{client}-{version}"
+        (folder / f"{stem}.md").write_text(
+            f"# Observed: {label}\n\n"
+            f"What {label} did when `agentlab serve` served it each scenario, read from the records in "
+            f"`data/observed/{client}/{version}/` ({len(records)} scenarios). "
+            "Lesson 11 replays them step by step.\n\n" + (f"{notes}\n" if notes else "") +
+            '<table class="agentlab-observed"><thead><tr><th>scenario</th><th>what it serves</th>'
+            "<th>requests</th><th>what the client did</th><th>how it ended</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>\n", encoding="utf-8")
+        pages.append(f"observed/{stem}")
     return pages
+
+
+def first_sentence(text: str) -> str:
+    head, dot, _ = text.partition(". ")
+    return head + dot.strip()
 
 
 def toctree(caption: str, entries: list[str]) -> str:

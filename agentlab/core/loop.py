@@ -243,6 +243,7 @@ class AgentLoop:
         seed: int = 0,
         request_timeout: float | None = None,
         count_tokens: bool = False,
+        server_tools: list[dict[str, Any]] | None = None,
     ) -> None:
         """``context_window``, ``compact_threshold`` and ``request_timeout``, when given, replace the bounds of
         the same name in ``limits``."""
@@ -284,7 +285,9 @@ class AgentLoop:
         self._pending_compaction: CompactTrigger | None = None
         self._proactive_gave_up_at = -1
         self._last_failure: Failure | None = None
-        self._tool_schemas = tools.schemas() if tools is not None and tools.names() else None
+        # server tools (web_search, ...) run on the API's side: offered in ``tools``, never run here
+        schemas = [*(tools.schemas() if tools is not None and tools.names() else []), *(server_tools or [])]
+        self._tool_schemas = schemas or None
 
     # -- bounds and counts, read from the limits and the state -------------------------------------------
     @property
@@ -823,7 +826,7 @@ class AgentLoop:
                                      purpose="summary"), call, wall_ms=wall)
             raise _SummaryFailed(outcome.message)
         self._record_response(call, outcome, wall, purpose="summary")
-        text = _text_of(outcome.get("content") or []).strip()
+        text = compaction_mod.summary_text(_text_of(outcome.get("content") or []))
         if not text:
             raise _SummaryFailed("the summary came back empty")
         return text

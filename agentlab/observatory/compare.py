@@ -20,10 +20,12 @@ import yaml
 
 from ..backend.scenario import Scenario, list_scenarios
 from ..core.errors import ConfigError
-from .observe import OBSERVED_DIR, load_records
+from .observe import OBSERVED_DIR, describe, load_records, outcome, overflowed  # noqa: F401  (describe: the lessons read it here)
 
 CLAIMS_PATH = OBSERVED_DIR / "claims.yaml"
-CLIENT_ORDER = ("claude-code", "tool-runner", "agentlab")
+# columns: the article, the API docs, the clients people use (Claude Code by version, then the frameworks,
+# then the SDK's own tool runner), agentlab last
+CLIENT_ORDER = ("claude-code", "pydantic-ai", "langchain", "tool-runner", "agentlab")
 Signature = tuple[tuple[str, ...], str]
 
 
@@ -56,61 +58,12 @@ def claim_signature(claim: dict[str, Any] | None) -> Signature | None:
 
 # -- records --------------------------------------------------------------------------------------------------
 
-def outcome(record: dict[str, Any]) -> str:
-    """``error`` when the run ended in error as the client reported it (is_error, a raised error, a non-zero
-    exit, a timeout), else ``ok``."""
-    result = record.get("result") or {}
-    failed = (bool(result.get("is_error")) or bool(result.get("raised")) or bool(result.get("timed_out"))
-              or result.get("exit_code") not in (0, None))
-    return "error" if failed else "ok"
-
-
-def signature(record: dict[str, Any]) -> Signature:
+def signature(record: dict[str, Any]) -> Signature | None:
+    """The action labels after the first request and the outcome; None when the run cannot be compared
+    (its first request already overflowed the scenario's window)."""
+    if overflowed(record):
+        return None
     return tuple(record["summary"]["actions"]), outcome(record)
-
-
-def _compress(actions: list[str]) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(actions):
-        j = i
-        while j < len(actions) and actions[j] == actions[i]:
-            j += 1
-        out.append(actions[i] + (f" ×{j - i}" if j - i > 1 else ""))
-        i = j
-    return ", ".join(out)
-
-
-def describe(record: dict[str, Any]) -> str:
-    """A short description of a behaviour record, e.g. "4 requests: continuation ×3; no max_tokens raise;
-    success, is_error (exit 1)"."""
-    summary, result = record["summary"], record.get("result") or {}
-    n = summary["requests"]
-    parts = [f"{n} request{'s' if n != 1 else ''}" + (f": {_compress(summary['actions'])}"
-                                                      if summary["actions"] else "")]
-    max_tokens = [m for m in summary["max_tokens"] if isinstance(m, int)]
-    if summary["max_tokens_raised"]:
-        parts.append("max_tokens " + "→".join(str(m) for m in max_tokens))
-    elif str(record.get("row")) in ("1", "3"):
-        parts.append("no max_tokens raise")
-    if len(summary["models"]) > 1:
-        parts.append("model " + "→".join(str(m) for m in summary["models"]))
-    if summary.get("beyond_script"):
-        parts.append(f"{summary['beyond_script']} beyond the script")
-    if result.get("timed_out"):
-        ending = "timed out"
-    elif result.get("raised"):
-        status = f" {result['status']}" if result.get("status") else ""
-        ending = f"raised {result['raised']}{status}"
-    elif result.get("subtype"):
-        ending = result["subtype"] + (", is_error" if result.get("is_error") and result["subtype"] == "success"
-                                      else "")
-    else:
-        ending = f"stop_reason {result.get('stop_reason')}"
-    if result.get("exit_code") not in (None, 0):
-        ending += f" (exit {result['exit_code']})"
-    parts.append(ending)
-    return "; ".join(parts)
 
 
 def _version_key(version: str) -> tuple:
@@ -171,6 +124,36 @@ def comparison_table(observed: str | Path | None = None, claims: str | Path | No
         row["differing"] = ", ".join(differing)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def clients_table(observed: str | Path | None = None, claims: str | Path | None = None) -> pd.DataFrame:
+    """One row per recorded client and version: what it is, the one command that re-records it, how many
+    scenarios are recorded, and the notes from claims.yaml's ``clients`` section (for Claude Code: the
+    Claude Agent SDK, which runs the same CLI)."""
+    about = load_claims(claims).get("clients") or {}
+    rows = []
+    for client, version in comparison_columns(load_records(observed)):
+        info = about.get(client) or {}
+        spec = f"{client}@{version}" if client == "claude-code" else client
+        rows.append({"client": info.get("label", client), "version": version,
+                     "records": len(load_records(observed)[(client, version)]),
+                     "reproduce": f"agentlab observe {spec}", "how": info.get("how", ""),
+                     "note": info.get("note", "")})
+    return pd.DataFrame(rows, columns=["client", "version", "records", "reproduce", "how", "note"])
+
+
+def explained_differences(table: pd.DataFrame | None = None, claims: str | Path | None = None) -> pd.DataFrame:
+    """The differences claims.yaml explains (``explained``: scenario → why), next to the table's ``differing``
+    columns for that scenario. Every explained scenario must be a row of the table."""
+    table = comparison_table(claims=claims) if table is None else table
+    explained = load_claims(claims).get("explained") or {}
+    by_name = table.set_index("scenario")
+    rows = []
+    for name, text in explained.items():
+        if name not in by_name.index:
+            raise ConfigError(f"claims.yaml: explained: {name!r} is not a branch scenario of the table")
+        rows.append({"scenario": name, "differing": by_name.loc[name, "differing"], "why": " ".join(str(text).split())})
+    return pd.DataFrame(rows, columns=["scenario", "differing", "why"])
 
 
 def difference_mask(table: pd.DataFrame) -> pd.DataFrame:
