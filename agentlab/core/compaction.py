@@ -57,6 +57,7 @@ __all__ = [
     "summarize",
     "summary_input",
     "summary_request_messages",
+    "text_blocks",
     "validate_history",
 ]
 
@@ -253,6 +254,13 @@ def _changed(messages: list[Message], out: list[Message], strategy: str, before_
              removed: list[str]) -> CompactionResult:
     return CompactionResult(messages=out, strategy=strategy, tokens_before=before_tokens, tokens_after=after_tokens,
                             messages_before=len(messages), messages_after=len(out), removed=removed, changed=True)
+
+def text_blocks(content: Any) -> list[Any]:
+    """A message's content as a block list: a string is one text block; a list is copied; None is []."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or [])
+
 
 def _blocks(message: Message) -> list[Any]:
     content = message.get("content")
@@ -501,10 +509,7 @@ def _is_summary_block(block: Any) -> bool:
 
 def _first_request_blocks(first: Message) -> list[Any]:
     """messages[0] as a block list, without any summary block a previous compaction appended."""
-    content = first.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content or [] if not _is_summary_block(b)]
+    return [b for b in text_blocks(first.get("content")) if not _is_summary_block(b)]
 
 
 def summary_input(messages: list[Message], *, keep_last_turns: int = 2) -> list[Message] | None:
@@ -617,8 +622,7 @@ def summary_request_messages(older: list[Message], prompt: str = SUMMARY_PROMPT)
         return [prompt_msg]
     last = older[-1]
     if last.get("role") == "user" and _is_plain_text(last):
-        content = last["content"]
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        blocks = text_blocks(last["content"])
         merged = dict(last)
         merged["content"] = blocks + [{"type": "text", "text": prompt}]
         return older[:-1] + [merged]
@@ -647,7 +651,6 @@ DEFAULT_CHAIN: tuple[str, ...] = ("clear_tool_results", "summarize", "drop_oldes
 # Validation and fact checks
 # ---------------------------------------------------------------------------
 
-_USER_BLOCKS = {"text", "tool_result", "image", "document"}
 _ASSISTANT_ONLY = {"tool_use", "server_tool_use", "web_search_tool_result", "thinking", "redacted_thinking"}
 
 

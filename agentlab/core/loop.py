@@ -30,7 +30,7 @@ import anthropic
 import httpx2
 
 from . import compaction as compaction_mod
-from .compaction import ContextMeter, estimate_tokens
+from .compaction import ContextMeter, estimate_tokens, text_blocks
 from .errors import ConfigError
 from .events import (
     Append,
@@ -619,8 +619,7 @@ class AgentLoop:
         """
         last = self.messages[-1] if self.messages else None
         if last is not None and last["role"] == "user" and not self.state.after_tool_results:
-            content = last["content"]
-            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+            blocks = text_blocks(last["content"])
             merged = {"role": "user", "content": blocks + [{"type": "text", "text": text}]}
             self.messages[-1] = merged
             self.meter.appended({"role": "user", "content": text})
@@ -634,8 +633,7 @@ class AgentLoop:
         if message["role"] == "user":  # an assistant message is already counted in its response's usage
             self.meter.appended(message)
         self.state = after_append(self.state, message)
-        content = message["content"]
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        blocks = text_blocks(message["content"])
         self.trace.emit(Append(role=message["role"], merged=False, content=blocks, blocks=_types(blocks)),
                         self.requests)
 

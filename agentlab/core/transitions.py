@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, assert_never, get_args
 
+from .compaction import text_blocks
 from .errors import ConfigError
 
 StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
@@ -610,8 +611,7 @@ def advance(state: LoopState, t: Transition, outcome: Message | Failure | None) 
 
 def after_append(state: LoopState, message: Message) -> LoopState:
     """A message joined the history: is it the tool_result message?"""
-    content = message["content"]
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    blocks = text_blocks(message["content"])
     return replace(state, after_tool_results=message["role"] == "user" and bool(blocks)
                    and all(b.get("type") == "tool_result" for b in blocks))
 

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..core.compaction import text_blocks
 from ..lab import demo_tool_runner
 from . import exercise
 
@@ -192,8 +193,7 @@ def _answer(history: list[Message]) -> str:
     last = history[-1] if history else {}
     if last.get("role") != "assistant":
         return "(no answer)"
-    content = last.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    blocks = text_blocks(last.get("content"))
     text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text").strip()
     return text or "(empty)"
 

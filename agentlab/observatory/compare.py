@@ -20,7 +20,14 @@ import yaml
 
 from ..backend.scenario import Scenario, list_scenarios
 from ..core.errors import ConfigError
-from .observe import OBSERVED_DIR, describe, load_records, outcome, overflowed  # noqa: F401  (describe: the lessons read it here)
+from .observe import (  # noqa: F401  (describe: the lessons read it here)
+    OBSERVED_DIR,
+    describe,
+    load_records,
+    outcome,
+    overflowed,
+    version_key,
+)
 
 CLAIMS_PATH = OBSERVED_DIR / "claims.yaml"
 # columns: the article, the API docs, the clients people use (Claude Code by version, then the frameworks,
@@ -66,15 +73,12 @@ def signature(record: dict[str, Any]) -> Signature | None:
     return tuple(record["summary"]["actions"]), outcome(record)
 
 
-def _version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in version.replace("-", ".").split("."))
-
 
 def comparison_columns(records: dict[tuple[str, str], dict[str, dict[str, Any]]]) -> list[tuple[str, str]]:
     def order(key: tuple[str, str]) -> tuple:
         client, version = key
         rank = CLIENT_ORDER.index(client) if client in CLIENT_ORDER else len(CLIENT_ORDER) - 1
-        return rank, client, _version_key(version)
+        return rank, client, version_key(version)
 
     return sorted(records, key=order)
 

@@ -55,7 +55,7 @@ from typing import Any
 from ..backend.scenario import Scenario, is_summary_request, load_scenario, request_payload, scenario_names
 from ..backend.scripted import ScenarioEngine, normalise_request
 from ..backend.serve import ScenarioServer
-from ..core.compaction import estimate_tokens
+from ..core.compaction import estimate_tokens, text_blocks
 from ..core.errors import AgentlabError, ConfigError
 from ..core.paths import observed_dir, project_dir, sandbox_dir
 
@@ -88,8 +88,7 @@ def _norm_block(block: Any) -> Any:
 def _norm_message(message: Any) -> dict[str, Any]:
     if not isinstance(message, dict):
         return {"role": None, "content": [message]}
-    content = message.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    blocks = text_blocks(message.get("content"))
     return {"role": message.get("role"), "content": [_norm_block(b) for b in blocks]}
 
 
@@ -1144,3 +1143,9 @@ def describe(record: dict[str, Any]) -> str:
         ending += f" (exit {result['exit_code']})"
     parts.append(ending)
     return "; ".join(parts)
+
+
+def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key for client versions: numbers as numbers, so 2.1.197 < 2.1.332; any other part ("x", "rc1")
+    sorts after the numbers and by its text, never raising."""
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in version.replace("-", ".").split("."))

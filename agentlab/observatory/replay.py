@@ -55,7 +55,7 @@ from ..core.events import (
 from ..core.trace import Event, Trace
 from ..core.transitions import ROW_OF, Limits
 from .compare import outcome
-from .observe import OBSERVED_DIR, load_records
+from .observe import OBSERVED_DIR, load_records, version_key
 
 CLIENT_DEFAULT = "claude-code"
 STOP_HOOK_PREFIX = "Stop hook feedback"
@@ -101,15 +101,12 @@ def load_record(spec: str | Path | dict[str, Any], *, client: str = CLIENT_DEFAU
     if len(parts) == 1:
         records = load_records(root)
         versions = sorted((k for k in records if k[0] == client and spec in records[k]),
-                          key=lambda k: _version_key(k[1]))
+                          key=lambda k: version_key(k[1]))
         if versions:
             return records[versions[-1]][str(spec)]
     raise ConfigError(f"no behaviour record {str(spec)!r}: give a record, a .json path, client/version/scenario, "
                       f"or the name of a scenario recorded for {client} under {root}")
 
-
-def _version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else 0 for p in version.replace("-", ".").split("."))
 
 
 def client_label(record: dict[str, Any]) -> str:

@@ -4,10 +4,13 @@ Pick a scenario, press Step, and watch the loop: the transcript of each call (te
 server-tool blocks each look different), the row of the decision table that fired and why, the result
 banner when the run ends, and a plot of tokens, context fill and recovery budget, redrawn after every step.
 
-The widget holds no logic of its own: ``step()`` advances the loop, ``update()`` renders every pane from the
-loop and its trace, and each button handler is ``step(); update()``, guarded so that an error (a malformed
-scenario, a broken expectation) shows in the error pane instead of leaving a dead widget. Only core
-ipywidgets are used (no custom front-end code), so it works in JupyterLab, Notebook, Voilà and VS Code.
+Every decision is the loop's: ``step()`` advances it, ``update()`` renders every pane from the loop and its
+trace, and each button handler is ``step(); update()``, guarded so that an error (a malformed scenario, a
+broken expectation) shows in the error pane instead of leaving a dead widget. The widget itself keeps only
+the view's state: the scenario picker, the controls (which rebuild the loop through ``agentlab.lab``) and
+where the last step began. ``ReplayStepper`` shows a recorded client run the same way, and ``static_html``
+draws any widget as plain HTML for pages without a kernel. Only core ipywidgets are used (no custom
+front-end code), so it works in JupyterLab, Notebook, Voilà and VS Code.
 """
 
 from __future__ import annotations
@@ -60,7 +63,6 @@ BLOCK_STYLES = {
     "thinking": ("#F5F5F5", "#BDBDBD"),
     "marker": ("#FFF4E5", "#E37400"),
 }
-ROLE_LABELS = {"user": "user", "assistant": "assistant", "marker": "marker"}
 
 
 def _e(value: Any) -> str:
@@ -624,11 +626,6 @@ def _describe(exc: BaseException) -> str:
     where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     place = f"\n(raised in {Path(where.filename).name}:{where.lineno}, {where.name})" if where else ""
     return f"{type(exc).__name__}: {exc}{place}"
-
-
-def stepper(scenario_or_loop: str | Path | Scenario | AgentLoop | None = None, **kwargs: Any) -> Stepper:
-    """``Stepper(...)``, for symmetry with the plot functions."""
-    return Stepper(scenario_or_loop, **kwargs)
 
 
 # -- the replay of a recorded client run ----------
