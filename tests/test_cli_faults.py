@@ -215,7 +215,7 @@ def test_a_closed_stdout_stops_the_printing_not_the_run(tmp_path) -> None:
 def test_a_broken_scenario_is_named_and_the_others_still_list(tmp_path, monkeypatch, capsys) -> None:
     import shutil
 
-    from agentlab import scenario as scenario_mod
+    from agentlab.backend import scenario as scenario_mod
     from agentlab.cli import main
 
     for name in ("end_turn", "refusal"):
