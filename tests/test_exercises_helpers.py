@@ -4,7 +4,25 @@ from __future__ import annotations
 
 import pytest
 
+from typing import Any
+
 from agentlab.exercises import Verdict, exercise, hint, lesson_module, show_solution
+
+# lesson -> (the name the learner defines, its check)
+LESSONS = {
+    "lesson00": ("naive_loop", "check_naive_loop"),
+    "lesson01": ("tools_to_run", "check_tools_to_run"),
+    "lesson02": ("on_max_tokens", "check_on_max_tokens"),
+    "lesson03": ("drop_middle", "check_drop_middle"),
+    "lesson04": ("on_refusal", "check_on_refusal"),
+    "lesson05": ("my_scenario", "check_stop_scenario"),
+    "lesson06": ("finish_turn", "check_finish_turn"),
+    "lesson07": ("retry_delay", "check_retry_delay"),
+    "lesson08": ("runaway", "check_runaway_scenario"),
+    "lesson09": ("check_once", "check_stop_once_hook"),
+    "lesson10": ("my_decide", "check_my_decide"),
+    "lesson11": ("after_max_tokens", "check_after_max_tokens"),
+}
 
 
 @exercise("lesson99", "double")
@@ -75,3 +93,48 @@ def test_unknown_lessons_are_named():
         hint("loop")
     with pytest.raises(ValueError, match="no exercise"):
         show_solution(98)
+
+
+# --- every lesson's exercise ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lesson", sorted(LESSONS))
+def test_the_solution_passes(lesson: str, capsys) -> None:
+    name, check = LESSONS[lesson]
+    module = lesson_module(lesson)
+    assert module.SOLUTION.__name__ == name
+    verdict = getattr(module, check)(module.SOLUTION)
+    assert verdict.solved
+    assert capsys.readouterr().out == verdict.message + "\n"
+
+
+@pytest.mark.parametrize("lesson", sorted(LESSONS))
+def test_a_stub_is_not_solved_yet(lesson: str, capsys) -> None:
+    name, check = LESSONS[lesson]
+
+    def stub(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("your code here")
+
+    verdict = getattr(lesson_module(lesson), check)(stub)
+    assert verdict.status == "not solved"
+    out = capsys.readouterr().out
+    assert out.startswith(f"Not solved yet: {name} still raises NotImplementedError")
+    assert "pass" not in out and "correct" not in out
+
+
+@pytest.mark.parametrize("lesson", sorted(LESSONS))
+def test_show_solution_prints_source_that_passes_and_hint_stops_short_of_it(lesson: str, capsys) -> None:
+    name, check = LESSONS[lesson]
+    module = lesson_module(lesson)
+    show_solution(lesson)
+    shown = capsys.readouterr().out
+    assert shown.startswith(f"# A solution for {lesson}") and f"def {name}(" in shown
+    namespace: dict[str, Any] = vars(module).copy()  # a solution may use the lesson's constants (LIMIT)
+    del namespace[name]
+    exec(compile(shown, f"show_solution({lesson!r})", "exec"), namespace)
+    assert getattr(module, check)(namespace[name]).solved
+    capsys.readouterr()
+    hint(lesson)
+    said = capsys.readouterr().out
+    assert said.startswith("Hint: ") and f"def {name}(" not in said and len(said) > 80
+    show_solution(int(lesson[-2:]))
+    assert capsys.readouterr().out == shown

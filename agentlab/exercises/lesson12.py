@@ -12,11 +12,11 @@ demand.
 from __future__ import annotations
 
 import inspect
-import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..grade import RULES, Report, grade_function, gradeable_scenarios, observed_reports
+from . import Verdict
 
 __all__ = ["HINT", "SOLUTION", "STUB", "check_agent_loop", "grade_loop", "naive_loop", "report_cards",
            "side_by_side"]
@@ -171,7 +171,7 @@ def _is_stub(fn: Callable[..., Any]) -> bool:
 
 
 def check_agent_loop(agent_loop: Callable[..., Any], report: Report | None = None,
-                     scenarios: Sequence[str] | None = None) -> None:
+                     scenarios: Sequence[str] | None = None) -> Verdict:
     """Grade ``agent_loop`` (or read ``report``, when it is ``grade_loop``'s report of this very function on
     the default scenarios). The untouched naive loop: "Not solved yet", naming the rules it fails (no
     exception). Any other loop that fails a rule: AssertionError naming the scenario, the rule, what a careful
@@ -182,16 +182,15 @@ def check_agent_loop(agent_loop: Callable[..., Any], report: Report | None = Non
     failed = report.failed
     checks = sum(len(g.checks) for g in report.grades)
     if not failed:
-        print(f"agent_loop: every rule holds on all {len(report.grades)} scenarios ({checks} checks). "
-              "Your loop handles every branch the scenarios reach.")
-        return
+        return _say(Verdict("solved", f"agent_loop: every rule holds on all {len(report.grades)} scenarios "
+                                      f"({checks} checks). Your loop handles every branch the scenarios reach."))
     rules = sorted({rule for names in failed.values() for rule in names}, key=[r.name for r in RULES].index)
     if _is_stub(agent_loop) or all(g.ending.startswith("raised NotImplementedError") for g in report.grades):
-        print(f"Not solved yet: the naive loop fails {len(rules)} rules in {len(failed)} of "
-              f"{len(report.grades)} scenarios — {', '.join(rules)}. Rewrite agent_loop so that each branch is "
-              "handled (the report card above says where it goes wrong), then run this cell again. "
-              "hint(\"lesson12\") lists the branches; show_solution(\"lesson12\") shows one way.")
-        return
+        return _say(Verdict("not solved", (
+            f"Not solved yet: the naive loop fails {len(rules)} rules in {len(failed)} of {len(report.grades)} "
+            f"scenarios — {', '.join(rules)}. Rewrite agent_loop so that each branch is handled (the report card "
+            "above says where it goes wrong), then run its cell, the grading cell and this one again. For a hint: "
+            "hint(\"lesson12\"); for a solution: show_solution(\"lesson12\").")))
     scenario, names = next(iter(failed.items()))
     grade = next(g for g in report.grades if g.scenario == scenario)
     check = grade.check(names[0])
@@ -202,6 +201,11 @@ def check_agent_loop(agent_loop: Callable[..., Any], report: Report | None = Non
     more = f" (all failed checks: {listing})" if others else ""
     raise AssertionError(f"{scenario} · rule {rule.name} (row {rule.row}): a careful loop {rule.statement}; "
                          f"yours: {check.why}{more}")
+
+
+def _say(verdict: Verdict) -> Verdict:
+    print(verdict.message)
+    return verdict
 
 
 # -- the recorded clients --------------------------------------------------------------------------------------
@@ -226,8 +230,3 @@ def side_by_side(reports: Sequence[Report]):
                 "✗ " + ", ".join(grade.failed) if grade.failed else grade.mark
         rows.append(row)
     return pd.DataFrame(rows).set_index("scenario")
-
-
-def solution_source() -> str:
-    """The solution's source, as ``show_solution("lesson12")`` prints it."""
-    return textwrap.dedent(inspect.getsource(agent_loop))
