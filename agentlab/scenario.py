@@ -61,11 +61,17 @@ class WebSearchResultBlock(_Strict):
 class ThinkingBlock(_Strict):
     type: Literal["thinking"]
     thinking: str
-    signature: str = "scripted-signature"
+    # Left out, the scripted backend signs the text itself (and rejects a thinking block sent back changed).
+    signature: str | None = None
+
+
+class RedactedThinkingBlock(_Strict):
+    type: Literal["redacted_thinking"]
+    data: str = Field(min_length=1)  # opaque: sent back exactly as received
 
 
 Block = Annotated[
-    TextBlock | ToolUseBlock | ServerToolUseBlock | WebSearchResultBlock | ThinkingBlock,
+    TextBlock | ToolUseBlock | ServerToolUseBlock | WebSearchResultBlock | ThinkingBlock | RedactedThinkingBlock,
     Field(discriminator="type"),
 ]
 
@@ -88,6 +94,8 @@ class Predicate(_Strict):
     messages_at_most: int | None = None
     messages_at_least: int | None = None
     smaller_than_previous: bool | None = None  # fewer estimated tokens than the previous message request
+    thinking: bool | None = None  # the request enables extended thinking
+    cache_control: bool | None = None  # the request carries cache_control breakpoints
 
     def failures(self, request: dict[str, Any], stream: bool, previous_tokens: int | None = None) -> list[str]:
         """What does not hold, in words; empty when the request matches."""
@@ -134,6 +142,12 @@ class Predicate(_Strict):
             tokens = estimate_tokens(request_payload(request))
             if not tokens < previous_tokens:
                 out.append(f"a request smaller than the previous one ({previous_tokens} tokens), got {tokens}")
+        if self.thinking is not None:
+            enabled = isinstance(request.get("thinking"), dict) and request["thinking"].get("type") == "enabled"
+            if enabled != self.thinking:
+                out.append(f"a request {'with' if self.thinking else 'without'} thinking enabled")
+        if self.cache_control is not None and ("cache_control" in json.dumps(request)) != self.cache_control:
+            out.append(f"a request {'with' if self.cache_control else 'without'} cache_control breakpoints")
         if self.messages_at_most is not None and len(messages) > self.messages_at_most:
             out.append(f"at most {self.messages_at_most} messages, got {len(messages)}")
         if self.messages_at_least is not None and len(messages) < self.messages_at_least:
@@ -226,6 +240,8 @@ class Scenario(_Strict):
     system: str | None = None
     model: str = "claude-sonnet-4-6"
     max_tokens: int = Field(default=1024, ge=1)
+    thinking: int | None = Field(default=None, ge=1024)  # extended thinking budget_tokens for runs of this scenario
+    cache_min_tokens: int = Field(default=1024, ge=0)  # the shortest prefix the scripted prompt cache keeps
     max_turns: int | None = Field(default=None, ge=1)
     stop_sequences: list[str] | None = None
     fallback_model: str | None = None
@@ -247,6 +263,8 @@ class Scenario(_Strict):
     def _check_steps(self) -> Scenario:
         if not self.steps:
             raise ValueError("a scenario needs at least one step")
+        if self.thinking is not None and self.thinking >= self.max_tokens:
+            raise ValueError(f"thinking budget {self.thinking} must be below max_tokens {self.max_tokens}")
         return self
 
 
@@ -256,7 +274,7 @@ def _format_loc(loc: tuple) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         elif part in ("TextBlock", "ToolUseBlock", "text", "tool_use", "server_tool_use",
-                      "web_search_tool_result", "thinking") and out.endswith("]"):
+                      "web_search_tool_result", "thinking", "redacted_thinking") and out.endswith("]"):
             continue  # discriminator names pydantic inserts into the path
         else:
             out += ("." if out else "") + str(part)
