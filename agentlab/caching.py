@@ -54,6 +54,18 @@ def with_breakpoints(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def without_breakpoints(obj: Any) -> Any:
+    """``obj`` with every ``cache_control`` key left out (the markers are not part of the prompt's tokens);
+    the same object when it has none."""
+    if isinstance(obj, dict):
+        if "cache_control" not in obj and not any(isinstance(v, (dict, list)) for v in obj.values()):
+            return obj
+        return {k: without_breakpoints(v) for k, v in obj.items() if k != "cache_control"}
+    if isinstance(obj, list):
+        return [without_breakpoints(v) for v in obj]
+    return obj
+
+
 def count_breakpoints(request: dict[str, Any]) -> int:
     return sum(1 for block in _flatten(request) if block[2])
 

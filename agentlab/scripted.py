@@ -111,7 +111,8 @@ class ScenarioEngine:
         stream = bool(request.get("stream"))
         normalised = _normalise(request)
         scenario = self.scenario
-        tokens = estimate_tokens(request_payload(normalised))  # once per request: it is the hot path
+        # once per request: it is the hot path; cache_control markers are not prompt tokens
+        tokens = estimate_tokens(request_payload(normalised))
         summary = is_summary_request(normalised)
         invalid = self._invalid_thinking(normalised)
         if invalid is not None:
