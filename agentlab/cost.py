@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 
 from .errors import ConfigError
+from .paths import data_dir
 
-PRICES_FILE = Path(__file__).resolve().parent.parent / "data" / "prices.yaml"
+PRICES_FILE = data_dir() / "prices.yaml"
 PRICE_FIELDS = ("input", "output", "cache_write", "cache_write_1h", "cache_read")
 _DATE_SUFFIX = re.compile(r"-\d{8}$")
 

@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from . import exercise
+
 HINT = """
 Each of the four counts in usage has its own price: input_tokens at price["input"],
 cache_creation_input_tokens at price["cache_write"], cache_read_input_tokens at price["cache_read"],
@@ -72,37 +74,8 @@ def _check(cost_of_call: Callable[[dict[str, Any], dict[str, float]], float]) ->
             f"the run costs ${loop.result.cost_usd:.4f}.")
 
 
-try:
-    from . import exercise as _exercise
-except ImportError:  # the shared exercise helpers are not there yet: the same convention, kept local
-    _exercise = None
-
-
-def _local_exercise(lesson: str, name: str) -> Callable[[Callable[..., str]], Callable[..., Any]]:
-    def wrap(check: Callable[..., str]) -> Callable[..., Any]:
-        def run(answer: Any) -> None:
-            try:
-                answer({"input_tokens": 0, "output_tokens": 0}, dict(SONNET))
-            except NotImplementedError:
-                message = (f"Not solved yet: {name} still raises NotImplementedError. To do: write its body in "
-                           f"the exercise cell above, run that cell, then this one again.")
-                print(message)
-                return None
-            except Exception:  # noqa: BLE001 - the check below names the case that fails
-                pass
-            print(check(answer))
-
-        run.__doc__ = check.__doc__
-        return run
-
-    return wrap
-
-
-_wrap = _exercise("lesson13", "cost_of_call") if _exercise is not None else _local_exercise("lesson13",
-                                                                                             "cost_of_call")
-
-
-@_wrap
+@exercise("lesson13", "cost_of_call", todo="write the body of cost_of_call in the exercise cell above: "
+          "each usage count times its price, per million tokens")
 def check_cost_of_call(cost_of_call: Callable[[dict[str, Any], dict[str, float]], float]) -> str:
     """Check ``cost_of_call`` on scripted cases and on every call of ``what_a_run_costs``."""
     return _check(cost_of_call)
