@@ -139,8 +139,10 @@ def render_event(e: Event) -> str:
                      f" · {_e(d.get('messages'))} message(s) · context ≈ {_e(d.get('context_tokens'))} tokens"
                      f"{purpose}", "#555")
     if e.kind == "response":
+        from .report import _cache_note, prompt_tokens
+
         head = _line("agentlab-response", f"response · stop_reason <b>{_e(d.get('stop_reason'))}</b> · tokens in/out "
-                     f"{_e(d.get('input_tokens'))}/{_e(d.get('output_tokens'))}", "#222")
+                     f"{_e(prompt_tokens(d))}/{_e(d.get('output_tokens'))}{_e(_cache_note(d))}", "#222")
         return head + _render_blocks(d.get("content") or [])
     if e.kind == "api_error":
         return (f'<div class="agentlab-api-error" style="background:#FCE8E6;border-left:4px solid #D93025;'
