@@ -478,22 +478,21 @@ def request_payload(request: dict[str, Any]) -> dict[str, Any]:
     """The part of a request that fills the context window (cache_control markers are not part of it)."""
     from .caching import without_breakpoints
 
-    payload = without_breakpoints({k: request.get(k) for k in ("system", "tools", "messages")
-                                   if request.get(k) is not None})
-    # a text given as one text block counts as the same text given as a string (as it is on the API)
-    if _one_text(payload.get("system")):
+    payload = {k: request.get(k) for k in ("system", "tools", "messages") if request.get(k) is not None}
+    # a text the loop turned into one marked block to carry its breakpoint counts as the text it was
+    if _one_marked_text(payload.get("system")):
         payload["system"] = payload["system"][0]["text"]
     if isinstance(payload.get("messages"), list) and any(
-            isinstance(m, dict) and _one_text(m.get("content")) for m in payload["messages"]):
+            isinstance(m, dict) and _one_marked_text(m.get("content")) for m in payload["messages"]):
         payload["messages"] = [{**m, "content": m["content"][0]["text"]}
-                               if isinstance(m, dict) and _one_text(m.get("content")) else m
+                               if isinstance(m, dict) and _one_marked_text(m.get("content")) else m
                                for m in payload["messages"]]
-    return payload
+    return without_breakpoints(payload)
 
 
-def _one_text(content: Any) -> bool:
+def _one_marked_text(content: Any) -> bool:
     return (isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict)
-            and content[0].keys() == {"type", "text"} and content[0]["type"] == "text")
+            and content[0].keys() == {"type", "text", "cache_control"} and content[0]["type"] == "text")
 
 
 # A request that *asks* for a summary ("create a detailed summary of the conversation", "summarize the
