@@ -725,10 +725,11 @@ class AgentLoop:
                   "messages": compaction_mod.summary_request_messages(older)}
         if self.system:
             params["system"] = self.system
+        context_tokens = estimate_tokens(params["messages"])  # before the breakpoints: they are not tokens
         params = self._finish_params(params)
         self.trace.emit("request", call, {"model": params["model"], "max_tokens": params["max_tokens"],
                                           "stream": self._streams(params), "messages": len(params["messages"]),
-                                          "context_tokens": estimate_tokens(params["messages"]),
+                                          "context_tokens": context_tokens,
                                           "context_window": self.context_window, "purpose": "summary",
                                           "thinking_budget": (params.get("thinking") or {}).get("budget_tokens"),
                                           "cache_breakpoints": count_breakpoints(params)})
