@@ -103,6 +103,7 @@ def scenario_loop(scenario: str | Scenario, *, stream: bool = False, trace: Trac
         stop_sequences=overrides.pop("stop_sequences", sc.stop_sequences),
         thinking=overrides.pop("thinking", sc.thinking),
         sleep=overrides.pop("sleep", lambda seconds: None),
+        server_tools=overrides.pop("server_tools", sc.server_tools or None),
         **overrides,
     )
     loop.engine = engine  # type: ignore[attr-defined]
