@@ -101,6 +101,7 @@ def scenario_loop(scenario: str | Scenario, *, stream: bool = False, trace: Trac
         context_window=overrides.pop("context_window", sc.context_window or 200_000),
         compact_threshold=overrides.pop("compact_threshold", sc.compact_threshold),
         stop_sequences=overrides.pop("stop_sequences", sc.stop_sequences),
+        thinking=overrides.pop("thinking", sc.thinking),
         sleep=overrides.pop("sleep", lambda seconds: None),
         server_tools=overrides.pop("server_tools", sc.server_tools or None),
         **overrides,

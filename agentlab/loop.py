@@ -21,7 +21,9 @@ import anthropic
 import httpx2
 
 from . import compaction as compaction_mod
+from .caching import count_breakpoints, with_breakpoints
 from .compaction import ContextMeter, estimate_tokens
+from .cost import PriceTable, default_prices, usage_cost
 from .errors import ConfigError
 from .trace import Trace
 from .transitions import (
@@ -79,6 +81,8 @@ class Result:
     nudges: int
     stop_hook_blocks: int
     messages: list[Message] = field(default_factory=list)
+    cost_usd: float | None = None       # None when a model of the run has no price (see unpriced_models)
+    unpriced_models: list[str] = field(default_factory=list)
 
     @classmethod
     def from_event(cls, data: dict[str, Any]) -> Result:
@@ -90,7 +94,10 @@ class Result:
                   "nudges", "stop_hook_blocks")
         values = {name: int(data.get(name) or 0) for name in counts}
         recoveries = data.get("recoveries")
+        cost = data.get("cost_usd")
         return cls(
+            cost_usd=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None,
+            unpriced_models=[str(m) for m in data.get("unpriced_models") or []],
             subtype=str(data["subtype"]), is_error=bool(data["is_error"]), num_turns=int(data.get("num_turns") or 0),
             stop_reason=data.get("stop_reason"), stop_sequence=data.get("stop_sequence"),
             result=str(data.get("result") or ""), usage=dict(data.get("usage") or {}),
@@ -102,6 +109,7 @@ class Result:
     def to_dict(self, *, with_messages: bool = False) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "messages"}
         data["usage"] = dict(self.usage)
+        data["unpriced_models"] = list(self.unpriced_models)
         data["type"] = "result"
         if with_messages:
             data["messages"] = copy.deepcopy(self.messages)
@@ -141,6 +149,9 @@ class AgentLoop:
         seed: int = 0,
         request_timeout: float = 600.0,
         count_tokens: bool = False,
+        thinking: int | None = None,
+        cache: bool = True,
+        prices: PriceTable | None = None,
         server_tools: list[dict[str, Any]] | None = None,
     ) -> None:
         if (prompt is None) == (messages is None):
@@ -150,6 +161,16 @@ class AgentLoop:
         _check_arguments(client=client, prompt=prompt, messages=messages, tools=tools, hooks=hooks, trace=trace,
                          limits=limits, max_tokens=max_tokens, context_window=context_window,
                          compact_threshold=compact_threshold, request_timeout=request_timeout)
+        if thinking is not None:
+            if isinstance(thinking, bool) or not isinstance(thinking, int) or thinking < 1024:
+                raise ConfigError(f"thinking: a budget of at least 1024 tokens (the API's minimum), got {thinking!r}")
+            if thinking >= max_tokens:
+                raise ConfigError(f"thinking: the budget ({thinking}) must be below max_tokens ({max_tokens})")
+        self.thinking = thinking       # extended thinking budget_tokens; None: thinking off
+        self.cache = bool(cache)       # cache_control breakpoints on tools, system and the latest message
+        self.prices = prices or default_prices()
+        self.cost_usd = 0.0
+        self.unpriced_models: list[str] = []
         self.client = client
         self.system = system
         self.tools = tools
@@ -166,7 +187,7 @@ class AgentLoop:
         self.stop_sequences = stop_sequences
         self.sleep = sleep
         self.clock = clock
-        self.request_timeout = request_timeout
+        self.request_timeout = request_timeout  # seconds without data from the server before a request fails
         self.count_tokens = count_tokens  # ask the API's count_tokens endpoint before each call (live use)
         self._rng = random.Random(seed)
         self.prompt = prompt
@@ -245,7 +266,7 @@ class AgentLoop:
             "model": self.state.model, "max_tokens": self.state.max_tokens, "stream": self.stream,
             "prompt": self.prompt, "limits": asdict(self.limits), "context_window": self.context_window,
             "tools": self.tools.names() if self.tools is not None else [],
-            "compaction": list(self.chain)})
+            "compaction": list(self.chain), "thinking": self.thinking, "cache": self.cache})
         if self.prompt is None:
             self._seed_meter()
             return None
@@ -278,7 +299,18 @@ class AgentLoop:
             params["tools"] = self._tool_schemas
         if self.stop_sequences:
             params["stop_sequences"] = self.stop_sequences
-        return params
+        return self._finish_params(params)
+
+    def _finish_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Thinking (its budget kept below this request's max_tokens) and cache breakpoints, when on."""
+        if self.thinking is not None:
+            params["thinking"] = {"type": "enabled", "budget_tokens": min(self.thinking, params["max_tokens"] - 1)}
+        return with_breakpoints(params) if self.cache else params
+
+    def _streams(self, params: dict[str, Any]) -> bool:
+        """Whether this request goes as a stream: always with stream=True, else when the SDK requires it
+        (a max_tokens that implies more than 10 minutes of output), rather than forcing a timeout on it."""
+        return self.stream or needs_streaming(self.client, params)
 
     def _count_context(self) -> None:
         """Replace the context estimate by the API's own count of the next request (when it answers)."""
@@ -298,7 +330,7 @@ class AgentLoop:
         connection errors, so a half-received answer is never taken for the answer, nor its tool calls run.
         """
         try:
-            if self.stream:
+            if self._streams(params):
                 message = self._send_stream(params)
                 if isinstance(message, Failure):
                     return message
@@ -343,9 +375,11 @@ class AgentLoop:
         call = self.requests
         params = self._params()
         self.trace.emit("request", call, {
-            "model": params["model"], "max_tokens": params["max_tokens"], "stream": self.stream,
+            "model": params["model"], "max_tokens": params["max_tokens"], "stream": self._streams(params),
             "messages": len(self.messages), "context_tokens": self.meter.tokens,
-            "context_window": self.context_window, "purpose": "turn"})
+            "context_window": self.context_window, "purpose": "turn",
+            "thinking_budget": (params.get("thinking") or {}).get("budget_tokens"),
+            "cache_breakpoints": count_breakpoints(params)})
         started = self.clock()
         outcome = self._send(params)
         wall = (self.clock() - started) * 1000
@@ -365,6 +399,13 @@ class AgentLoop:
         usage = message.get("usage") or {}
         for key in self.usage:
             self.usage[key] += int(usage.get(key) or 0)
+        model = message.get("model") or self.state.model
+        cost = usage_cost(usage, model, self.prices)
+        if cost is None:
+            if model not in self.unpriced_models:
+                self.unpriced_models.append(model)
+        else:
+            self.cost_usd += cost
         content = message.get("content") or []
         if purpose == "turn":
             self.meter.observe_usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
@@ -376,7 +417,15 @@ class AgentLoop:
             "blocks": ",".join(b["type"] for b in content), "content": content,
             "input_tokens": int(usage.get("input_tokens") or 0),
             "output_tokens": int(usage.get("output_tokens") or 0),
+            "cache_read_input_tokens": int(usage.get("cache_read_input_tokens") or 0),
+            "cache_creation_input_tokens": int(usage.get("cache_creation_input_tokens") or 0),
+            "cost_usd": cost, "run_cost_usd": self.run_cost,
             "usage": usage, "context_window": self.context_window}, wall_ms=wall)
+
+    @property
+    def run_cost(self) -> float | None:
+        """The run's cost so far in US dollars; None once a call was made with a model that has no price."""
+        return None if self.unpriced_models else round(self.cost_usd, 8)
 
     # -- applying a transition ----------------------------------------------------------------------------
     def _apply(self, t: Transition, outcome: Any) -> None:
@@ -679,10 +728,14 @@ class AgentLoop:
                   "messages": compaction_mod.summary_request_messages(older)}
         if self.system:
             params["system"] = self.system
+        context_tokens = estimate_tokens(params["messages"])  # before the breakpoints: they are not tokens
+        params = self._finish_params(params)
         self.trace.emit("request", call, {"model": params["model"], "max_tokens": params["max_tokens"],
-                                          "stream": self.stream, "messages": len(params["messages"]),
-                                          "context_tokens": estimate_tokens(params["messages"]),
-                                          "context_window": self.context_window, "purpose": "summary"})
+                                          "stream": self._streams(params), "messages": len(params["messages"]),
+                                          "context_tokens": context_tokens,
+                                          "context_window": self.context_window, "purpose": "summary",
+                                          "thinking_budget": (params.get("thinking") or {}).get("budget_tokens"),
+                                          "cache_breakpoints": count_breakpoints(params)})
         started = self.clock()
         outcome = self._send(params)
         wall = (self.clock() - started) * 1000
@@ -723,8 +776,26 @@ class AgentLoop:
             recoveries=c["escalations"] + c["continuations"] + c["compactions"] + c["nudges"]
             + c["pause_continuations"], compactions=c["compactions"], retries=c["retries"],
             fallbacks=c["fallbacks"], pause_continuations=c["pause_continuations"], nudges=c["nudges"],
-            stop_hook_blocks=c["stop_hook_blocks"], messages=self.messages)
+            stop_hook_blocks=c["stop_hook_blocks"], messages=self.messages,
+            cost_usd=self.run_cost, unpriced_models=list(self.unpriced_models))
         self.trace.emit("result", self.requests, self.result.to_dict())
+
+
+def needs_streaming(client: Any, params: dict[str, Any]) -> bool:
+    """The SDK's own rule: a non-streaming request whose max_tokens implies more than 10 minutes of
+    generation (or more than the model's non-streaming ceiling) is refused unless a timeout is forced."""
+    check = getattr(client, "_calculate_nonstreaming_timeout", None)
+    if check is None:
+        return False
+    try:
+        from anthropic._constants import MODEL_NONSTREAMING_TOKENS
+    except ImportError:  # pragma: no cover - older SDKs
+        MODEL_NONSTREAMING_TOKENS = {}
+    try:
+        check(params["max_tokens"], MODEL_NONSTREAMING_TOKENS.get(params["model"]))
+    except ValueError:
+        return True
+    return False
 
 
 def _check_arguments(*, client: Any, prompt: Any, messages: Any, tools: Any, hooks: Any, trace: Any, limits: Any,

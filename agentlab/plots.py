@@ -57,6 +57,9 @@ class Call:
     input_tokens: int = 0
     output_tokens: int = 0
     cache_tokens: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost_usd: float | None = None       # None: no price for the model (or no answer)
     stop_reason: str | None = None
     error_status: int | None = None
     error_type: str | None = None
@@ -156,7 +159,10 @@ def read_run(source: Any) -> Run:
             c.stop_reason = d.get("stop_reason")
             c.input_tokens = _int(d.get("input_tokens", usage.get("input_tokens")))
             c.output_tokens = _int(d.get("output_tokens", usage.get("output_tokens")))
-            c.cache_tokens = _int(usage.get("cache_read_input_tokens")) + _int(usage.get("cache_creation_input_tokens"))
+            c.cache_read = _int(usage.get("cache_read_input_tokens"))
+            c.cache_write = _int(usage.get("cache_creation_input_tokens"))
+            c.cache_tokens = c.cache_read + c.cache_write
+            c.cost_usd = None if _missing(d.get("cost_usd")) else float(d["cost_usd"])
         elif kind == "api_error":
             c = call(n)
             c.error_status = None if _missing(d.get("status")) else int(d["status"])
@@ -650,6 +656,120 @@ def dashboard(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = D
     return _finish(fig, save)
 
 
+# --- cost and the prompt cache ---------------------------------------------------------------------------
+
+UNCACHED_COLOR = "#4C72B0"
+WRITE_COLOR = "#C44E52"
+READ_COLOR = "#55A868"
+
+
+def _mark_compactions(ax, run: Run, *, label: bool = True) -> None:
+    """A dashed line before the first call after each compaction (the history changed between the two)."""
+    seen: set[int] = set()
+    for c in run.compactions:
+        after = int(c["call"]) + 1 if c.get("trigger") != "proactive" else int(c["call"]) + 1
+        if after in seen:
+            continue
+        seen.add(after)
+        ax.axvline(after - 0.5, color=COMPACTION_COLOR, linestyle="--", linewidth=1.2)
+        if label:
+            ax.annotate("compaction:\nthe prefix changed", (after - 0.5, 1), xycoords=("data", "axes fraction"),
+                        xytext=(3, -3), textcoords="offset points", ha="left", va="top", fontsize=8,
+                        color=COMPACTION_COLOR)
+
+
+def draw_cache_tokens(ax, run: Run) -> None:
+    """Per call: uncached input, cache writes, cache reads and output, stacked; compactions marked."""
+    ax.set_title("Tokens per model call, by how they are billed", loc="left", fontsize=11)
+    calls = [c for c in run.calls if c.answered]
+    if not calls:
+        _empty(ax, "no model call came back")
+        return
+    xs = [c.n for c in calls]
+    layers = (("uncached input", [c.input_tokens for c in calls], UNCACHED_COLOR),
+              ("cache writes", [c.cache_write for c in calls], WRITE_COLOR),
+              ("cache reads", [c.cache_read for c in calls], READ_COLOR),
+              ("output", [c.output_tokens for c in calls], OUTPUT_COLOR))
+    bottom = [0] * len(calls)
+    hatches = ["//" if c.purpose == "summary" else "" for c in calls]
+    for label, values, color in layers:
+        ax.bar(xs, values, bottom=bottom, color=color, label=label, hatch=hatches, edgecolor="white")
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    top = max(bottom, default=0)
+    if len(xs) <= 20:
+        for x, total in zip(xs, bottom, strict=True):
+            ax.annotate(_tokens(total), (x, total), xytext=(0, 2), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=7, color="#333333")
+    ax.set_ylim(0, max(top, 4) * 1.3)
+    _mark_compactions(ax, run)
+    ax.yaxis.set_major_formatter(FuncFormatter(_tokens))
+    ax.set_ylabel("tokens")
+    _call_axis(ax, run)
+    handles, _ = ax.get_legend_handles_labels()
+    if any(c.purpose == "summary" for c in calls):
+        handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//", label="summary call (compaction)"))
+    ax.legend(handles=handles, loc="upper left", fontsize=8, frameon=False, ncol=2)
+
+
+def draw_cumulative_cost(ax, run: Run, prices: Any = None) -> None:
+    """The run's cost so far after each call; beside it, the same tokens priced with no caching (derived)."""
+    from .cost import default_prices, uncached_cost
+
+    ax.set_title("Cumulative cost", loc="left", fontsize=11)
+    calls = [c for c in run.calls if c.answered]
+    if not calls:
+        _empty(ax, "no model call came back")
+        return
+    unknown = sorted({str(c.model) for c in calls if c.cost_usd is None})
+    if unknown:
+        _empty(ax, f"cost unknown: no price for {', '.join(unknown)}")
+        return
+    table = prices or default_prices()
+    xs, paid, plain = [], [], []
+    total = total_plain = 0.0
+    for c in calls:
+        usage = {"input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
+                 "cache_read_input_tokens": c.cache_read, "cache_creation_input_tokens": c.cache_write}
+        total += c.cost_usd or 0.0
+        total_plain += uncached_cost(usage, table.price(c.model)) or 0.0
+        xs.append(c.n)
+        paid.append(total)
+        plain.append(total_plain)
+    ax.plot(xs, paid, marker="o", color=INPUT_COLOR, label=f"this run: ${total:.4f}")
+    if any(c.cache_tokens for c in calls):
+        ax.plot(xs, plain, marker=".", linestyle=":", color="#777777",
+                label=f"same tokens, no caching (derived): ${total_plain:.4f}")
+    _mark_compactions(ax, run, label=False)
+    ax.set_ylim(0, max(paid + plain) * 1.25)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"${v:.3f}"))
+    ax.set_ylabel("US dollars")
+    _call_axis(ax, run)
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+
+
+def cache_tokens(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
+    """Tokens per call stacked as uncached input, cache writes, cache reads and output."""
+    fig = new_figure(8, 4, dpi)
+    draw_cache_tokens(place(fig, 0.75, 0.35, 7.05, 3.05), read_run(frame))
+    return _finish(fig, save)
+
+
+def cumulative_cost(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
+    """The run's cost after each call, and the same tokens priced without caching."""
+    fig = new_figure(8, 3.5, dpi)
+    draw_cumulative_cost(place(fig, 0.85, 0.35, 6.95, 2.6), read_run(frame))
+    return _finish(fig, save)
+
+
+def cost_overview(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
+    """Tokens by billing kind per call above, cumulative cost below, compactions marked on both."""
+    run = read_run(frame)
+    fig = new_figure(9, 7.4, dpi)
+    draw_cache_tokens(place(fig, 0.85, 0.35, 7.95, 3.2), run)
+    draw_cumulative_cost(place(fig, 0.85, 4.3, 7.95, 2.55), run)
+    return _finish(fig, save)
+
+
 def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = None, dpi: int = DPI,
                   title: str = "Careful-loop rules: scenarios passed per branch") -> PlotFigure:
     """Report cards side by side (``agentlab.grade.Report``): one row per client, one column per branch (a
@@ -710,6 +830,9 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
 
 PLOTS = {
     "overview": overview,
+    "cost": cost_overview,
+    "cache": cache_tokens,
+    "spend": cumulative_cost,
     "dashboard": dashboard,
     "tokens": token_usage,
     "context": context_fill,

@@ -28,6 +28,20 @@ def _content_summary(blocks: list[dict[str, Any]]) -> str:
     return "; ".join(parts) or "(empty)"
 
 
+def prompt_tokens(d: dict[str, Any]) -> Any:
+    """A response's whole prompt: uncached input plus cache reads and writes (the input_tokens alone when
+    nothing was cached)."""
+    cached = int(d.get("cache_read_input_tokens") or 0) + int(d.get("cache_creation_input_tokens") or 0)
+    return d.get("input_tokens") if not cached else int(d.get("input_tokens") or 0) + cached
+
+
+def _cache_note(d: dict[str, Any]) -> str:
+    read, written = int(d.get("cache_read_input_tokens") or 0), int(d.get("cache_creation_input_tokens") or 0)
+    if not read and not written:
+        return ""
+    return f" (cache read {read}, written {written})"
+
+
 def format_event(e: Event) -> str | None:
     d = e.data
     head = f"{e.call:>3} {e.kind:<10}"
@@ -39,8 +53,8 @@ def format_event(e: Event) -> str | None:
         return (f"{head} {d.get('model')} max_tokens={d.get('max_tokens')} messages={d.get('messages')} "
                 f"context≈{d.get('context_tokens')}{purpose}")
     if e.kind == "response":
-        return (f"{head} stop_reason={d.get('stop_reason')} in/out={d.get('input_tokens')}/"
-                f"{d.get('output_tokens')} {_content_summary(d.get('content') or [])}")
+        return (f"{head} stop_reason={d.get('stop_reason')} in/out={prompt_tokens(d)}/"
+                f"{d.get('output_tokens')}{_cache_note(d)} {_content_summary(d.get('content') or [])}")
     if e.kind == "api_error":
         return f"{head} HTTP {d.get('status')} {d.get('error_type')}: {_clip(d.get('message'))}"
     if e.kind == "retry":

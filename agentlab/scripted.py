@@ -8,10 +8,13 @@ streaming and error classes run exactly as against the live API.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .caching import PromptCache
 from .compaction import estimate_tokens
 from .scenario import (
     ErrorSpec,
@@ -61,6 +64,12 @@ class ScenarioEngine:
     failures: list[str] = field(default_factory=list)
     next_step: int = 0
     previous_tokens: int | None = None
+    last_stop_reason: str | None = None   # of the last message this engine answered with
+    cache: PromptCache = field(default_factory=PromptCache)
+
+    def __post_init__(self) -> None:
+        self.cache.min_tokens = self.scenario.cache_min_tokens
+        self._signed = _scenario_signatures(self.scenario)
 
     @classmethod
     def from_name(cls, name_or_path: str) -> ScenarioEngine:
@@ -71,6 +80,8 @@ class ScenarioEngine:
         self.failures.clear()
         self.next_step = 0
         self.previous_tokens = None
+        self.last_stop_reason = None
+        self.cache.clear()
 
     # -- HTTP entry point --------------------------------------------------------------------------------
     def handle(self, method: str, path: str, body: bytes | None) -> WireReply:
@@ -109,8 +120,13 @@ class ScenarioEngine:
         stream = bool(request.get("stream"))
         normalised = _normalise(request)
         scenario = self.scenario
-        tokens = estimate_tokens(request_payload(normalised))  # once per request: it is the hot path
+        # once per request: it is the hot path; cache_control markers are not prompt tokens
+        tokens = estimate_tokens(request_payload(normalised))
         summary = is_summary_request(normalised)
+        invalid = self._invalid_thinking(normalised)
+        if invalid is not None:
+            return self._record(method, path, request, stream, None, _error(400, "invalid_request_error", invalid),
+                                kind="invalid_thinking")
         if scenario.context_window is not None:
             if tokens > scenario.context_window:
                 if not summary:  # "smaller than previous" compares with this one
@@ -154,8 +170,76 @@ class ScenarioEngine:
         wire = self._message(reply, normalised, stream, f"{index:03d}", tokens)
         return self._record(method, path, request, stream, index, wire, stop_reason=reply.stop_reason)
 
+    def usage(self, reply: Reply, request: dict[str, Any], tokens: int,
+              content: list[dict[str, Any]]) -> dict[str, Any]:
+        """The reply's usage, computed in this one place: the scenario's numbers where it gives them, else
+        the prompt split into uncached input, cache writes and cache reads (from the prompt cache), and an
+        estimate of the output. The cache is read and written even when the scenario fixes the numbers."""
+        given = reply.usage.model_dump(exclude_none=True, exclude={"staged"}) if reply.usage else {}
+        cached = self.cache.use(request, tokens)
+        computed = {
+            "input_tokens": tokens - cached.read - cached.written,
+            "cache_creation_input_tokens": cached.written,
+            "cache_read_input_tokens": cached.read,
+            "output_tokens": max(2, estimate_tokens(content)) if content else 2,
+        }
+        usage: dict[str, Any] = {k: given.get(k, v) for k, v in computed.items()}  # every field, in the API's order
+        usage["cache_creation"] = {"ephemeral_5m_input_tokens": usage["cache_creation_input_tokens"],
+                                   "ephemeral_1h_input_tokens": 0}
+        usage["service_tier"] = "standard"
+        return usage
+
+    def _invalid_thinking(self, request: dict[str, Any]) -> str | None:
+        """The 400 message the API gives for a request that breaks the extended-thinking rules; None if valid.
+
+        Checked: the budget (at least 1024, below max_tokens); every thinking block sent back carries the
+        signature it was given for exactly that text, every redacted_thinking block its data unchanged; with
+        thinking on, an assistant turn with tool_use starts with its thinking block, and the request does
+        not end with an assistant prefill (only a paused turn may be sent back as the last message).
+        """
+        thinking = request.get("thinking")
+        enabled = isinstance(thinking, dict) and thinking.get("type") == "enabled"
+        if enabled:
+            budget = thinking.get("budget_tokens")
+            if not isinstance(budget, int) or budget < 1024:
+                return f"thinking.enabled.budget_tokens: Input should be greater than or equal to 1024, got {budget!r}"
+            if budget >= int(request.get("max_tokens") or 0):
+                return (f"`max_tokens` must be greater than `thinking.budget_tokens` "
+                        f"(max_tokens {request.get('max_tokens')}, budget_tokens {budget})")
+        messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
+        for n, message in enumerate(messages):
+            if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
+                continue
+            for k, block in enumerate(message["content"]):
+                kind = block.get("type") if isinstance(block, dict) else None
+                if kind == "thinking":
+                    text, signature = str(block.get("thinking", "")), str(block.get("signature", ""))
+                    if signature != signature_for(text) and ("thinking:" + text, signature) not in self._signed:
+                        return f"messages.{n}.content.{k}: Invalid `signature` in `thinking` block"
+                elif kind == "redacted_thinking" and ("redacted", str(block.get("data", ""))) not in self._signed:
+                    return f"messages.{n}.content.{k}: Invalid `data` in `redacted_thinking` block"
+        if not enabled or not messages:
+            return None
+        last_assistant = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+        blocks = last_assistant.get("content") if last_assistant is not None else None
+        if isinstance(blocks, list) and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks):
+            first = blocks[0].get("type") if isinstance(blocks[0], dict) else None
+            if first not in ("thinking", "redacted_thinking"):
+                index = messages.index(last_assistant)
+                return (f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+                        f"`{first}`. When `thinking` is enabled, a final `assistant` message must start with a "
+                        "thinking block (preceding the lastmost set of `tool_use` and `tool_result` blocks).")
+        if messages[-1].get("role") == "assistant" and self.last_stop_reason not in ("pause_turn", "compaction"):
+            return ("assistant message prefill is not supported when thinking is enabled: end the request with "
+                    "a user message")
+        return None
+
     def _message(self, reply: Reply, request: dict[str, Any], stream: bool, tag: str, tokens: int) -> WireReply:
-        message = build_message(reply, request, msg_id=f"msg_{_slug(self.scenario.name)}_{tag}", input_tokens=tokens)
+        msg_id = f"msg_{_slug(self.scenario.name)}_{tag}"
+        content = reply_content(reply, msg_id)
+        message = build_message(reply, request, msg_id=msg_id, input_tokens=tokens,
+                                usage=self.usage(reply, request, tokens, content))
+        self.last_stop_reason = reply.stop_reason
         if stream:
             return WireReply(200, {"content-type": "text/event-stream", "cache-control": "no-cache"},
                              sse_body(message, reply, self.text_chunk), "stream")
@@ -299,25 +383,54 @@ def _error_from_spec(spec: ErrorSpec, request: dict[str, Any] | None = None) -> 
     return _error(spec.status, error_type, message, headers)
 
 
-def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str,
-                  input_tokens: int | None = None) -> dict[str, Any]:
-    """The Message JSON for a reply; usage is estimated from the request when the scenario leaves it out."""
+def signature_for(thinking: str) -> str:
+    """The scripted backend's signature of a thinking text: deterministic, and any change breaks it."""
+    digest = hashlib.sha256(("agentlab-thinking\x00" + thinking).encode()).digest()
+    return base64.b64encode(digest * 2).decode()
+
+
+def _scenario_signatures(scenario: Scenario) -> set[tuple[str, str]]:
+    """(type, value) pairs a scenario hands out literally: thinking signatures and redacted data."""
+    out: set[tuple[str, str]] = set()
+    for step in scenario.steps:
+        for reply in [step, *(step.cases or [])]:
+            for block in reply.content or []:
+                if block.type == "thinking" and block.signature:
+                    out.add(("thinking:" + block.thinking, block.signature))
+                elif block.type == "redacted_thinking":
+                    out.add(("redacted", block.data))
+    return out
+
+
+def reply_content(reply: Reply, msg_id: str) -> list[dict[str, Any]]:
+    """The content blocks a reply sends: tool ids filled in, thinking blocks signed."""
     content = []
     for i, block in enumerate(reply.content or []):
         data = block.model_dump(exclude_none=True, exclude={"partial_json"})
         if data["type"] in ("tool_use", "server_tool_use") and not data.get("id"):
             prefix = "srvtoolu" if data["type"] == "server_tool_use" else "toolu"
             data["id"] = f"{prefix}_{msg_id.rsplit('_', 1)[-1]}_{i}"
+        if data["type"] == "thinking" and not data.get("signature"):
+            data = {"type": "thinking", "thinking": data["thinking"], "signature": signature_for(data["thinking"])}
         content.append(data)
-    scripted = reply.usage.model_dump(exclude_none=True, exclude={"staged"}) if reply.usage else {}
-    usage = {  # every field the API sends, in its order
-        "input_tokens": scripted.get("input_tokens", input_tokens if input_tokens is not None
-                                     else estimate_tokens(request_payload(request))),
-        "cache_creation_input_tokens": scripted.get("cache_creation_input_tokens", 0),
-        "cache_read_input_tokens": scripted.get("cache_read_input_tokens", 0),
-        "output_tokens": scripted.get("output_tokens", max(2, estimate_tokens(content)) if content else 2),
-        "service_tier": "standard",
-    }
+    return content
+
+
+def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str,
+                  input_tokens: int | None = None, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Message JSON for a reply. ``usage`` is the engine's (``ScenarioEngine.usage``); without it, the
+    scenario's numbers, else estimates from the request, with no cache use."""
+    content = reply_content(reply, msg_id)
+    if usage is None:
+        scripted = reply.usage.model_dump(exclude_none=True, exclude={"staged"}) if reply.usage else {}
+        usage = {  # every field the API sends, in its order
+            "input_tokens": scripted.get("input_tokens", input_tokens if input_tokens is not None
+                                         else estimate_tokens(request_payload(request))),
+            "cache_creation_input_tokens": scripted.get("cache_creation_input_tokens", 0),
+            "cache_read_input_tokens": scripted.get("cache_read_input_tokens", 0),
+            "output_tokens": scripted.get("output_tokens", max(2, estimate_tokens(content)) if content else 2),
+            "service_tier": "standard",
+        }
     return {
         "id": msg_id,
         "type": "message",

@@ -44,6 +44,7 @@ BLOCK_STYLES = {
     "server_tool_use": ("#F3E8FD", "#8430CE"),
     "web_search_tool_result": ("#F8F1FE", "#A142F4"),
     "thinking": ("#F5F5F5", "#BDBDBD"),
+    "redacted_thinking": ("#EEEEEE", "#9E9E9E"),
     "marker": ("#FFF4E5", "#E37400"),
 }
 ROLE_LABELS = {"user": "user", "assistant": "assistant", "marker": "marker"}
@@ -88,8 +89,8 @@ def render_block(block: dict[str, Any]) -> str:
         items = block.get("content") if isinstance(block.get("content"), list) else []
         body = "<br>".join(f"{_e(i.get('title', ''))} <code>{_e(i.get('url', ''))}</code>"
                            for i in items if isinstance(i, dict)) or "(no results)"
-    elif kind == "thinking":
-        title, body = "thinking", f"<i>{_e(_clip(str(block.get('thinking', ''))))}</i>"
+    elif kind in ("thinking", "redacted_thinking"):
+        return _render_thinking(block, background, border)
     else:
         title, body = kind, f"<code>{_e(_clip(_json(block), 300))}</code>"
     return (f'<div class="agentlab-block agentlab-block-{_e(kind)}" style="background:{background};'
@@ -97,6 +98,25 @@ def render_block(block: dict[str, Any]) -> str:
             f'white-space:pre-wrap;word-break:break-word">'
             f'<div style="font-size:10px;font-weight:600;color:{border};text-transform:none">{title}</div>'
             f'{body}</div>')
+
+
+def _render_thinking(block: dict[str, Any], background: str, border: str) -> str:
+    """A thinking block collapsed to one line (click to open); a redacted one shows only that it is opaque.
+    Either goes back to the API exactly as received, signature and data included."""
+    kind = str(block.get("type"))
+    if kind == "thinking":
+        text = str(block.get("thinking", ""))
+        summary = f"thinking · {len(text)} characters · signed"
+        body = f"<i>{_e(_clip(text))}</i>"
+    else:
+        data = str(block.get("data", ""))
+        summary = f"redacted_thinking · {len(data)} characters of encrypted data"
+        body = "<i>Encrypted by the API: nothing to read, sent back unchanged.</i>"
+    return (f'<details class="agentlab-block agentlab-block-{_e(kind)}" style="background:{background};'
+            f'border-left:4px solid {border};margin:3px 0;padding:3px 7px;border-radius:3px;'
+            f'white-space:pre-wrap;word-break:break-word">'
+            f'<summary style="font-size:10px;font-weight:600;color:{border};cursor:pointer">{_e(summary)}</summary>'
+            f'{body}</details>')
 
 
 def _render_blocks(blocks: list[dict[str, Any]]) -> str:
@@ -119,8 +139,10 @@ def render_event(e: Event) -> str:
                      f" · {_e(d.get('messages'))} message(s) · context ≈ {_e(d.get('context_tokens'))} tokens"
                      f"{purpose}", "#555")
     if e.kind == "response":
+        from .report import _cache_note, prompt_tokens
+
         head = _line("agentlab-response", f"response · stop_reason <b>{_e(d.get('stop_reason'))}</b> · tokens in/out "
-                     f"{_e(d.get('input_tokens'))}/{_e(d.get('output_tokens'))}", "#222")
+                     f"{_e(prompt_tokens(d))}/{_e(d.get('output_tokens'))}{_e(_cache_note(d))}", "#222")
         return head + _render_blocks(d.get("content") or [])
     if e.kind == "api_error":
         return (f'<div class="agentlab-api-error" style="background:#FCE8E6;border-left:4px solid #D93025;'
