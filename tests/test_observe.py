@@ -445,4 +445,7 @@ def test_the_clients_table_says_how_to_reproduce_each_record() -> None:
 def test_explained_differences_name_real_rows_that_differ() -> None:
     explained = explained_differences()
     assert {"refusal", "mislabel_tool_use", "pause_turn"} <= set(explained["scenario"])
-    assert all(explained["why"].str.len() > 40) and all(explained["differing"].str.len() > 0)
+    assert all(explained["why"].str.len() > 40)
+    rows = explained.set_index("scenario")
+    for name in ("refusal", "mislabel_tool_use", "pause_turn", "unsupported_field"):
+        assert rows.loc[name, "differing"], name  # these explain cells that differ from agentlab's
