@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
+import textwrap
 from typing import Any
 
 from .errors import AgentlabError, ConfigError
@@ -90,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", help="write the event trace to this JSONL file, event by event")
     run.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
 
-    sub.add_parser("scenarios", help="list the scenarios, one line each")
+    scenarios = sub.add_parser("scenarios", help="list the scenarios, one short line each")
+    scenarios.add_argument("--long", action="store_true", help="add each scenario's whole description")
 
     serve = sub.add_parser("serve", help="serve a scenario as a Messages API on 127.0.0.1")
     serve.add_argument("scenario")
@@ -98,9 +101,39 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--record", help="append every request to this JSONL file")
 
     observe = sub.add_parser("observe", help="run a client against each scenario and record what it does")
-    observe.add_argument("client", help="agentlab, tool-runner or claude-code")
+    observe.add_argument("client", nargs="?", help="agentlab, tool-runner, claude-code[@VERSION], pydantic-ai or "
+                         "langchain (--list describes them)")
     observe.add_argument("scenarios", nargs="*", help="scenario names (default: all)")
     observe.add_argument("--out", help="folder for the behaviour records (default: data/observed)")
+    observe.add_argument("--check", action="store_true",
+                         help="record into a temporary folder and compare with the committed records instead of "
+                              "writing them; exit 1 when any differs")
+    observe.add_argument("--list", action="store_true", help="list the clients and exit")
+    observe.add_argument("--skip-missing", action="store_true",
+                         help="a client that is not installed here is skipped with the reason (exit 0)")
+    grade = sub.add_parser("grade", help="grade an agent (any command) or recorded clients on the careful-loop rules",
+                           description="Serve each scenario, run the agent against it, judge the requests it sent "
+                                       "against the careful-loop rules of docs/conformance.md. Exit 0 when every "
+                                       "rule holds, 1 when any fails, 2 for bad usage.")
+    grade.add_argument("scenarios", nargs="*", help="scenario names (default: every scenario a client can be "
+                                                     "graded on from its prompt alone)")
+    grade.add_argument("--command", dest="agent_command",
+                       help="the agent: \"CMD ARGS\"; the scenario's prompt is appended as the last argument, "
+                            "ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY (a dummy) are set")
+    grade.add_argument("--timeout", type=float, default=60.0,
+                       help="seconds per scenario; a command still running then is stopped (its process group "
+                            "killed) and graded as such (default 60)")
+    grade.add_argument("--jobs", type=int, default=4, help="scenarios run at the same time (default 4)")
+    grade.add_argument("--label", help="the name of the graded client in reports (default: the command)")
+    grade.add_argument("--observed", nargs="*", metavar="CLIENT",
+                       help="also grade the committed records of these clients (client or client@version; "
+                            "none named: all)")
+    grade.add_argument("--load", action="append", metavar="REPORT.json", help="add a report saved with --save")
+    grade.add_argument("--save", metavar="REPORT.json", help="save the reports, to combine them later (--load)")
+    grade.add_argument("--heatmap", metavar="FILE.png", help="draw the reports as a heatmap, clients × branches")
+    grade.add_argument("--json", action="store_true",
+                       help="print one JSON object on the last line: the verdict, each scenario's name, verdict "
+                            "and failed rules")
     return parser
 
 
@@ -112,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "scenarios":
-            return _scenarios()
+            return _scenarios(long=args.long)
         if args.command == "run":
             return _run(args)
         if args.command == "serve":
@@ -123,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
             from .observe import observe_main
 
             return observe_main(args)
+        if args.command == "grade":
+            from .grade import grade_main
+
+            return grade_main(args)
     except AgentlabError as exc:
         print(f"agentlab: {exc}", file=sys.stderr)
         return 2
@@ -133,14 +170,32 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-def _scenarios() -> int:
+SCENARIO_LINE_WIDTH = 120  # `agentlab scenarios`: one line each, at most this wide
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    match = re.search(r"(?<=[.!?])\s+(?=[A-Z(\"'`])", text)
+    return text[: match.start()] if match else text
+
+
+def _scenarios(long: bool = False) -> int:
+    """One short line per scenario (name, row, the description's first sentence, shortened); with ``long``,
+    the whole description wrapped under it. Broken scenario files are skipped with a message (exit 2)."""
     from .scenario import scan_scenarios
 
     loaded, broken = scan_scenarios()
     out = _Output()
     for sc in loaded:
         row = f"row {sc.row}" if sc.row else "mixed"
-        out.line(f"{sc.name:26s} {row:8s} {sc.description}")
+        head = f"{sc.name:26s} {row:8s} "
+        if long:
+            out.line(head.rstrip())
+            out.line(textwrap.fill(" ".join(sc.description.split()), SCENARIO_LINE_WIDTH, initial_indent="    ",
+                                   subsequent_indent="    "))
+            continue
+        short = textwrap.shorten(_first_sentence(sc.description), SCENARIO_LINE_WIDTH - len(head), placeholder=" …")
+        out.line(head + short)
     for exc in broken:
         print(f"agentlab: skipped a broken scenario: {exc}", file=sys.stderr)
     return 2 if broken else 0
@@ -248,7 +303,8 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
             compact_threshold=overrides.pop("compact_threshold", sc.compact_threshold if sc else None),
             stop_sequences=overrides.pop("stop_sequences", sc.stop_sequences if sc else None),
             count_tokens=overrides.pop("count_tokens", False),
-            request_timeout=overrides.pop("request_timeout", 600.0))
+            request_timeout=overrides.pop("request_timeout", 600.0),
+            server_tools=(sc.server_tools or None) if sc else None)
     try:
         result = loop.run()
     except KeyboardInterrupt:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
 from .loop import AgentLoop, Result
+from .paths import sandbox_dir
 from .scenario import Scenario, load_scenario
 from .scripted import ScenarioEngine, scripted_client
 from .trace import Trace
 from .transitions import Limits
 
-SANDBOX_DIR = Path(__file__).resolve().parent.parent / "data" / "sandbox"
+SANDBOX_DIR = sandbox_dir()
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
 
@@ -102,6 +102,7 @@ def scenario_loop(scenario: str | Scenario, *, stream: bool = False, trace: Trac
         compact_threshold=overrides.pop("compact_threshold", sc.compact_threshold),
         stop_sequences=overrides.pop("stop_sequences", sc.stop_sequences),
         sleep=overrides.pop("sleep", lambda seconds: None),
+        server_tools=overrides.pop("server_tools", sc.server_tools or None),
         **overrides,
     )
     loop.engine = engine  # type: ignore[attr-defined]

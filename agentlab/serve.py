@@ -25,6 +25,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,12 +47,14 @@ REASONS = {529: "Overloaded"}  # statuses the HTTP tables do not name
 @dataclass
 class Exchange:
     """One request and its answer. ``sent`` is the body as the client sent it when it used a server-held
-    thread (``request.body`` then holds the whole conversation the scenario saw); ``thread`` is its field."""
+    thread (``request.body`` then holds the whole conversation the scenario saw); ``thread`` is its field.
+    ``at`` is when the request arrived (``time.monotonic()``), so the pauses between requests can be read."""
 
     request: RecordedRequest
     reply: WireReply
     sent: dict[str, Any] | None = None
     thread: dict[str, Any] | None = None
+    at: float = 0.0
 
 
 def request_record(request: RecordedRequest, reply_body: bytes | None = None,
@@ -287,6 +290,7 @@ class ScenarioServer:
         """Answer one request with the engine and record it (called on the server thread).
 
         A request the engine fails on is answered with the API's JSON 500 and recorded all the same."""
+        arrived = time.monotonic()
         with self._lock:
             sent, thread = _threaded(method, path, body)
             count = len(self.engine.requests)
@@ -303,7 +307,7 @@ class ScenarioServer:
                     index=len(self.exchanges), method=method, path=path, body=_parsed_or_none(body), stream=False,
                     step=None, status=500, kind="server_error")
                 recorded = RecordedRequest(**{**recorded.__dict__, "status": 500, "kind": "server_error"})
-            self._keep(recorded, reply, sent if thread is not None else None, thread)
+            self._keep(recorded, reply, sent if thread is not None else None, thread, arrived)
         return reply
 
     def record_refused(self, method: str, path: str, reply: WireReply) -> None:
@@ -314,10 +318,12 @@ class ScenarioServer:
             self._keep(recorded, reply, None, None)
 
     def _keep(self, recorded: RecordedRequest, reply: WireReply, sent: dict[str, Any] | None,
-              thread: dict[str, Any] | None) -> None:
+              thread: dict[str, Any] | None, arrived: float | None = None) -> None:
         """Append to the exchanges and to the --record file (under the lock: one index per request)."""
         index = len(self.exchanges)
-        self.exchanges.append(Exchange(recorded, reply, sent, thread))
+        reply.headers.setdefault("request-id", f"req_agentlab_{index:04d}")  # every response has one, as the API's
+        self.exchanges.append(Exchange(recorded, reply, sent, thread,
+                                      time.monotonic() if arrived is None else arrived))
         if self._record_file is not None:
             self._record_file.write(json.dumps(request_record(recorded, reply.body, thread, index=index),
                                                default=str) + "\n")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .lesson00 import print_trace as print_trace  # the lessons print their traces with it
+from . import exercise
 
 Message = dict[str, Any]
 LIMIT = 3  # MAX_OUTPUT_TOKENS_RECOVERY_LIMIT in the article
@@ -46,6 +46,7 @@ CASES: tuple[tuple[str, Message, bool, int, str], ...] = (
 )
 
 
+@exercise("lesson02", "on_max_tokens")
 def check_on_max_tokens(on_max_tokens: Callable[[Message, bool, int], str]) -> str:
     """Raise AssertionError listing every case where ``on_max_tokens`` picks the wrong recovery."""
     wrong = []
@@ -80,3 +81,27 @@ def recovery_table(names: list[str]):
         rows.append({"scenario": name, "max_tokens per call": " → ".join(sizes),
                      "branches": " → ".join(branches), "result": result.subtype})
     return pd.DataFrame(rows).set_index("scenario")
+
+
+# --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
+
+HINT = """
+    Look at the last block first: a tool_use there was cut off, so it can only be sent again with a higher
+    max_tokens ("escalate") while recoveries < LIMIT, else "give_up". A complete tool_use earlier in the
+    content is an ordinary tool call ("run_tools"). Cut text: "escalate" if not escalated yet, then
+    "continue" while recoveries < LIMIT, then "give_up".
+"""
+
+
+def on_max_tokens(message, escalated, recoveries):
+    blocks = message["content"]
+    if blocks and blocks[-1]["type"] == "tool_use":
+        return "escalate" if recoveries < LIMIT else "give_up"
+    if any(block["type"] == "tool_use" for block in blocks):
+        return "run_tools"
+    if not escalated:
+        return "escalate"
+    return "continue" if recoveries < LIMIT else "give_up"
+
+
+SOLUTION = on_max_tokens
