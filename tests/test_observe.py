@@ -189,6 +189,7 @@ def test_the_agentlab_client_runs_as_a_subprocess_with_the_same_record(tmp_path:
 
 
 def test_agentlab_meets_every_scenario_expectation_when_observed(rerecorded) -> None:
+    assert set(rerecorded["agentlab"]) == set(scenario_names())
     for name, record in rerecorded["agentlab"].items():
         sc = load_scenario(name)
         assert record["summary"]["expect_unmet"] == 0, (name, [r.get("expect_unmet") for r in record["requests"]])
@@ -220,6 +221,7 @@ def test_claude_code_observation_matches_the_committed_one(tmp_path: Path) -> No
                     "record them with `agentlab observe claude-code`")
     names = scenario_names() if os.environ.get("AGENTLAB_OBSERVE_ALL") else list(CLAUDE_SAMPLE)
     fresh = observe("claude-code", names, out=tmp_path, timeout=120)
+    assert [record["scenario"] for record in fresh] == names
     for record in fresh:
         old = saved.get(record["scenario"])
         assert old is not None, f"no committed claude-code record for {record['scenario']}"

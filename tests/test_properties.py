@@ -396,6 +396,7 @@ def test_final_transcript_answers_every_tool_use(case):
 def test_roles_alternate(case):
     run = run_case(case)
     assert not role_problems(run.result.messages)
+    assert run.bodies, "no request was sent"
     for body in run.bodies:
         assert not role_problems(body.get("messages") or [])
 
@@ -406,5 +407,6 @@ def test_roles_alternate(case):
 @example(case=BLANK_TEXT_RESENT)
 def test_no_request_carries_empty_content(case):
     run = run_case(case)
+    assert run.bodies, "no request was sent"
     for k, body in enumerate(run.bodies):
         assert not empty_content_problems(body.get("messages") or []), k

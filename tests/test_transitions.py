@@ -18,6 +18,7 @@ from agentlab.transitions import (
     NUDGE_TEXT,
     ROW_OF,
     ROWS,
+    STOP_HOOK_FEEDBACK,
     Compact,
     Complete,
     ContinueTruncated,
@@ -548,8 +549,11 @@ def test_gates_are_pure():
     state = replace(STATE, num_turns=3, stop_hook_blocks=7)
     limits = replace(LIMITS, max_turns=3)
     before = copy.deepcopy((state, limits))
-    assert check_turns(state, limits) == check_turns(state, limits)
-    assert after_stop_hooks(True, "r", state, limits) == after_stop_hooks(True, "r", state, limits)
+    gate = check_turns(state, limits)
+    verdict = after_stop_hooks(True, "r", state, limits)
+    assert isinstance(gate, End) and gate.branch == "max_turns" and gate.subtype == "error_max_turns"
+    assert isinstance(verdict, HookBlocked) and verdict.feedback == STOP_HOOK_FEEDBACK.format(reason="r")
+    assert check_turns(state, limits) == gate and after_stop_hooks(True, "r", state, limits) == verdict
     assert (state, limits) == before
 
 
