@@ -100,7 +100,7 @@ def test_wrong_answers_fail_with_a_clear_message(wrong, message):
 
 
 def test_the_lesson_helpers_print_the_records(capsys):
-    show_requests("max_tokens_give_up")
+    show_requests("claude-code/2.1.197/max_tokens_give_up")
     contrast("pause_turn")
     out = capsys.readouterr().out
     # the newest recorded version (2.1.332) wraps its continuation text in a system-reminder tag
