@@ -5,32 +5,66 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SCENARIO ?= tour
 
-.PHONY: lab test demo bench lint clean claude-code
+.PHONY: lab test site site-test demo bench lint clean claude-code grade
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,site]'
 	touch $(STAMP)
 
+LAB_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab $(ROOT_FLAG) notebooks/
+	$(BIN)/jupyter lab $(ROOT_FLAG) $(LAB_ARGS) notebooks/
 
+# The tests and the lessons (nbval) in one run on two workers; a file's tests stay on one worker, so module
+# fixtures (the built wheel, the JupyterLab of the browser test) are set up once. The site tests: make site-test.
+WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
-	$(BIN)/python -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly notebooks
+	$(BIN)/python -m pytest tests notebooks -q -n $(WORKERS) --dist loadfile -m "not site" -p no:randomly \
+		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore=tests/browser_stepper.ipynb
 
+# The lessons as a static website in build/site (open build/site/index.html)
+site: $(STAMP)
+	$(BIN)/python website/build.py --out build/site
+
+# Builds the site and reads its pages in Chromium (kept out of make test for time; CI runs both)
+site-test: $(STAMP)
+	$(BIN)/python -m pytest -q -m site tests/test_site.py
+
+# `agentlab run` exits 1 when the run ends with an error result (error_max_output_tokens, error_refusal, ...):
+# for a demo that is the scenario's ending, explained on the last line, and the target succeeds. Bad usage or
+# bad input (exit 2) still fails the target.
 demo: $(STAMP)
-	$(BIN)/agentlab run $(SCENARIO) --tools demo
+	@$(BIN)/agentlab run $(SCENARIO) --tools demo; status=$$?; \
+	if [ $$status -eq 1 ]; then \
+	  echo "make demo: exit status 1 means the run ended with an error result (above): the ending the '$(SCENARIO)' scenario is built to show. 0 means success, 2 bad usage or input."; \
+	elif [ $$status -ne 0 ]; then \
+	  echo "make demo: agentlab exited with status $$status: it could not run '$(SCENARIO)' (see the message above; \`$(BIN)/agentlab scenarios\` lists the scenarios)." >&2; \
+	  exit $$status; \
+	fi
 
 bench: $(STAMP)
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/scaling.py
 	$(BIN)/python bench/notebooks.py
+
+# Every gradeable scenario: agentlab's CLI passes every rule, the tutorial loop fails (exit 1 expected), then
+# the committed records and the tutorial loop side by side in docs/images/grade_heatmap.png
+GRADE_DIR ?= build/grade
+grade: $(STAMP)
+	mkdir -p $(GRADE_DIR)
+	$(BIN)/agentlab grade --command "$(BIN)/agentlab run --tools demo --prompt" --label "agentlab run --tools demo" \
+		--save $(GRADE_DIR)/agentlab-cli.json
+	$(BIN)/agentlab grade --command "$(BIN)/python examples/naive_loop.py" --label "naive loop (examples/)" \
+		--save $(GRADE_DIR)/naive-loop.json; test $$? -eq 1
+	$(BIN)/agentlab grade --observed --load $(GRADE_DIR)/naive-loop.json \
+		--heatmap docs/images/grade_heatmap.png > $(GRADE_DIR)/combined.txt; test $$? -le 1
+	@echo "make grade: agentlab passes, the naive loop fails; heatmap in docs/images/grade_heatmap.png"
 
 # The Claude Code CLI, project-local, at the version whose behaviour is recorded in data/observed/
 CLAUDE_CODE_VERSION ?= 2.1.197

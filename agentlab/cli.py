@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
+import textwrap
 from typing import Any
 
 from .errors import AgentlabError, ConfigError
@@ -37,6 +39,26 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value <= 86_400:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"expected seconds above 0 and at most 86400, got {text}")
+    return value
+
+
+def _retries(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"expected 0 to 100 retries, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentlab", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -51,7 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--refusal-fallback-model", help="retry a refusal once on this model")
     run.add_argument("--max-turns", type=_positive, help="at most N model calls that return a message")
     run.add_argument("--max-tokens", type=_positive, help="max_tokens of each request")
-    run.add_argument("--max-retries", type=int, help="retries of a failed call (429/529/5xx/connection; default 5)")
+    run.add_argument("--max-retries", type=_retries,
+                     help="retries of a failed call (429/529/5xx/connection/cut stream; 0-100, default 5)")
+    run.add_argument("--timeout", type=_seconds,
+                     help="seconds a call may wait for the server's next data, streaming or not, before it "
+                          "fails and is retried (default 600)")
     run.add_argument("--stop-sequence", action="append", dest="stop_sequences",
                      help="a custom stop sequence (repeat for several)")
     run.add_argument("--tools", choices=["demo", "none"], help="send and run the demo tools")
@@ -66,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", help="write the event trace to this JSONL file, event by event")
     run.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
 
-    sub.add_parser("scenarios", help="list the scenarios, one line each")
+    scenarios = sub.add_parser("scenarios", help="list the scenarios, one short line each")
+    scenarios.add_argument("--long", action="store_true", help="add each scenario's whole description")
 
     serve = sub.add_parser("serve", help="serve a scenario as a Messages API on 127.0.0.1")
     serve.add_argument("scenario")
@@ -77,15 +104,41 @@ def build_parser() -> argparse.ArgumentParser:
     observe.add_argument("client", help="agentlab, tool-runner or claude-code")
     observe.add_argument("scenarios", nargs="*", help="scenario names (default: all)")
     observe.add_argument("--out", help="folder for the behaviour records (default: data/observed)")
+    grade = sub.add_parser("grade", help="grade an agent (any command) or recorded clients on the careful-loop rules",
+                           description="Serve each scenario, run the agent against it, judge the requests it sent "
+                                       "against the careful-loop rules of docs/conformance.md. Exit 0 when every "
+                                       "rule holds, 1 when any fails, 2 for bad usage.")
+    grade.add_argument("scenarios", nargs="*", help="scenario names (default: every scenario a client can be "
+                                                     "graded on from its prompt alone)")
+    grade.add_argument("--command", dest="agent_command",
+                       help="the agent: \"CMD ARGS\"; the scenario's prompt is appended as the last argument, "
+                            "ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY (a dummy) are set")
+    grade.add_argument("--timeout", type=float, default=60.0,
+                       help="seconds per scenario; a command still running then is stopped (its process group "
+                            "killed) and graded as such (default 60)")
+    grade.add_argument("--jobs", type=int, default=4, help="scenarios run at the same time (default 4)")
+    grade.add_argument("--label", help="the name of the graded client in reports (default: the command)")
+    grade.add_argument("--observed", nargs="*", metavar="CLIENT",
+                       help="also grade the committed records of these clients (client or client@version; "
+                            "none named: all)")
+    grade.add_argument("--load", action="append", metavar="REPORT.json", help="add a report saved with --save")
+    grade.add_argument("--save", metavar="REPORT.json", help="save the reports, to combine them later (--load)")
+    grade.add_argument("--heatmap", metavar="FILE.png", help="draw the reports as a heatmap, clients × branches")
+    grade.add_argument("--json", action="store_true",
+                       help="print one JSON object on the last line: the verdict, each scenario's name, verdict "
+                            "and failed rules")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a lone surrogate from a model or a hook is shown escaped
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "scenarios":
-            return _scenarios()
+            return _scenarios(long=args.long)
         if args.command == "run":
             return _run(args)
         if args.command == "serve":
@@ -96,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
             from .observe import observe_main
 
             return observe_main(args)
+        if args.command == "grade":
+            from .grade import grade_main
+
+            return grade_main(args)
     except AgentlabError as exc:
         print(f"agentlab: {exc}", file=sys.stderr)
         return 2
@@ -106,33 +163,97 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-def _scenarios() -> int:
-    from .scenario import list_scenarios
+SCENARIO_LINE_WIDTH = 120  # `agentlab scenarios`: one line each, at most this wide
 
-    for sc in list_scenarios():
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    match = re.search(r"(?<=[.!?])\s+(?=[A-Z(\"'`])", text)
+    return text[: match.start()] if match else text
+
+
+def _scenarios(long: bool = False) -> int:
+    """One short line per scenario (name, row, the description's first sentence, shortened); with ``long``,
+    the whole description wrapped under it. Broken scenario files are skipped with a message (exit 2)."""
+    from .scenario import scan_scenarios
+
+    loaded, broken = scan_scenarios()
+    out = _Output()
+    for sc in loaded:
         row = f"row {sc.row}" if sc.row else "mixed"
-        print(f"{sc.name:26s} {row:8s} {sc.description}")
-    return 0
+        head = f"{sc.name:26s} {row:8s} "
+        if long:
+            out.line(head.rstrip())
+            out.line(textwrap.fill(" ".join(sc.description.split()), SCENARIO_LINE_WIDTH, initial_indent="    ",
+                                   subsequent_indent="    "))
+            continue
+        short = textwrap.shorten(_first_sentence(sc.description), SCENARIO_LINE_WIDTH - len(head), placeholder=" …")
+        out.line(head + short)
+    for exc in broken:
+        print(f"agentlab: skipped a broken scenario: {exc}", file=sys.stderr)
+    return 2 if broken else 0
+
+
+class _Output:
+    """stdout that a closed pipe (``agentlab run tour | head -1``) silences instead of ending the run."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def line(self, text: str = "") -> None:
+        if self.closed:
+            return
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:
+            self.closed = True
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's own flush at exit stays quiet
+            os.close(devnull)
 
 
 def _run(args: argparse.Namespace) -> int:
+    """Read and check every input first; only then is the trace file written (and an old one replaced)."""
+    import shutil
+    import tempfile
+
+    from .lab import build_hooks
+    from .scenario import load_scenario
+
+    key = os.environ.get("ANTHROPIC_API_KEY") or ""
+    if args.base_url:
+        _check_base_url(args.base_url)
+    if args.scenario is None and not args.base_url and not key:
+        raise ConfigError("no scenario, no --base-url and no ANTHROPIC_API_KEY: nothing to run against. "
+                          "Give a scenario name (see `agentlab scenarios`), --base-url URL, or set the key.")
+    sc = load_scenario(args.scenario) if args.scenario else None
+    inputs = {"the scenario": sc.source if sc is not None and sc.source else None, "--settings": args.settings}
+    if args.settings:
+        build_hooks(args.settings)  # reads and checks the settings file now (HookConfigError names the field)
+    scratch = None
+    trace_path = args.trace
+    if trace_path is not None:
+        _check_trace_path(trace_path, inputs)
+    elif args.settings:
+        # hooks are promised a transcript_path, as Claude Code always sends one; it is removed after the run
+        scratch = tempfile.mkdtemp(prefix="agentlab-")
+        trace_path = os.path.join(scratch, "transcript.jsonl")
+    try:
+        return _run_checked(args, key, sc, trace_path)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | None) -> int:
     from .lab import build_hooks, build_tools, scenario_loop, scenario_stop_hook
     from .loop import AgentLoop
-    from .scenario import load_scenario
     from .trace import Trace, redact
     from .transitions import Limits
 
-    key = os.environ.get("ANTHROPIC_API_KEY") or ""
-    trace_path = args.trace
-    if trace_path is None and args.settings:
-        # hooks are promised a transcript_path, as Claude Code always sends one
-        import tempfile
-
-        trace_path = os.path.join(tempfile.mkdtemp(prefix="agentlab-"), "transcript.jsonl")
+    out = _Output()
     trace = Trace(trace_path, secrets=(key,))
     overrides: dict[str, Any] = {}
-    if args.max_retries is not None and args.max_retries < 0:
-        raise ConfigError(f"--max-retries must be 0 or more, got {args.max_retries}")
     for name in ("prompt", "system", "model", "fallback_model", "refusal_fallback_model", "max_turns", "max_tokens",
                  "compaction", "context_window", "compact_threshold", "stop_sequences", "max_retries"):
         value = getattr(args, name)
@@ -142,16 +263,14 @@ def _run(args: argparse.Namespace) -> int:
         overrides["tools"] = args.tools
     if args.count_tokens:
         overrides["count_tokens"] = True
+    if args.timeout is not None:
+        overrides["request_timeout"] = args.timeout
     if not args.json:
-        trace.subscribe(_printer())
+        trace.subscribe(_printer(out))
 
-    if args.scenario and not args.base_url:
-        loop = scenario_loop(args.scenario, stream=args.stream, trace=trace, settings=args.settings, **overrides)
+    if sc is not None and not args.base_url:
+        loop = scenario_loop(sc, stream=args.stream, trace=trace, settings=args.settings, **overrides)
     else:
-        if not args.base_url and not key:
-            raise ConfigError("no scenario, no --base-url and no ANTHROPIC_API_KEY: nothing to run against. "
-                              "Give a scenario name (see `agentlab scenarios`), --base-url URL, or set the key.")
-        sc = load_scenario(args.scenario) if args.scenario else None
         client = _client(args.base_url, key)
         tools = build_tools(overrides.pop("tools", sc.tools if sc else None),
                             tests_fail_times=sc.tests_pass_after if sc else None)
@@ -176,21 +295,58 @@ def _run(args: argparse.Namespace) -> int:
             context_window=overrides.pop("context_window", (sc.context_window if sc else None) or 200_000),
             compact_threshold=overrides.pop("compact_threshold", sc.compact_threshold if sc else None),
             stop_sequences=overrides.pop("stop_sequences", sc.stop_sequences if sc else None),
-            count_tokens=overrides.pop("count_tokens", False))
+            count_tokens=overrides.pop("count_tokens", False),
+            request_timeout=overrides.pop("request_timeout", 600.0))
     try:
         result = loop.run()
+    except KeyboardInterrupt:
+        if loop.hooks is not None and hasattr(loop.hooks, "kill_running"):
+            loop.hooks.kill_running()
+        raise
     finally:
         trace.close()
     secrets = (key,)
     if args.json:
-        print(redact(json.dumps(result.to_dict(), sort_keys=True), secrets))
+        out.line(redact(json.dumps(result.to_dict(), sort_keys=True), secrets))
     else:
-        print(f"\n{result.subtype}: {result.num_turns} turn(s), {result.requests} request(s), "
-              f"stop_reason {result.stop_reason}, usage in/out {result.usage['input_tokens']}/"
-              f"{result.usage['output_tokens']}")
+        out.line(f"\n{result.subtype}: {result.num_turns} turn(s), {result.requests} request(s), "
+                 f"stop_reason {result.stop_reason}, usage in/out {result.usage['input_tokens']}/"
+                 f"{result.usage['output_tokens']}")
         if result.result:
-            print(redact(result.result, secrets))
+            out.line(redact(result.result, secrets))
+    if trace.write_error is not None:
+        print(f"agentlab: --trace {trace_path}: {trace.write_error}", file=sys.stderr)
+        return 2
     return 0 if result.subtype == "success" else 1
+
+
+def _check_base_url(url: str) -> None:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        raise ConfigError(f"--base-url {url!r}: not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"--base-url {url!r}: expected an http:// or https:// URL with a host, "
+                          "such as http://127.0.0.1:8080")
+
+
+def _check_trace_path(path: str, inputs: dict[str, str | None]) -> None:
+    """The trace may not overwrite an input, nor be a folder; an existing trace is replaced only once the run
+    starts (the Trace opens its file at the first event)."""
+    target = os.path.realpath(path)
+    if os.path.isdir(target):
+        raise ConfigError(f"--trace {path}: is a folder; give a file name such as {os.path.join(path, 'trace.jsonl')}")
+    for what, source in inputs.items():
+        if source and os.path.exists(source) and os.path.realpath(source) == target:
+            raise ConfigError(f"--trace {path}: is {what} file; the trace would overwrite it. Choose another name.")
+    folder = os.path.dirname(target) or "."
+    writable = os.access(target, os.W_OK) if os.path.exists(target) else (
+        os.access(folder, os.W_OK | os.X_OK) if os.path.isdir(folder) else True)
+    if not writable:
+        raise ConfigError(f"--trace {path}: cannot write there (permission denied)")
 
 
 def _client(base_url: str | None, key: str):
@@ -202,13 +358,13 @@ def _client(base_url: str | None, key: str):
     return anthropic.Anthropic(**kwargs)
 
 
-def _printer():
+def _printer(out: _Output):
     from .report import format_event
 
     def show(event) -> None:
         line = format_event(event)
         if line:
-            print(line, flush=True)
+            out.line(line)
 
     return show
 

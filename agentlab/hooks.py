@@ -47,15 +47,19 @@ import difflib
 import json
 import os
 import re
+import selectors
 import signal
 import subprocess
+import threading
 import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from .errors import ConfigError
 
@@ -75,6 +79,11 @@ NOT_INTERACTIVE = ("a hook answered 'ask' (confirm with the user), but no one ca
                    "non-interactive run, so the tool call is denied")
 _MAX_WORKERS = 8
 _CLIP = 400  # characters of bad output quoted in an error message
+MAX_OUTPUT_BYTES = 1_000_000  # read at most this much of a hook's stdout and of its stderr
+MAX_KEPT_CHARS = 10_000  # stdout, stderr and reasons kept in the trace and fed to the model
+MAX_TIMEOUT_S = 86_400.0  # a hook's "timeout" may be at most a day
+_DRAIN_S = 0.5  # after a hook exits, how long its buffered output is still read
+_POLL_S = 0.05  # how often a running hook is checked for having exited
 
 
 class HookConfigError(ConfigError):
@@ -162,6 +171,8 @@ class Hooks:
         self.interactive = interactive
         self._clock = clock
         self.ignored_events: list[str] = []
+        self._live: set[subprocess.Popen] = set()  # hook processes running now
+        self._live_lock = threading.Lock()
         data, source = _read_settings(settings)
         self._hooks: list[_Hook] = _parse_settings(data, source, self.ignored_events)
 
@@ -201,8 +212,14 @@ class Hooks:
         if len(selected) <= 1:
             results = [self._run_one(hook, stdin_text) for hook in selected]
         else:
-            with ThreadPoolExecutor(max_workers=min(len(selected), _MAX_WORKERS)) as pool:
+            pool = ThreadPoolExecutor(max_workers=min(len(selected), _MAX_WORKERS))
+            try:
                 results = list(pool.map(lambda hook: self._run_one(hook, stdin_text), selected))
+            except BaseException:  # Ctrl-C lands here, not in the workers: stop their hooks, then let it through
+                self.kill_running()
+                raise
+            finally:
+                pool.shutdown(wait=True)
         return _aggregate(event, results, self.interactive)
 
     def _select(self, event: str, target: str | None) -> list[_Hook]:
@@ -243,39 +260,53 @@ class Hooks:
         except Exception as exc:  # noqa: BLE001 - a broken hook must not break the run
             stderr = _where_it_failed(exc)
             reply, error = _Reply(), f"raised {type(exc).__name__}: {exc}"
-        run = HookRun(event=hook.event, source="python", name=hook.name, exit_code=None, stdout=stdout,
-                      stderr=stderr, timed_out=False, error=error, decision=reply.decision,
-                      reason=reply.reason, duration_ms=(self._clock() - start) * 1000.0)
-        return run, reply
+        run = _capped(HookRun(event=hook.event, source="python", name=hook.name, exit_code=None, stdout=stdout,
+                              stderr=stderr, timed_out=False, error=error, decision=reply.decision,
+                              reason=reply.reason, duration_ms=(self._clock() - start) * 1000.0))
+        return run, _capped_reply(reply)
 
     def _run_command(self, hook: _Hook, stdin_text: str) -> tuple[HookRun, _Reply]:
         timeout = hook.timeout if hook.timeout is not None else self.default_timeout
         env = {**os.environ, "CLAUDE_PROJECT_DIR": self.cwd}
         start = self._clock()
-        timed_out = False
         try:
-            proc = subprocess.Popen(hook.command, shell=True, cwd=self.cwd, env=env, text=True,
-                                    encoding="utf-8", errors="replace", start_new_session=True,
+            proc = subprocess.Popen(hook.command, shell=True, cwd=self.cwd, env=env, start_new_session=True,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:
             run = HookRun(event=hook.event, source="command", name=hook.name, exit_code=None, stdout="",
                           stderr="", timed_out=False, error=f"could not start: {exc}", decision=None,
                           reason=None, duration_ms=(self._clock() - start) * 1000.0)
             return run, _Reply()
+        with self._live_lock:
+            self._live.add(proc)
         try:
-            stdout, stderr = proc.communicate(stdin_text, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            stdout, stderr = _kill(proc)
+            talk = _talk(proc, stdin_text.encode("utf-8", "backslashreplace"), timeout)
+        except BaseException:  # Ctrl-C while the hook runs: nothing it started outlives the run
+            _kill_tree(proc)
+            raise
+        finally:
+            with self._live_lock:
+                self._live.discard(proc)
         duration_ms = (self._clock() - start) * 1000.0
-        if timed_out:
+        stdout, stderr = _decode(talk.stdout), _decode(talk.stderr)
+        if talk.timed_out:
             reply, error = _Reply(), f"timed out after {timeout:g} s and was killed"
         else:
             reply, error = _read_exit(hook.event, proc.returncode, stdout, stderr)
-        run = HookRun(event=hook.event, source="command", name=hook.name, exit_code=proc.returncode,
-                      stdout=stdout, stderr=stderr, timed_out=timed_out, error=error,
-                      decision=reply.decision, reason=reply.reason, duration_ms=duration_ms)
-        return run, reply
+        if talk.overflow:
+            error = _join([error, f"printed more than {MAX_OUTPUT_BYTES} bytes on "
+                                  f"{' and '.join(talk.overflow)}; the rest was not read"])
+        run = _capped(HookRun(event=hook.event, source="command", name=hook.name, exit_code=proc.returncode,
+                              stdout=stdout, stderr=stderr, timed_out=talk.timed_out, error=error,
+                              decision=reply.decision, reason=reply.reason, duration_ms=duration_ms))
+        return run, _capped_reply(reply)
+
+    def kill_running(self) -> None:
+        """Kill every hook still running, with what it started (the run was interrupted)."""
+        with self._live_lock:
+            live = list(self._live)
+        for proc in live:
+            _kill_tree(proc)
 
 
 # -- reading a hook's answer --------------------------------------------------------------------------
@@ -428,20 +459,125 @@ def _where_it_failed(exc: Exception) -> str:
     return text
 
 
-def _kill(proc: subprocess.Popen) -> tuple[str, str]:
-    """Kill a hook that outlived its timeout, with every process it started; return what it printed."""
+@dataclass
+class _Talk:
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    overflow: list[str]
+
+
+def _talk(proc: subprocess.Popen, data: bytes, timeout: float) -> _Talk:
+    """Feed the hook its stdin and read what it prints until it exits or its timeout passes.
+
+    The answer is taken when the hook process exits, even when something it started in the background
+    still holds its output pipes: that leftover is killed with the hook's process group, and what is still
+    buffered is read for at most ``_DRAIN_S`` seconds. On timeout the whole tree is killed.
+    """
+    deadline = time.monotonic() + timeout
+    out = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    names = {proc.stdout: "stdout", proc.stderr: "stderr"}
+    overflow: list[str] = []
+    sel = selectors.DefaultSelector()
+    for pipe in out:
+        sel.register(pipe, selectors.EVENT_READ)
+    offset = 0
+    if data:
+        sel.register(proc.stdin, selectors.EVENT_WRITE)
+    else:
+        proc.stdin.close()
+    timed_out = False
+    drain_until: float | None = None
+    try:
+        while sel.get_map():
+            now = time.monotonic()
+            if drain_until is None and proc.poll() is not None:
+                _kill_group(proc)  # the hook answered; what it left running in its group goes with it
+                drain_until = now + _DRAIN_S
+            if drain_until is not None and now >= drain_until:
+                break  # something outside the group still holds the pipes: stop listening
+            if drain_until is None and now >= deadline:
+                timed_out = True
+                _kill_tree(proc)
+                drain_until = time.monotonic() + _DRAIN_S
+                continue
+            limit = (drain_until if drain_until is not None else deadline) - now
+            for key, _ in sel.select(min(_POLL_S, max(limit, 0.0))):
+                pipe = key.fileobj
+                if pipe is proc.stdin:
+                    try:
+                        offset += os.write(proc.stdin.fileno(), data[offset:offset + 65536])
+                    except (BrokenPipeError, OSError):
+                        offset = len(data)  # the hook does not read its input: fine
+                    if offset >= len(data):
+                        sel.unregister(proc.stdin)
+                        proc.stdin.close()
+                    continue
+                chunk = os.read(pipe.fileno(), 65536)
+                if not chunk:
+                    sel.unregister(pipe)
+                    continue
+                kept = out[pipe]
+                room = MAX_OUTPUT_BYTES - len(kept)
+                if len(chunk) > room and names[pipe] not in overflow:
+                    overflow.append(names[pipe])
+                kept += chunk[:max(room, 0)]
+    finally:
+        sel.close()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+    if proc.poll() is None:
+        _kill_tree(proc)
+    proc.wait()
+    return _Talk(bytes(out[proc.stdout]), bytes(out[proc.stderr]), timed_out, overflow)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """Kill a hook with every process it started: its process group, and any descendant that left the
+    group (``setsid``) while the hook still ran."""
     try:
-        return proc.communicate(timeout=5)
-    except subprocess.TimeoutExpired:  # a grandchild left the group and holds the pipes open
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        proc.wait()
-        return "", ""
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
+    _kill_group(proc)
+    for child in descendants:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _cap(text: str | None, limit: int = MAX_KEPT_CHARS) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [cut: {len(text) - limit} more characters not kept]"
+
+
+def _capped(run: HookRun) -> HookRun:
+    """The run as the trace keeps it: stdout, stderr and reason cut to ``MAX_KEPT_CHARS``, saying so."""
+    cut = [name for name in ("stdout", "stderr", "reason") if len(getattr(run, name) or "") > MAX_KEPT_CHARS]
+    if not cut:
+        return run
+    note = f"{', '.join(cut)} longer than {MAX_KEPT_CHARS} characters: cut"
+    return replace(run, stdout=_cap(run.stdout), stderr=_cap(run.stderr), reason=_cap(run.reason),
+                   error=_join([run.error, note]))
+
+
+def _capped_reply(reply: _Reply) -> _Reply:
+    return replace(reply, reason=_cap(reply.reason), stop_reason=_cap(reply.stop_reason),
+                   system_message=_cap(reply.system_message), context=[_cap(c) or "" for c in reply.context])
 
 
 # -- settings -----------------------------------------------------------------------------------------
@@ -534,8 +670,9 @@ def _parse_hook(source: str, at: str, event: str, matches: Callable, entry: Any)
         raise _fail(source, f"{at}.command", f"expected a non-empty string, got {command!r}")
     timeout = entry.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
-                                or timeout <= 0):
-        raise _fail(source, f"{at}.timeout", f"expected a positive number of seconds, got {timeout!r}")
+                                or not 0 < timeout <= MAX_TIMEOUT_S):
+        raise _fail(source, f"{at}.timeout",
+                    f"expected a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, got {timeout!r}")
     return _Hook(event=event, matches=matches, command=command, timeout=timeout)
 
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
 from .loop import AgentLoop, Result
+from .paths import sandbox_dir
 from .scenario import Scenario, load_scenario
 from .scripted import ScenarioEngine, scripted_client
 from .trace import Trace
 from .transitions import Limits
 
-SANDBOX_DIR = Path(__file__).resolve().parent.parent / "data" / "sandbox"
+SANDBOX_DIR = sandbox_dir()
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
 

@@ -8,6 +8,8 @@ lessons all drive this same object. All effects live here; all choices live in `
 from __future__ import annotations
 
 import copy
+import math
+import os
 import random
 import re
 import time
@@ -16,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import anthropic
+import httpx2
 
 from . import compaction as compaction_mod
 from .compaction import ContextMeter, estimate_tokens
@@ -136,8 +139,11 @@ class AgentLoop:
     ) -> None:
         if (prompt is None) == (messages is None):
             raise ConfigError("AgentLoop needs exactly one of prompt= or messages=")
-        if max_tokens < 1:
-            raise ConfigError(f"max_tokens must be at least 1, got {max_tokens}")
+        if isinstance(trace, str | os.PathLike):
+            trace = Trace(trace)  # a path: the JSONL file the trace is written to
+        _check_arguments(client=client, prompt=prompt, messages=messages, tools=tools, hooks=hooks, trace=trace,
+                         limits=limits, max_tokens=max_tokens, context_window=context_window,
+                         compact_threshold=compact_threshold, request_timeout=request_timeout)
         self.client = client
         self.system = system
         self.tools = tools
@@ -279,13 +285,19 @@ class AgentLoop:
     def _send(self, params: dict[str, Any]) -> Any:
         """One request through the SDK; returns the Message as a dict (converted once) or a Failure.
 
-        Never raises for API trouble: every HTTP error, timeout and connection problem is a Failure.
+        Never raises for API trouble: every HTTP error, timeout and connection problem is a Failure, and so
+        is a reply that is not a whole message (a stream cut before ``message_stop``, a body that is not a
+        Message, a message without ``stop_reason``). Failures without an HTTP status are retried like
+        connection errors, so a half-received answer is never taken for the answer, nor its tool calls run.
         """
         try:
             if self.stream:
-                with self.client.messages.stream(**params) as stream:
-                    return stream.get_final_message().to_dict()
-            return self.client.messages.create(**params, timeout=self.request_timeout).to_dict()
+                message = self._send_stream(params)
+                if isinstance(message, Failure):
+                    return message
+            else:
+                message = self.client.messages.create(**params, timeout=self.request_timeout)
+            message = message.to_dict() if hasattr(message, "to_dict") else message
         except anthropic.APIStatusError as exc:
             return _failure_from_status(exc)
         except anthropic.APITimeoutError as exc:
@@ -293,9 +305,31 @@ class AgentLoop:
         except anthropic.APIConnectionError as exc:
             return Failure(None, "connection_error", str(exc) or "connection error")
         except anthropic.APIResponseValidationError as exc:
-            return Failure(exc.status_code, "invalid_response", str(exc))
-        except (anthropic.AnthropicError, ValueError) as exc:
-            return Failure(None, type(exc).__name__, str(exc))
+            return Failure(None, "invalid_response", f"the reply is not a valid Message: {exc}")
+        except httpx2.TimeoutException as exc:
+            return Failure(None, "timeout", f"no data from the server within {self.request_timeout:g} s ({exc})")
+        except httpx2.TransportError as exc:
+            return Failure(None, "connection_error", f"the connection failed mid-answer: {exc or type(exc).__name__}")
+        except (anthropic.AnthropicError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            return Failure(None, "invalid_response",
+                           f"the reply could not be read as a Message: {type(exc).__name__}: {_clip(str(exc))}")
+        return _check_message(message)
+
+    def _send_stream(self, params: dict[str, Any]) -> Any:
+        """Stream one request; a stream that does not run from ``message_start`` to ``message_stop`` fails."""
+        seen: set[str] = set()
+        with self.client.messages.stream(**params, timeout=self.request_timeout) as stream:
+            try:
+                for event in stream:
+                    seen.add(event.type)
+            except RuntimeError as exc:  # the SDK's accumulator: an event before message_start
+                return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
+            if "message_start" not in seen:
+                return Failure(None, "incomplete_stream", "the stream carried no message_start event")
+            if "message_stop" not in seen:
+                return Failure(None, "incomplete_stream",
+                               "the stream ended before message_stop: the connection was cut mid-answer")
+            return stream.get_final_message()
 
     def _call(self) -> Any:
         self.requests += 1
@@ -689,6 +723,47 @@ class AgentLoop:
         self.trace.emit("result", self.requests, self.result.to_dict())
 
 
+def _check_arguments(*, client: Any, prompt: Any, messages: Any, tools: Any, hooks: Any, trace: Any, limits: Any,
+                     max_tokens: Any, context_window: Any, compact_threshold: Any, request_timeout: Any) -> None:
+    """Refuse, at construction, an argument the loop could only fail on later; the message names it."""
+    def whole(name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"AgentLoop({name}=...): expected a whole number of at least 1, got {value!r}")
+
+    if client is None or not hasattr(client, "messages"):
+        raise ConfigError(f"AgentLoop(client=...): expected an anthropic.Anthropic client (or one shaped like it), "
+                          f"got {type(client).__name__}")
+    if prompt is not None and not isinstance(prompt, str):
+        raise ConfigError(f"AgentLoop(prompt=...): expected a string, got {type(prompt).__name__}")
+    if messages is not None and not (isinstance(messages, list) and messages
+                                     and all(isinstance(m, dict) and m.get("role") in ("user", "assistant")
+                                             and "content" in m for m in messages)):
+        raise ConfigError("AgentLoop(messages=...): expected a non-empty list of {'role': 'user'|'assistant', "
+                          "'content': ...} dicts")
+    if tools is not None and not (callable(getattr(tools, "schemas", None)) and callable(getattr(tools, "names", None))
+                                  and callable(getattr(tools, "run_many", None))):
+        raise ConfigError(f"AgentLoop(tools=...): expected a ToolRegistry (agentlab.tools) or None, got {tools!r}"
+                          [:200])
+    if hooks is not None and not (callable(getattr(hooks, "has", None)) and callable(getattr(hooks, "run", None))):
+        raise ConfigError(f"AgentLoop(hooks=...): expected a Hooks object or None, got {hooks!r}; for a settings "
+                          "file, pass Hooks('settings.json')"[:300])
+    if trace is not None and not isinstance(trace, Trace):
+        raise ConfigError(f"AgentLoop(trace=...): expected a Trace, a file path or None, got {type(trace).__name__}")
+    if limits is not None and not isinstance(limits, Limits):
+        raise ConfigError(f"AgentLoop(limits=...): expected a Limits, got {type(limits).__name__}")
+    whole("max_tokens", max_tokens)
+    whole("context_window", context_window)
+    if compact_threshold is not None and (isinstance(compact_threshold, bool)
+                                          or not isinstance(compact_threshold, int | float)
+                                          or not 0 < compact_threshold <= 1):
+        raise ConfigError(f"AgentLoop(compact_threshold=...): expected None (no proactive compaction) or a share of "
+                          f"the window above 0 and at most 1, got {compact_threshold!r}")
+    if (isinstance(request_timeout, bool) or not isinstance(request_timeout, int | float)
+            or not (request_timeout > 0 and math.isfinite(request_timeout))):
+        raise ConfigError(f"AgentLoop(request_timeout=...): expected a finite number of seconds above 0, "
+                          f"got {request_timeout!r}")
+
+
 _TOO_LONG = re.compile(r"(\d+)\s*tokens\s*>\s*(\d+)")
 
 
@@ -704,10 +779,56 @@ class _SummaryFailed(Exception):
     pass
 
 
+# The HTTP status each API error type comes with; an SSE ``event: error`` arrives inside a 200 stream, so its
+# type alone says whether it is retried (overloaded_error as a 529, api_error as a 500, ...).
+STATUS_OF_ERROR_TYPE = {
+    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
+    "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
+    "timeout_error": 504, "overloaded_error": 529,
+}
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def _check_message(message: Any) -> Any:
+    """The message dict when it is a whole Message the loop can act on, else a Failure naming the problem."""
+    def bad(why: str, kind: str = "invalid_response") -> Failure:
+        return Failure(None, kind, f"the reply is not a whole Message: {why}")
+
+    if not isinstance(message, dict) or message.get("type", "message") != "message":
+        return bad(f"expected an object of type 'message', got {_clip(repr(message), 120)}")
+    content = message.get("content")
+    if not isinstance(content, list) or not all(isinstance(b, dict) and isinstance(b.get("type"), str)
+                                                for b in content):
+        return bad("content is not a list of blocks with a type")
+    for block in content:
+        if block["type"] == "tool_use" and not (isinstance(block.get("id"), str) and isinstance(block.get("name"), str)
+                                                and isinstance(block.get("input"), dict)):
+            return bad("a tool_use block lacks a string id, a string name or an object input")
+    if message.get("stop_reason") is None:
+        return bad("stop_reason is null (the answer did not finish)", "incomplete_response")
+    if not isinstance(message.get("stop_reason"), str):
+        return bad(f"stop_reason is not a string: {_clip(repr(message.get('stop_reason')), 80)}")
+    usage = message.get("usage")
+    if usage is not None and not isinstance(usage, dict):
+        return bad("usage is not an object")
+    for key in _USAGE_KEYS:
+        value = (usage or {}).get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 10**12):
+            return bad(f"usage.{key} is not a token count: {_clip(repr(value), 80)}")
+    return message
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _failure_from_status(exc: anthropic.APIStatusError) -> Failure:
     body = exc.body if isinstance(exc.body, dict) else {}
     error = body.get("error") if isinstance(body.get("error"), dict) else {}
     message = str(error.get("message") or exc.message)
+    status = exc.status_code
+    if status < 400:  # an SSE error event inside a 200 stream: its type stands for the status
+        status = STATUS_OF_ERROR_TYPE.get(str(error.get("type")), 500)
     headers = exc.response.headers if exc.response is not None else {}
     retry_after = None
     raw = headers.get("retry-after")
@@ -718,7 +839,7 @@ def _failure_from_status(exc: anthropic.APIStatusError) -> Failure:
             retry_after = None
     should = headers.get("x-should-retry")
     should_retry = None if should is None else should.strip().lower() == "true"
-    return Failure(exc.status_code, str(error.get("type") or "api_error"), message, retry_after, should_retry)
+    return Failure(status, str(error.get("type") or "api_error"), message, retry_after, should_retry)
 
 
 def _no_tools(name: str):

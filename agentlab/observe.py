@@ -5,8 +5,9 @@ what the client sent is turned into a normalised behaviour record (one JSON file
 ``data/observed/<client>/<version>/``): every request with its model, ``max_tokens``, whether it streamed,
 what it appended to the conversation since the previous request (``diff_requests``), and an action label
 (``retry``, ``escalate``, ``tool_results``, ``continuation``, ``resume``, ``nudge``, ``reprompt``,
-``summary``, ``compacted``, ...); then the client's final result. Wall time is kept apart, under ``timing``,
-so that comparisons can leave it out.
+``summary``, ``compacted``, ...); then the client's final result. Wall time is kept apart, under ``timing``
+(the whole run, and when each request arrived, in seconds after the first), so that comparisons can leave it
+out.
 
 While observing, the scenario's ``expect`` checks do not answer with a 400: a foreign client may well send
 something else, and the point is to see what it does next. They are evaluated anyway and recorded per
@@ -35,13 +36,14 @@ from typing import Any
 
 from .compaction import estimate_tokens
 from .errors import ConfigError
+from .paths import observed_dir, project_dir, sandbox_dir
 from .scenario import Scenario, is_summary_request, load_scenario, request_payload, scenario_names
 from .scripted import ScenarioEngine, _normalise
 from .serve import ScenarioServer
 
-REPO = Path(__file__).resolve().parent.parent
-OBSERVED_DIR = REPO / "data" / "observed"
-SANDBOX_DIR = REPO / "data" / "sandbox"
+REPO = project_dir()
+OBSERVED_DIR = observed_dir()
+SANDBOX_DIR = sandbox_dir()
 CLAUDE_BIN = REPO / "tool" / "claude-code" / "node_modules" / ".bin" / "claude"
 CLIENTS = ("agentlab", "tool-runner", "claude-code")
 RECORD_FORMAT = 1
@@ -521,6 +523,7 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
                  outcome: ClientOutcome, wall_s: float) -> dict[str, Any]:
     """The behaviour record of one run, from the requests the server saw and the replies it gave."""
     requests: list[dict[str, Any]] = []
+    arrivals: list[float] = []
     probes: list[str] = []
     prev_body: dict[str, Any] | None = None
     prev_reply: dict[str, Any] | None = None
@@ -557,6 +560,7 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
             except (ValueError, KeyError, TypeError):
                 pass
         requests.append(entry)
+        arrivals.append(exchange.at)
         if prev_body is None or not diff["summary_request"]:
             prev_body, prev_reply = body, summary
     notes = list(outcome.notes)
@@ -569,7 +573,8 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
         "settings": outcome.settings, "notes": notes,
         "requests": requests, "probes": sorted(set(probes)),
         "summary": _summary(scenario, requests), "result": outcome.result,
-        "timing": {"wall_s": round(wall_s, 3)},
+        "timing": {"wall_s": round(wall_s, 3),
+                   "request_s": [round(t - arrivals[0], 3) for t in arrivals] if arrivals else []},
     }
     return record
 
@@ -700,5 +705,7 @@ def observe_main(args: Any) -> int:
         print(f"{record['scenario']:26s} {record['summary']['requests']:2d} request(s)  {actions}  -> "
               f"{ending}{flag}{code}  {path}", flush=True)
 
+    if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ConfigError(f"--out {args.out}: is a file; --out takes a folder for the behaviour records")
     observe(args.client, args.scenarios or None, out=args.out, progress=show)
     return 0

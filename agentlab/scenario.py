@@ -18,8 +18,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import ScenarioError
+from .paths import scenarios_dir
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
+SCENARIO_DIR = scenarios_dir()
 
 KNOWN_STOP_REASONS = (
     "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn",
@@ -292,22 +293,124 @@ def parse_scenario(raw: Any, source: str) -> Scenario:
         raise ScenarioError(f"{source}: {where}: {message}{shown}{more}") from None
 
 
+# A scenario is small data: bounds that no real scenario comes near, and that stop a hostile file early.
+MAX_SCENARIO_BYTES = 1_000_000
+MAX_NESTING = 64            # mappings and lists inside each other
+MAX_EXPANDED_NODES = 100_000  # YAML nodes once every alias is expanded (a "billion laughs" file has 10^9)
+
+
 def load_scenario(name_or_path: str | Path) -> Scenario:
     """Load a scenario by name (a file in data/scenarios) or by path; raise ScenarioError when malformed."""
-    path = Path(name_or_path)
-    if not path.exists():
-        candidates = [SCENARIO_DIR / f"{name_or_path}{ext}" for ext in (".yaml", ".yml", ".json")]
-        found = [c for c in candidates if c.exists()]
-        if not found:
-            known = ", ".join(scenario_names()) or "(none)"
-            raise ScenarioError(f"no scenario {str(name_or_path)!r}: not a file, and not one of: {known}")
-        path = found[0]
-    text = path.read_text(encoding="utf-8")
+    path = _find(name_or_path)
+    shown = str(path)
     try:
-        raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        if path.is_dir():
+            raise ScenarioError(f"{shown}: is a folder, not a scenario file")
+        size = path.stat().st_size
+        if size > MAX_SCENARIO_BYTES:
+            raise ScenarioError(f"{shown}: {size} bytes; a scenario file is at most {MAX_SCENARIO_BYTES} bytes")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ScenarioError(f"{shown}: cannot read the scenario file: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{shown}: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x})") from None
+    kind = "JSON" if path.suffix == ".json" else "YAML"
+    try:
+        raw = json.loads(text) if kind == "JSON" else _bounded_yaml(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
-    return parse_scenario(raw, str(path))
+        raise ScenarioError(f"{shown}: not valid {kind}: {exc}") from None
+    except RecursionError:
+        raise ScenarioError(f"{shown}: nested too deeply (a scenario nests at most {MAX_NESTING} levels)") from None
+    _check_nesting(raw, shown)
+    return parse_scenario(raw, shown)
+
+
+def _find(name_or_path: str | Path) -> Path:
+    path = Path(name_or_path)
+    if _exists(path):
+        return path
+    name = str(name_or_path)
+    found = [c for c in (SCENARIO_DIR / f"{name}{ext}" for ext in (".yaml", ".yml", ".json")) if _exists(c)]
+    if not found:
+        known = ", ".join(scenario_names()) or "(none)"
+        raise ScenarioError(f"no scenario {_clip(name)!r}: not a file, and not one of: {known}")
+    return found[0]
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        return False
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """safe_load with bounded nesting, and a bound on the document's size once aliases are expanded."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
+        self._depth += 1
+        if self._depth > MAX_NESTING:
+            raise yaml.YAMLError(f"nested more than {MAX_NESTING} levels deep "
+                                 f"(line {self.peek_event().start_mark.line + 1})")
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _bounded_yaml(text: str) -> Any:
+    loader = _BoundedLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expanded_size(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = 1  # a node that refers to itself counts once
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        total = min(total, MAX_EXPANDED_NODES + 1)
+        sizes[id(node)] = total
+        return total
+
+    if size(root) > MAX_EXPANDED_NODES:
+        raise yaml.YAMLError(f"more than {MAX_EXPANDED_NODES} values once its aliases are expanded; "
+                             "a scenario is small data")
+
+
+def _check_nesting(raw: Any, source: str) -> None:
+    stack = [(raw, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise ScenarioError(f"{source}: nested more than {MAX_NESTING} levels deep")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
 
 
 def scenario_names() -> list[str]:
@@ -317,7 +420,20 @@ def scenario_names() -> list[str]:
 
 
 def list_scenarios() -> list[Scenario]:
+    """Every scenario in data/scenarios; raises ScenarioError for the first broken one."""
     return [load_scenario(n) for n in scenario_names()]
+
+
+def scan_scenarios() -> tuple[list[Scenario], list[ScenarioError]]:
+    """Every scenario that loads, and an error (naming its file) for each one that does not."""
+    loaded: list[Scenario] = []
+    broken: list[ScenarioError] = []
+    for name in scenario_names():
+        try:
+            loaded.append(load_scenario(name))
+        except ScenarioError as exc:
+            broken.append(exc)
+    return loaded, broken
 
 
 # --- reading requests ------------------------------------------------------------------------------------

@@ -138,7 +138,12 @@ class ScenarioEngine:
         route = path.split("?", 1)[0].rstrip("/") or "/"
         if method == "HEAD" or (method == "GET" and route in ("/", "/api/hello")):
             return self._record(method, path, None, False, None, WireReply(200, {}, b"", "probe"))
-        if method != "POST" or route not in ("/v1/messages", "/v1/messages/count_tokens"):
+        served = route in ("/v1/messages", "/v1/messages/count_tokens")
+        if method != "POST" and (served or method not in ("GET", "HEAD")):
+            return self._record(method, path, None, False, None, _error(
+                405, "invalid_request_error", f"method {method} is not served; agentlab serves POST /v1/messages",
+                {"allow": "POST"}), kind="method_not_allowed")
+        if not served:
             return self._record(method, path, None, False, None, _error(
                 404, "not_found_error", f"agentlab serves POST /v1/messages, not {method} {route}"))
         try:
@@ -149,6 +154,10 @@ class ScenarioEngine:
             problem = None if isinstance(request, dict) else "request body is not a JSON object"
         if problem is not None or not isinstance(request, dict):
             return self._record(method, path, None, False, None, _error(400, "invalid_request_error", str(problem)))
+        shape = request_problem(request)
+        if shape is not None:  # answered as the API does, and no scenario step is used up
+            return self._record(method, path, request, False, None, _error(400, "invalid_request_error", shape),
+                                kind="invalid_request")
         if route.endswith("count_tokens"):
             tokens = self.request_tokens(_normalise(request))
             reply = WireReply(200, {"content-type": "application/json"},
@@ -251,6 +260,41 @@ def _choose(step: Step, request: dict[str, Any], stream: bool) -> Reply:
         if case.when is None or not case.when.failures(request, stream):
             return case
     return step.cases[-1]
+
+
+def request_problem(request: dict[str, Any]) -> str | None:
+    """What makes a Messages request malformed (the API's 400), or None: field types only, as the API checks them
+    before anything else."""
+    messages = request.get("messages")
+    if not isinstance(messages, list):
+        return f"messages: expected a list of messages, got {_type_name(messages)}"
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            return f"messages.{i}: expected an object, got {_type_name(m)}"
+        if m.get("role") not in ("user", "assistant", "system"):
+            return f"messages.{i}.role: expected 'user' or 'assistant', got {str(m.get('role'))[:40]!r}"
+        content = m.get("content")
+        if isinstance(content, str):
+            continue
+        if not isinstance(content, list):
+            return f"messages.{i}.content: expected a string or a list of content blocks, got {_type_name(content)}"
+        for j, block in enumerate(content):
+            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                return f"messages.{i}.content.{j}: expected a content block with a type, got {_type_name(block)}"
+    checks = (("system", (str, list)), ("tools", (list,)), ("stream", (bool,)), ("model", (str,)),
+              ("stop_sequences", (list,)))
+    for name, kinds in checks:
+        if name in request and request[name] is not None and not isinstance(request[name], kinds):
+            return f"{name}: expected {' or '.join(k.__name__ for k in kinds)}, got {_type_name(request[name])}"
+    max_tokens = request.get("max_tokens")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        return f"max_tokens: expected a whole number of at least 1, got {str(max_tokens)[:40]}"
+    return None
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def _normalise(request: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ import tornado.web
 
 from .errors import ConfigError
 from .scenario import Scenario
-from .scripted import RecordedRequest, ScenarioEngine, WireReply
+from .scripted import ERROR_TYPES, RecordedRequest, ScenarioEngine, WireReply
 
 HOST = "127.0.0.1"
 REASONS = {529: "Overloaded"}  # statuses the HTTP tables do not name
@@ -46,19 +47,24 @@ REASONS = {529: "Overloaded"}  # statuses the HTTP tables do not name
 @dataclass
 class Exchange:
     """One request and its answer. ``sent`` is the body as the client sent it when it used a server-held
-    thread (``request.body`` then holds the whole conversation the scenario saw); ``thread`` is its field."""
+    thread (``request.body`` then holds the whole conversation the scenario saw); ``thread`` is its field.
+    ``at`` is when the request arrived (``time.monotonic()``), so the pauses between requests can be read."""
 
     request: RecordedRequest
     reply: WireReply
     sent: dict[str, Any] | None = None
     thread: dict[str, Any] | None = None
+    at: float = 0.0
 
 
 def request_record(request: RecordedRequest, reply_body: bytes | None = None,
-                   thread: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One line of the ``--record`` JSONL file: what was asked and how it was answered."""
+                   thread: dict[str, Any] | None = None, *, index: int | None = None) -> dict[str, Any]:
+    """One line of the ``--record`` JSONL file: what was asked and how it was answered.
+
+    ``index`` is the request's place among every request the server received (unique, in arrival order)."""
     line: dict[str, Any] = {
-        "index": request.index, "method": request.method, "path": request.path, "stream": request.stream,
+        "index": request.index if index is None else index, "method": request.method, "path": request.path,
+        "stream": request.stream,
         "step": request.step, "status": request.status, "kind": request.kind, "stop_reason": request.stop_reason,
     }
     if thread is not None:
@@ -137,13 +143,30 @@ def reply_message(reply: WireReply) -> dict[str, Any] | None:
     return message
 
 
+MAX_BODY_BYTES = 32 * 1024 * 1024  # the Messages API's own request size limit
+
+
+def _json_error(status: int, error_type: str, message: str, kind: str, **headers: str) -> WireReply:
+    body = {"type": "error", "error": {"type": error_type, "message": message}}
+    return WireReply(status, {"content-type": "application/json", **headers}, json.dumps(body).encode(), kind)
+
+
+@tornado.web.stream_request_body
 class _Handler(tornado.web.RequestHandler):
-    """Every method and path goes to the engine, which answers or explains (404, 400) why it cannot."""
+    """Every method and path goes to the engine, which answers or explains (404, 400) why it cannot.
+
+    What the engine never sees is answered in the API's JSON error shape here: a body over 32 MB (413), a
+    method no route serves (405), and a request that made the server itself fail (500). Every one of them
+    is recorded like any other request.
+    """
 
     SUPPORTED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
     def initialize(self, server: ScenarioServer) -> None:
         self.server = server
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._refused = False
 
     def compute_etag(self) -> None:
         return None
@@ -152,8 +175,57 @@ class _Handler(tornado.web.RequestHandler):
         self.clear_header("Server")
         self.clear_header("Content-Type")
 
+    def prepare(self) -> None:
+        length = self.request.headers.get("Content-Length", "")
+        if length.isdigit() and int(length) > MAX_BODY_BYTES:
+            self._refuse_too_large(int(length))
+            return
+        self.request.connection.set_max_body_size(MAX_BODY_BYTES)
+
+    def data_received(self, chunk: bytes) -> None:
+        if self._refused:
+            return
+        self._size += len(chunk)
+        if self._size > MAX_BODY_BYTES:
+            self._refuse_too_large(self._size)
+            return
+        self._chunks.append(chunk)
+
+    def _refuse_too_large(self, size: int) -> None:
+        self._refused = True
+        reply = _json_error(413, "request_too_large",
+                            f"request body is {size} bytes; the limit is {MAX_BODY_BYTES} bytes", "too_large")
+        self.server.record_refused(self.request.method or "POST", self.request.uri or "/", reply)
+        self._send(reply)
+        self.finish()
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Errors Tornado raises itself (an unknown method: 405) get the API's JSON shape too."""
+        self.clear()
+        self.clear_header("Server")
+        if status_code == 405:
+            reply = _json_error(405, "invalid_request_error",
+                                f"method {self.request.method} is not served; agentlab serves POST /v1/messages",
+                                "method_not_allowed", allow="POST")
+        else:
+            reply = _json_error(status_code, ERROR_TYPES.get(status_code, "api_error"),
+                                f"HTTP {status_code}: {self._reason}", "error")
+        self.server.record_refused(self.request.method or "?", self.request.uri or "/", reply)
+        self._send(reply)
+        self.finish()
+
+    def _send(self, reply: WireReply) -> None:
+        self.set_status(reply.status, REASONS.get(reply.status))
+        for name, value in reply.headers.items():
+            self.set_header(name, value)
+        if self.request.method != "HEAD":
+            self.write(reply.body)
+
     async def _answer(self, *args: Any) -> None:
-        reply = self.server.answer(self.request.method or "GET", self.request.uri or "/", self.request.body)
+        if self._refused:
+            return
+        body = b"".join(self._chunks)
+        reply = self.server.answer(self.request.method or "GET", self.request.uri or "/", body)
         self.set_status(reply.status, REASONS.get(reply.status))
         for name, value in reply.headers.items():
             self.set_header(name, value)
@@ -215,21 +287,48 @@ class ScenarioServer:
 
     # -- answering ----------------------------------------------------------------------------------------
     def answer(self, method: str, path: str, body: bytes | None) -> WireReply:
-        """Answer one request with the engine and record it (called on the server thread)."""
+        """Answer one request with the engine and record it (called on the server thread).
+
+        A request the engine fails on is answered with the API's JSON 500 and recorded all the same."""
+        arrived = time.monotonic()
         with self._lock:
             sent, thread = _threaded(method, path, body)
-            if thread is None:
-                reply = self.engine.handle(method, path, body)
-                recorded = self.engine.requests[-1]
-            else:
-                reply, recorded = self._answer_threaded(method, path, sent, thread)
-            self.exchanges.append(Exchange(recorded, reply, sent if thread is not None else None, thread))
+            count = len(self.engine.requests)
+            try:
+                if thread is None:
+                    reply = self.engine.handle(method, path, body)
+                    recorded = self.engine.requests[-1]
+                else:
+                    reply, recorded = self._answer_threaded(method, path, sent, thread)
+            except Exception as exc:  # noqa: BLE001 - the client gets an answer, the record keeps the request
+                reply = _json_error(500, "api_error", f"agentlab serve failed on this request: "
+                                                      f"{type(exc).__name__}: {exc}"[:500], "server_error")
+                recorded = self.engine.requests[-1] if len(self.engine.requests) > count else RecordedRequest(
+                    index=len(self.exchanges), method=method, path=path, body=_parsed_or_none(body), stream=False,
+                    step=None, status=500, kind="server_error")
+                recorded = RecordedRequest(**{**recorded.__dict__, "status": 500, "kind": "server_error"})
+            self._keep(recorded, reply, sent if thread is not None else None, thread, arrived)
+        return reply
+
+    def record_refused(self, method: str, path: str, reply: WireReply) -> None:
+        """A request answered before the engine saw it (too large, a method not served): recorded too."""
+        with self._lock:
+            recorded = RecordedRequest(index=len(self.exchanges), method=method, path=path, body=None, stream=False,
+                                       step=None, status=reply.status, kind=reply.kind)
+            self._keep(recorded, reply, None, None)
+
+    def _keep(self, recorded: RecordedRequest, reply: WireReply, sent: dict[str, Any] | None,
+              thread: dict[str, Any] | None, arrived: float | None = None) -> None:
+        """Append to the exchanges and to the --record file (under the lock: one index per request)."""
+        index = len(self.exchanges)
+        self.exchanges.append(Exchange(recorded, reply, sent, thread,
+                                      time.monotonic() if arrived is None else arrived))
         if self._record_file is not None:
-            self._record_file.write(json.dumps(request_record(recorded, reply.body, thread)) + "\n")
+            self._record_file.write(json.dumps(request_record(recorded, reply.body, thread, index=index),
+                                               default=str) + "\n")
             self._record_file.flush()
         if self.log is not None:
-            self.log(_log_line(recorded))
-        return reply
+            self.log(_log_line(recorded, index))
 
     def _answer_threaded(self, method: str, path: str, sent: dict[str, Any],
                          thread: dict[str, Any]) -> tuple[WireReply, RecordedRequest]:
@@ -336,10 +435,18 @@ class ScenarioServer:
         self.stop()
 
 
-def _log_line(r: RecordedRequest) -> str:
+def _log_line(r: RecordedRequest, index: int | None = None) -> str:
     what = f" step {r.step}" if r.step is not None else ""
     stop = f" {r.stop_reason}" if r.stop_reason else ""
-    return f"#{r.index + 1} {r.method} {r.path} -> {r.status} {r.kind}{what}{stop}"
+    return f"#{(r.index if index is None else index) + 1} {r.method} {r.path} -> {r.status} {r.kind}{what}{stop}"
+
+
+def _parsed_or_none(body: bytes | None) -> dict[str, Any] | None:
+    try:
+        parsed = json.loads(body or b"")
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def serve_main(args: Any) -> int:

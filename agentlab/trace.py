@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from .errors import ConfigError
+
 # Kinds of events, in the order a learner meets them in a run.
 EVENT_KINDS = (
     "start",        # the run begins: prompt, model, limits
@@ -72,9 +74,14 @@ class Trace:
         self._fsync = fsync
         self._listeners: list[Callable[[Event], None]] = []
         self._file: IO[str] | None = None
+        self.write_error: str | None = None  # why the file stopped being written (the events are still kept)
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("w", encoding="utf-8")
+            if self.path.is_dir():
+                raise ConfigError(f"trace {self.path}: is a folder, not a file")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"trace {self.path}: cannot create its folder: {exc.strerror or exc}") from None
 
     def add_secret(self, secret: str | None) -> None:
         """A value that must never appear in an event (an API key): events are scanned and redacted."""
@@ -90,7 +97,7 @@ class Trace:
             raise ValueError(f"unknown event kind {kind!r}; expected one of {', '.join(EVENT_KINDS)}")
         payload = data or {}
         encoded = None
-        if self._secrets or self._file is not None:  # with no secret to hide and no file, nothing to encode
+        if self._secrets or self.path is not None:  # with no secret to hide and no file, nothing to encode
             encoded = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
             cleaned = redact(encoded, self._secrets)
             if cleaned != encoded:
@@ -99,19 +106,48 @@ class Trace:
         self._count += 1
         if self.keep:
             self.events.append(event)
-        if self._file is not None:  # the same key order as Event.to_json, without encoding the payload twice
-            head = json.dumps({"call": call, "kind": kind, "seq": event.seq})[:-1]
-            self._file.write(f'{head}, "data": {encoded}, "wall_ms": {json.dumps(wall_ms)}}}\n')
-            self._file.flush()
-            if self._fsync:
-                os.fsync(self._file.fileno())
+        if self.path is not None and self.write_error is None:
+            self._write(event, encoded)
         for listener in self._listeners:
             listener(event)
         return event
 
+    def _write(self, event: Event, encoded: str | None) -> None:
+        """Append one line; the file is opened (an old one replaced) at the first event, not before.
+
+        A write that fails (disk full, file removed, permission taken away) stops the writing, not the run:
+        ``write_error`` says why, and every event stays in memory and goes to the listeners.
+        """
+        head = json.dumps({"call": event.call, "kind": event.kind, "seq": event.seq})[:-1]
+        line = f'{head}, "data": {encoded}, "wall_ms": {json.dumps(event.wall_ms)}}}\n'
+        try:
+            if self._file is None:
+                assert self.path is not None
+                # a lone surrogate (from a model or a hook) is written as its JSON escape, \udXXX
+                self._file = self.path.open("w", encoding="utf-8", errors="backslashreplace")
+            self._file.write(line)
+            self._file.flush()
+            if self._fsync:
+                os.fsync(self._file.fileno())
+        except OSError as exc:
+            self.write_error = (f"could not write event {event.seq} ({event.kind}): {exc.strerror or exc}; "
+                                "the file stops there")
+            self._close_quietly()
+
+    def _close_quietly(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass
+            self._file = None
+
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError as exc:
+                self.write_error = self.write_error or f"could not write the end of the file: {exc.strerror or exc}"
             self._file = None
 
     def __iter__(self) -> Iterator[Event]:

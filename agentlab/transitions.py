@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .errors import ConfigError
+
 # The decision table, one entry per row: (row, branch, what happens). Shown by the widget and the lessons.
 ROWS: tuple[tuple[str, str, str], ...] = (
     ("0", "api_retry", "429 / 529 / 5xx / connection error: wait with exponential backoff, send again"),
@@ -89,6 +91,29 @@ class Limits:
     backoff_base: float = 0.5
     backoff_cap: float = 32.0
     retry_after_cap: float = 60.0
+
+    def __post_init__(self) -> None:
+        """Refuse a bound that has no meaning, naming it (``Limits(max_turns=-1)`` raises at once)."""
+        for name in ("max_escalations", "max_continuations", "max_api_retries", "overloads_before_fallback",
+                     "max_compactions", "max_pause_continuations", "max_empty_nudges", "stop_hook_block_cap"):
+            _check_count(name, getattr(self, name), 0)
+        for name in ("escalated_max_tokens", "max_tokens_ceiling"):
+            _check_count(name, getattr(self, name), 1)
+        if self.max_turns is not None:
+            _check_count("max_turns", self.max_turns, 1, "None (no limit) or ")
+        for name in ("backoff_base", "backoff_cap", "retry_after_cap"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+                raise ConfigError(f"Limits.{name} must be a finite number of seconds, 0 or more; got {value!r}")
+        for name in ("fallback_model", "refusal_fallback_model"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(f"Limits.{name} must be None or a model name; got {value!r}")
+
+
+def _check_count(name: str, value: Any, least: int, alternative: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"Limits.{name} must be {alternative}a whole number of at least {least}; got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -272,7 +297,7 @@ def _decide_failure(f: Failure, state: LoopState, limits: Limits) -> Transition:
     if state.api_attempts >= limits.max_api_retries:
         return End("api_error", f"gave up after {state.api_attempts} retries: {f.message}", subtype="error_api",
                    message=f.message, details={"status": f.status, "error_type": f.error_type})
-    delay = min(limits.backoff_cap, limits.backoff_base * 2 ** state.api_attempts)
+    delay = min(limits.backoff_cap, limits.backoff_base * 2.0 ** min(state.api_attempts, 64))
     if f.retry_after is not None:
         delay = min(limits.retry_after_cap, f.retry_after)
     overloads = state.consecutive_overloads + 1 if f.status == 529 else 0
@@ -315,8 +340,9 @@ def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transitio
                             f"max_tokens {state.max_tokens} hit: escalation {state.escalations + 1} of "
                             f"{limits.max_escalations}, resend with max_tokens {target}", max_tokens=target)
         if state.continuations >= limits.max_continuations:
-            text = (f"The response hit max_tokens ({state.max_tokens}) again after {_count(state.escalations, 'escalation')} "
-                    f"and {_count(state.continuations, 'continuation')}; the limit is "
+            text = (f"The response hit max_tokens ({state.max_tokens}) again after "
+                    f"{_count(state.escalations, 'escalation')} and {_count(state.continuations, 'continuation')}; "
+                    "the limit is "
                     f"{_count(limits.max_continuations, 'continuation')} in a row.")
             return End("max_tokens_give_up", text, subtype="error_max_output_tokens", message=text)
         return ContinueTruncated("max_tokens_continue",

@@ -627,3 +627,43 @@ def _describe(exc: BaseException) -> str:
 def stepper(scenario_or_loop: str | Path | Scenario | AgentLoop | None = None, **kwargs: Any) -> Stepper:
     """``Stepper(...)``, for symmetry with the plot functions."""
     return Stepper(scenario_or_loop, **kwargs)
+
+
+# --- a widget as static HTML (no kernel) ------------------------------------------------------------------
+
+def static_html(widget: Any) -> str:
+    """A widget tree as plain HTML, as it looks now: HTML panes as they are, images inline, buttons and
+    inputs drawn disabled. For pages read without a kernel (the lesson website), where a live widget
+    would show nothing."""
+    import base64
+
+    if getattr(widget.layout, "display", None) == "none":
+        return ""
+    classes = " ".join(getattr(widget, "_dom_classes", ()))
+    if isinstance(widget, widgets.Box):
+        vertical = isinstance(widget, widgets.VBox)
+        style = (f"display:flex;flex-direction:{'column' if vertical else 'row'};"
+                 f"{'' if vertical else 'flex-wrap:wrap;align-items:flex-start;'}gap:6px;width:100%")
+        inner = "".join(static_html(child) for child in widget.children)
+        return f'<div class="{_e(classes)}" style="{style}">{inner}</div>'
+    flex = getattr(widget.layout, "flex", None)
+    box = f"flex:{flex};min-width:0;" if flex else ""
+    if isinstance(widget, widgets.HTML):
+        return f'<div class="{_e(classes)}" style="{box}">{widget.value}</div>'
+    if isinstance(widget, widgets.Image):
+        if not widget.value:
+            return ""
+        data = base64.b64encode(widget.value).decode("ascii")
+        mime = "image/svg+xml" if widget.format.startswith("svg") else f"image/{widget.format}"
+        return (f'<img class="{_e(classes)}" style="max-width:100%;height:auto" alt="plot" '
+                f'src="data:{mime};base64,{data}">')
+    if isinstance(widget, widgets.Button):
+        return f'<button class="{_e(classes)}" disabled>{_e(widget.description)}</button>'
+    description = f"{_e(widget.description)} " if getattr(widget, "description", "") else ""
+    if isinstance(widget, widgets.Dropdown):
+        return (f'<label class="{_e(classes)}">{description}<select disabled><option selected>'
+                f'{_e(widget.label)}</option></select></label>')
+    if hasattr(widget, "value"):
+        return (f'<label class="{_e(classes)}">{description}<input disabled size="8" '
+                f'value="{_e(widget.value)}"></label>')
+    return ""

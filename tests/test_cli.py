@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from agentlab.scenario import scenario_names
+from agentlab.scenario import load_scenario, scenario_names
 
 SECRET = "sk-ant-test-SECRET123456"
 REPO = Path(__file__).resolve().parent.parent
@@ -257,6 +258,7 @@ JOBS: dict[str, Job] = {
     "tour_stream": Job(("run", "tour", "--json", "--stream")),
     "table": Job(("run", "tool_use", "--max-turns", "5")),
     "scenarios": Job(("scenarios",)),
+    "scenarios_long": Job(("scenarios", "--long")),
     # bad usage
     "unknown_scenario": Job(("run", "no_such_scenario", "--json")),
     "max_turns_0": Job(("run", "end_turn", "--max-turns", "0")),
@@ -332,11 +334,30 @@ def test_readable_table_without_json(runs):
         json.loads(ran.stdout.strip().splitlines()[-1])
 
 
-def test_scenarios_lists_every_scenario(runs):
+def test_scenarios_lists_every_scenario_in_one_short_line(runs):
     ran = runs["scenarios"].ran
     assert ran.code == 0, ran.stderr
     lines = [line for line in ran.stdout.splitlines() if line.strip()]
     assert [line.split()[0] for line in lines] == scenario_names()
+    assert max(len(line) for line in lines) <= 120
+    by_name = {line.split()[0]: line for line in lines}
+    # a long description is cut to its start, at a word, and says so
+    long_one = load_scenario("compaction_give_up").description
+    assert len(long_one) > 300
+    assert by_name["compaction_give_up"].endswith(" …")
+    assert " ".join(long_one.split()).startswith(by_name["compaction_give_up"].split("row 4", 1)[1].strip()[:-2])
+    # a short one is shown whole
+    assert by_name["end_turn"].endswith(load_scenario("end_turn").description)
+
+
+def test_scenarios_long_adds_the_whole_description(runs):
+    ran = runs["scenarios_long"].ran
+    assert ran.code == 0, ran.stderr
+    names = [line.split()[0] for line in ran.stdout.splitlines() if line and not line.startswith(" ")]
+    assert names == scenario_names()
+    described = " ".join(ran.stdout.split())
+    for name in ("compaction_give_up", "proactive_compaction", "tour"):
+        assert " ".join(load_scenario(name).description.split()) in described
 
 
 # --- bad usage ----------------------------------------------------------------------------------------------
@@ -437,3 +458,22 @@ def test_wire_fatal_error_is_not_retried(runs):
 def test_wire_key_echoed_by_the_server_is_not_printed(runs):
     ran = on_the_wire(runs["wire_key_echo"])
     assert ran.code == 1
+
+
+# --- make demo ------------------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize(("scenario", "status", "last_line"), [
+    ("max_tokens_give_up", 0, "make demo: exit status 1 means the run ended with an error result (above)"),
+    ("no_such_scenario", 2, "make demo: agentlab exited with status 2: it could not run 'no_such_scenario'"),
+])
+def test_make_demo_ends_with_a_line_explaining_the_exit(scenario, status, last_line):
+    root = Path(__file__).resolve().parent.parent
+    ran = subprocess.run(["make", "-s", "--no-print-directory", "demo", f"SCENARIO={scenario}",
+                          f"BIN={Path(sys.executable).parent}", "STAMP="],
+                         cwd=root, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == status, ran.stderr
+    said = [line for line in (ran.stdout + ran.stderr).splitlines() if line.startswith("make demo:")]
+    assert len(said) == 1 and said[0].startswith(last_line)
+    if status == 0:
+        assert ran.stdout.rstrip().splitlines()[-1] == said[0]

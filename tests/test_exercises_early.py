@@ -1,68 +1,17 @@
-"""The exercises of lessons 00-05: the notebook's own solution passes its check, wrong answers fail it clearly.
+"""The exercises of lessons 00-05: wrong answers fail their checks with a clear message.
 
-The solutions are read from the notebooks (the cells tagged ``solution``, run after the ``exercise`` stub as
-a learner running top to bottom would), so the test covers exactly what the lessons ship.
+Every lesson's solution, stub and on-demand help are tested in tests/test_exercises_helpers.py; the notebooks'
+stubs in tests/test_exercises_notebooks.py.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentlab.exercises import lesson00, lesson01, lesson02, lesson03, lesson04, lesson05
 from agentlab.transitions import Limits, LoopState, decide
-
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-
-LESSONS = {
-    "00_the_loop": ("naive_loop", lesson00.check_naive_loop),
-    "01_content_not_label": ("tools_to_run", lesson01.check_tools_to_run),
-    "02_max_tokens": ("on_max_tokens", lesson02.check_on_max_tokens),
-    "03_context_window": ("drop_middle", lesson03.check_drop_middle),
-    "04_refusal": ("on_refusal", lesson04.check_on_refusal),
-    "05_stop_sequence": ("my_scenario", lesson05.check_stop_scenario),
-}
-
-
-def _cells(notebook: str, tag: str) -> list[str]:
-    nb = json.loads((NOTEBOOKS / f"{notebook}.ipynb").read_text(encoding="utf-8"))
-    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-            for c in nb["cells"] if tag in c.get("metadata", {}).get("tags", [])]
-
-
-def _answer(notebook: str, *tags: str) -> Any:
-    name, _ = LESSONS[notebook]
-    namespace: dict[str, Any] = {}
-    for tag in tags:
-        sources = _cells(notebook, tag)
-        assert len(sources) == 1, f"{notebook}: expected one cell tagged {tag!r}, found {len(sources)}"
-        exec(compile(sources[0], f"{notebook}:{tag}", "exec"), namespace)
-    return namespace[name]
-
-
-@pytest.mark.parametrize("notebook", sorted(LESSONS))
-def test_the_notebook_solution_passes(notebook: str) -> None:
-    _, check = LESSONS[notebook]
-    message = check(_answer(notebook, "exercise", "solution"))
-    assert message.startswith("All ") or message.startswith("Your scenario")
-
-
-@pytest.mark.parametrize("notebook", sorted(LESSONS))
-def test_the_unsolved_stub_fails_with_an_assertion(notebook: str) -> None:
-    _, check = LESSONS[notebook]
-    with pytest.raises(AssertionError):
-        check(_answer(notebook, "exercise"))
-
-
-@pytest.mark.parametrize("notebook", sorted(LESSONS))
-def test_each_check_cell_calls_the_check_on_the_answer(notebook: str) -> None:
-    name, check = LESSONS[notebook]
-    (source,) = _cells(notebook, "check")
-    assert f"{check.__name__}({name})" in source
-
 
 # --- lesson 00 ------------------------------------------------------------------------------------------------
 
@@ -120,8 +69,7 @@ def test_lesson00_wrong_loops_fail(wrong, match) -> None:
 
 
 def test_lesson00_naive_table_shows_the_failures() -> None:
-    naive = _answer("00_the_loop", "exercise", "solution")
-    table = lesson00.naive_vs_agentlab(naive, ["max_tokens_give_up", "refusal"])
+    table = lesson00.naive_vs_agentlab(["max_tokens_give_up", "refusal"], naive_loop=lesson00.SOLUTION)
     assert table.loc["max_tokens_give_up", "naive: the user gets"] == "3.14159265358979"
     assert table.loc["refusal", "naive: the user gets"] == "(empty)"
     assert table.loc["refusal", "agentlab: result"] == "error_refusal"
@@ -181,7 +129,7 @@ def test_lesson02_escalating_a_cut_tool_call_past_the_limit_fails() -> None:
 
 
 def test_lesson02_an_off_by_one_limit_fails() -> None:
-    solution = _answer("02_max_tokens", "exercise", "solution")
+    solution = lesson02.SOLUTION
 
     def one_too_many(message, escalations, continuations):
         answer = solution(message, escalations, continuations)
@@ -210,7 +158,7 @@ def test_lesson03_slicing_by_message_orphans_a_tool_result() -> None:
 
 
 def test_lesson03_mutating_the_input_fails() -> None:
-    solution = _answer("03_context_window", "exercise", "solution")
+    solution = lesson03.SOLUTION
 
     def in_place(messages, keep_last):
         kept = solution(messages, keep_last)
@@ -231,7 +179,7 @@ def test_lesson03_assuming_two_messages_per_turn_fails() -> None:
 
 
 def test_lesson03_forgotten_names_the_lost_facts() -> None:
-    solution = _answer("03_context_window", "exercise", "solution")
+    solution = lesson03.SOLUTION
     report = lesson03.forgotten(solution(lesson03.HISTORY, 1))
     assert report["facts forgotten"] == ["door code", "deploy day"]
     assert lesson03.forgotten(lesson03.HISTORY)["facts kept"] == ["door code", "deploy day"]
@@ -291,3 +239,12 @@ def test_lesson05_a_second_unexpected_step_is_caught() -> None:
     raw["steps"].insert(0, {"content": [{"type": "text", "text": "Thinking. "}], "stop_reason": "end_turn"})
     with pytest.raises(AssertionError, match=r"first reply should have stop_reason 'stop_sequence'"):
         lesson05.check_stop_scenario(raw)
+
+
+def test_lesson03_the_notebook_s_drop_oldest_column_is_drop_middle() -> None:
+    """Lesson 03 compares clear_tool_results with drop_oldest shrunk to the last turn, saying that this is what
+    drop_middle(HISTORY, 1) does; the two must agree."""
+    from agentlab.compaction import drop_oldest
+
+    dropped = drop_oldest(lesson03.HISTORY, target_tokens=0, keep_last_turns=1).messages
+    assert dropped == lesson03.SOLUTION(lesson03.HISTORY, 1)

@@ -1,52 +1,41 @@
-"""The exercise of lesson 11: the notebook's solution passes its check, wrong answers fail with a clear message."""
+"""The exercise of lesson 11: the solution passes its check, wrong answers fail with a clear message."""
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agentlab.exercises.lesson11 import (
     ANSWERS,
+    SOLUTION,
     check_after_max_tokens,
     contrast,
     max_tokens_cases,
     show_requests,
+    what_each_client_did,
 )
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "11_real_claude_code.ipynb"
 
-
-def _notebook_answer(*tags: str):
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    namespace: dict[str, Any] = {}
-    for tag in tags:
-        sources = ["".join(c["source"]) for c in cells if tag in c.get("metadata", {}).get("tags", [])]
-        assert len(sources) == 1, f"expected one cell tagged {tag!r}, found {len(sources)}"
-        exec(compile(sources[0], f"11_real_claude_code:{tag}", "exec"), namespace)
-    return namespace["after_max_tokens"]
-
-
-def test_the_solution_cell_is_hidden():
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    (solution,) = [c for c in cells if "solution" in c.get("metadata", {}).get("tags", [])]
-    assert solution["metadata"]["jupyter"]["source_hidden"] is True
-
-
-def test_the_notebook_solution_passes(capsys):
-    check_after_max_tokens(_notebook_answer("exercise", "solution"))
+def test_the_solution_passes_and_the_tally_says_what_each_client_did(capsys):
+    assert check_after_max_tokens(SOLUTION).solved
     out = capsys.readouterr().out
     assert out.startswith(f"after_max_tokens: correct on all {len(max_tokens_cases())} max_tokens replies")
-    assert "claude-code 2.1.197" in out and "escalate" not in out.split("claude-code 2.1.197")[1].splitlines()[0]
+    what_each_client_did()
+    tally = {line[:22].strip(): line[22:] for line in capsys.readouterr().out.splitlines()}
+    assert "escalate" not in tally["claude-code 2.1.197"] and "continue" in tally["claude-code 2.1.197"]
+    assert tally["agentlab 0.1.0"].startswith("escalate ×")
 
 
-def test_the_stub_fails_and_says_where():
+def _what_the_article_expects_first(diff):
+    if diff is None:
+        return "stop"
+    return "escalate"
+
+
+def test_always_escalating_fails_and_says_where():
     with pytest.raises(AssertionError, match=r"^claude-code 2\.1\.197 · incomplete_tool_use · after the max_tokens "
                                              r"reply to request 1 \(request 2\): you said 'escalate', the record says "
                                              r"'run_tools'\. The diff: same_messages=False"):
-        check_after_max_tokens(_notebook_answer("exercise"))
+        check_after_max_tokens(_what_the_article_expects_first)
 
 
 def test_the_cases_cover_every_answer():

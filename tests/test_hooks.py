@@ -538,9 +538,14 @@ def test_config_error_names_the_file_and_the_json_path(tmp_path, monkeypatch):
     ({"hooks": {"Stop": [{"hooks": [{"type": "command"}]}]}},
      "settings.json: hooks.Stop[0].hooks[0].command: expected a non-empty string, got None"),
     ({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true", "timeout": "5"}]}]}},
-     "settings.json: hooks.Stop[0].hooks[0].timeout: expected a positive number of seconds, got '5'"),
+     "settings.json: hooks.Stop[0].hooks[0].timeout: expected a number of seconds above 0 and at most 86400, "
+     "got '5'"),
     ({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true", "timeout": 0}]}]}},
-     "settings.json: hooks.Stop[0].hooks[0].timeout: expected a positive number of seconds, got 0"),
+     "settings.json: hooks.Stop[0].hooks[0].timeout: expected a number of seconds above 0 and at most 86400, "
+     "got 0"),
+    ({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true", "timeout": 1e7}]}]}},
+     "settings.json: hooks.Stop[0].hooks[0].timeout: expected a number of seconds above 0 and at most 86400, "
+     "got 10000000.0"),
     ({"hooks": {"PreToolUse": [{"matcher": 3, "hooks": []}]}},
      "settings.json: hooks.PreToolUse[0].matcher: expected a string, got 3"),
     ({"hooks": {"PreToolUse": [{"matcher": "read_(", "hooks": []}]}},

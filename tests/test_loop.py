@@ -306,12 +306,14 @@ def test_empty_end_turn_without_tool_results_is_not_nudged(stream):
 
 # --- unknown stop reasons ----------------------------------------------------------------------------------
 
-def test_missing_stop_reason_falls_back_to_the_content(stream):
+def test_missing_stop_reason_is_a_failed_call_and_its_tool_calls_do_not_run(stream):
     calc = {"type": "tool_use", "name": "calculator", "input": {"expression": "3 * 3"}}
     loop = run(inline([{"content": [calc], "stop_reason": None},
-                       {"expect": {"has_tool_result": True}, "content": [text("9")], "stop_reason": None}],
+                       {"expect": {"has_tool_result": False}, "content": [text("9")], "stop_reason": "end_turn"}],
                       tools="demo"), stream)
-    assert loop.result.subtype == "success" and loop.result.stop_reason is None
+    assert loop.result.subtype == "success" and loop.result.stop_reason == "end_turn"
+    assert loop.result.retries == 1 and loop.trace.of_kind("tool") == []
+    assert [e.data["error_type"] for e in loop.trace.of_kind("api_error")] == ["incomplete_response"]
 
 
 # --- row 0: API errors ------------------------------------------------------------------------------------

@@ -234,9 +234,9 @@ def test_a_continued_reply_weighs_what_it_reported_in_the_next_request() -> None
     outputs = [e.data["output_tokens"] for e in loop.trace.of_kind("response")]
     assert outputs == [100, 64000, 64000, 64000, 64000]
     # every continued 64,000-token reply is in the next request, so the input grows by about that much
-    assert all(63_900 < later - earlier < 64_200 for earlier, later in zip(inputs[1:], inputs[2:]))
+    assert all(63_900 < later - earlier < 64_200 for earlier, later in zip(inputs[1:], inputs[2:], strict=False))
     estimates = [e.data["context_tokens"] for e in loop.trace.of_kind("request")]
-    assert all(within_tolerance(reported, estimate) for reported, estimate in zip(inputs, estimates))
+    assert all(within_tolerance(reported, estimate) for reported, estimate in zip(inputs, estimates, strict=True))
 
 
 def test_trace_round_trip_keeps_the_two_counts(tmp_path: Path) -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -25,28 +28,68 @@ def pyproject() -> dict:
     return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 
 
-def pyproject_packages() -> set[str]:
+def pyproject_requirements() -> dict[str, SpecifierSet]:
+    """Runtime and every optional group of pyproject.toml: name -> version bounds."""
     project = pyproject()["project"]
-    requirements = list(project["dependencies"]) + list(project["optional-dependencies"]["test"])
-    return {normalise(r) for r in requirements}
+    requirements = list(project["dependencies"])
+    for group in project.get("optional-dependencies", {}).values():
+        requirements += list(group)
+    return bounds(requirements, "pyproject.toml")
 
 
-def environment_packages() -> set[str]:
+def environment_requirements() -> dict[str, SpecifierSet]:
+    """environment.yml's conda and pip entries (``-e .`` and python/pip themselves left out)."""
     env = yaml.safe_load((REPO / "environment.yml").read_text(encoding="utf-8"))
-    names: set[str] = set()
+    specs: list[str] = []
     for entry in env["dependencies"]:
         if isinstance(entry, dict):
-            names |= {normalise(r) for r in entry.get("pip", []) if not r.startswith("-")}
+            specs += [r for r in entry.get("pip", []) if not r.startswith("-")]
         else:
-            names.add(normalise(entry))
-    return names - {"python", "pip"}
+            specs.append(entry)
+    found = bounds(specs, "environment.yml")
+    found.pop("python", None)
+    found.pop("pip", None)
+    return found
+
+
+def bounds(specs: list[str], where: str) -> dict[str, SpecifierSet]:
+    found: dict[str, SpecifierSet] = {}
+    for spec in specs:
+        try:
+            requirement = Requirement(spec)
+        except InvalidRequirement as exc:
+            raise AssertionError(f"{where}: cannot read {spec!r}: {exc}") from None
+        name = normalise(requirement.name)
+        if name in found and found[name] != requirement.specifier:
+            raise AssertionError(f"{where}: {name} listed twice with different bounds")
+        found[name] = requirement.specifier
+    return found
 
 
 def test_environment_and_pyproject_name_the_same_packages():
-    in_pyproject, in_environment = pyproject_packages(), environment_packages()
+    in_pyproject, in_environment = set(pyproject_requirements()), set(environment_requirements())
     assert in_pyproject == in_environment, (
         f"only in pyproject.toml: {sorted(in_pyproject - in_environment)}; "
         f"only in environment.yml: {sorted(in_environment - in_pyproject)}")
+
+
+def test_environment_and_pyproject_give_the_same_bounds():
+    in_pyproject, in_environment = pyproject_requirements(), environment_requirements()
+    differ = {name: (str(in_pyproject[name]), str(in_environment[name]))
+              for name in in_pyproject.keys() & in_environment.keys() if in_pyproject[name] != in_environment[name]}
+    assert not differ, f"bounds differ (pyproject.toml, environment.yml): {differ}"
+    unbounded = sorted(name for name, spec in in_pyproject.items() if not spec)
+    assert not unbounded, f"no version range given for {unbounded}"
+
+
+def test_the_comparison_sees_a_changed_bound(tmp_path, monkeypatch):
+    """The comparison reads bounds, not only names: a widened bound in one file is reported."""
+    text = (REPO / "environment.yml").read_text(encoding="utf-8").replace("pandas>=2.2,<4", "pandas>=2.2,<5")
+    (tmp_path / "environment.yml").write_text(text, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    with pytest.raises(AssertionError, match="pandas"):
+        test_environment_and_pyproject_give_the_same_bounds()
 
 
 def test_required_packages_are_declared():
@@ -118,3 +161,11 @@ def test_ci_calls_make_test():
     lines = [line.strip() for line in script.read_text(encoding="utf-8").splitlines()]
     commands = [line for line in lines if line and not line.startswith("#")]
     assert any(re.fullmatch(r"(exec\s+)?make test", line) for line in commands), commands
+
+
+def test_ci_builds_and_checks_the_site():
+    commands = [line.strip() for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert "make site-test" in commands, commands
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    recipe = re.search(r"^site-test:.*\n((?:\t.*\n?)+)", makefile, re.MULTILINE)
+    assert recipe and re.search(r"pytest\b.*-m site\b", recipe.group(1)), "site-test does not run the site tests"

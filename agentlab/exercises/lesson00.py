@@ -3,7 +3,8 @@
 The learner writes ``naive_loop(call_model, run_tool, prompt)``: call the model, and while its reply holds
 ``tool_use`` blocks, run them and send the results back; otherwise stop. ``check_naive_loop`` drives it with a
 scripted model (plain dicts, no SDK, no network) and raises an AssertionError naming the case, what was
-expected and what came back.
+expected and what came back. ``SOLUTION`` and ``HINT`` are shown on demand by ``show_solution("lesson00")`` and
+``hint("lesson00")``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..report import print_trace  # noqa: F401  (re-exported for the lessons)
+from . import exercise
 
 Message = dict[str, Any]
 NaiveLoop = Callable[[Callable[[list[Message]], Message], Callable[[str, dict[str, Any]], str], str], list[Message]]
@@ -111,6 +112,7 @@ def _first_difference(want: list[Message], got: list[Message]) -> str | None:
     return None
 
 
+@exercise("lesson00", "naive_loop")
 def check_naive_loop(naive_loop: NaiveLoop) -> str:
     """Run ``naive_loop`` against scripted models; raise AssertionError with a clear message when it is wrong."""
     prompt = "Help me, please."
@@ -133,7 +135,30 @@ def check_naive_loop(naive_loop: NaiveLoop) -> str:
     return f"All {len(CASES)} cases pass: your loop runs tools until a reply has none, then stops."
 
 
-# --- reading a run ---------------------------------------------------------------------------------------------
+# --- the solution, shown on demand -----------------------------------------------------------------------------
+
+HINT = """
+    Loop forever: call the model, append {"role": "assistant", "content": reply["content"]}, then collect
+    the blocks whose "type" is "tool_use". None: return the history. Otherwise build one tool_result per
+    block ({"type": "tool_result", "tool_use_id": block["id"], "content": run_tool(...)}) and append them
+    all in ONE user message before calling the model again.
+"""
+
+
+def naive_loop(call_model, run_tool, prompt):
+    messages = [{"role": "user", "content": prompt}]
+    while True:
+        reply = call_model(messages)
+        messages.append({"role": "assistant", "content": reply["content"]})
+        uses = [b for b in reply["content"] if b["type"] == "tool_use"]
+        if not uses:
+            return messages
+        results = [{"type": "tool_result", "tool_use_id": u["id"],
+                    "content": run_tool(u["name"], u["input"])} for u in uses]
+        messages.append({"role": "user", "content": results})
+
+
+SOLUTION = naive_loop
 
 # --- the same loop against the scripted scenarios -------------------------------------------------------------
 
@@ -185,9 +210,14 @@ def _answer(history: list[Message]) -> str:
     return text or "(empty)"
 
 
-def naive_vs_agentlab(naive_loop: NaiveLoop, names: list[str], width: int = 38):
-    """One row per scenario: what the naive loop handed the user, and how agentlab's loop ended the run."""
+def naive_vs_agentlab(names: list[str], naive_loop: NaiveLoop | None = None, width: int = 38):
+    """One row per scenario: what the naive loop handed the user, and how agentlab's loop ended the run.
+
+    ``naive_loop`` defaults to the naive loop of the exercise's solution; pass your own to compare it.
+    """
     import pandas as pd
+
+    naive_loop = naive_loop or SOLUTION
 
     from ..lab import run_scenario
     from ..scenario import load_scenario

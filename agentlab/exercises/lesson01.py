@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .lesson00 import print_trace as print_trace  # the lessons print their traces with it
+from . import exercise
 
 Message = dict[str, Any]
 
@@ -44,6 +44,7 @@ CASES: tuple[tuple[str, Message, list[str]], ...] = (
 )
 
 
+@exercise("lesson01", "tools_to_run")
 def check_tools_to_run(tools_to_run: Callable[[Message], list[str]]) -> str:
     """Raise AssertionError naming every case where ``tools_to_run`` disagrees with the content of the reply."""
     wrong = []
@@ -78,3 +79,19 @@ def label_vs_content(names: list[str]):
                      "branch": f"row {branch.data['row']} {branch.data['branch']}",
                      "calls": result.requests, "result": result.subtype})
     return pd.DataFrame(rows).set_index("scenario")
+
+
+# --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
+
+HINT = """
+    Ignore message["stop_reason"] entirely. Walk message["content"] in order and keep block["id"] for every
+    block whose "type" is exactly "tool_use" ("server_tool_use" blocks are run by the API, and text or
+    thinking blocks are not calls).
+"""
+
+
+def tools_to_run(message):
+    return [block["id"] for block in message["content"] if block["type"] == "tool_use"]
+
+
+SOLUTION = tools_to_run

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..transitions import Limits
-from .lesson00 import print_trace as print_trace  # the lessons print their traces with it
+from . import exercise
 
 Message = dict[str, Any]
 MAX_ESCALATIONS = Limits().max_escalations      # 1: resends with a higher max_tokens per run
@@ -51,6 +51,7 @@ CASES: tuple[tuple[str, Message, int, int, str], ...] = (
 )
 
 
+@exercise("lesson02", "on_max_tokens")
 def check_on_max_tokens(on_max_tokens: Callable[[Message, int, int], str]) -> str:
     """Raise AssertionError listing every case where ``on_max_tokens`` picks the wrong recovery."""
     wrong = []
@@ -86,3 +87,28 @@ def recovery_table(names: list[str]):
         rows.append({"scenario": name, "max_tokens per call": " → ".join(sizes),
                      "branches": " → ".join(branches), "result": result.subtype})
     return pd.DataFrame(rows).set_index("scenario")
+
+
+# --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
+
+HINT = """
+    Look at the last block first: a tool_use there was cut off, and a cut tool call cannot be continued; it
+    can only be sent again with a higher max_tokens ("escalate") while escalations < MAX_ESCALATIONS, else
+    "give_up". A complete tool_use earlier in the content is an ordinary tool call ("run_tools"). Cut text:
+    "escalate" while escalations < MAX_ESCALATIONS, then "continue" while continuations < MAX_CONTINUATIONS,
+    then "give_up".
+"""
+
+
+def on_max_tokens(message, escalations, continuations):
+    blocks = message["content"]
+    if blocks and blocks[-1]["type"] == "tool_use":
+        return "escalate" if escalations < MAX_ESCALATIONS else "give_up"
+    if any(block["type"] == "tool_use" for block in blocks):
+        return "run_tools"
+    if escalations < MAX_ESCALATIONS:
+        return "escalate"
+    return "continue" if continuations < MAX_CONTINUATIONS else "give_up"
+
+
+SOLUTION = on_max_tokens

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..compaction import estimate_tokens, facts_kept, validate_history
-from .lesson00 import print_trace as print_trace  # the lessons print their traces with it
+from . import exercise
 
 Message = dict[str, Any]
 
@@ -68,6 +68,7 @@ def _show(value: Any, width: int = 400) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+@exercise("lesson03", "drop_middle")
 def check_drop_middle(drop_middle: Callable[[list[Message], int], list[Message]]) -> str:
     """Raise AssertionError with the first case where ``drop_middle`` breaks the history or keeps the wrong turns."""
     for case, history, keep_last, keep in CASES:
@@ -93,3 +94,23 @@ def forgotten(strategy_output: list[Message], facts: dict[str, str] = FACTS) -> 
             "messages": f"{len(HISTORY)} -> {len(strategy_output)}",
             "facts kept": [name for name, ok in kept.items() if ok],
             "facts forgotten": [name for name, ok in kept.items() if not ok]}
+
+
+# --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
+
+HINT = """
+    Find the index of every assistant message: each one starts a turn. Keep messages[0], then everything from
+    the start of the keep_last-th turn from the end. If there are no more than keep_last turns, keep
+    everything; with keep_last == 0 only messages[0] stays. Build a new list (slicing does).
+"""
+
+
+def drop_middle(messages, keep_last):
+    starts = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    if keep_last >= len(starts):
+        return list(messages)
+    cut = starts[len(starts) - keep_last] if keep_last else len(messages)
+    return [messages[0]] + messages[cut:]
+
+
+SOLUTION = drop_middle

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .lesson00 import print_trace as print_trace  # the lessons print their traces with it
+from . import exercise
 
 Message = dict[str, Any]
 SONNET = "claude-sonnet-4-6"
@@ -43,6 +43,7 @@ CASES: tuple[tuple[str, Message, str, str | None, bool, str, tuple[str, ...]], .
 Policy = Callable[[Message, str, "str | None", bool], tuple[str, str]]
 
 
+@exercise("lesson04", "on_refusal")
 def check_on_refusal(on_refusal: Policy) -> str:
     """Raise AssertionError listing every case where ``on_refusal`` retries wrongly or explains too little."""
     wrong = []
@@ -68,3 +69,28 @@ def check_on_refusal(on_refusal: Policy) -> str:
                 wrong.append(f"- {case}: the explanation should mention {missing}, got {got[1]!r}")
     assert not wrong, f"{len(wrong)} of {len(CASES)} cases are wrong:\n" + "\n".join(wrong)
     return f"All {len(CASES)} cases pass: explain and stop; at most one retry, never on the model that refused."
+
+
+# --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
+
+HINT = """
+    First the retry: only when fallback_model is set, differs from model and fallback_used is False. Otherwise
+    end with a sentence built from (message.get("stop_details") or {}): add the category and the explanation
+    only when they are there, and say that sending the same request again will not help.
+"""
+
+
+def on_refusal(message, model, fallback_model, fallback_used):
+    if fallback_model and fallback_model != model and not fallback_used:
+        return ("retry", fallback_model)
+    details = message.get("stop_details") or {}
+    text = "The model declined this request"
+    if details.get("category"):
+        text += f" (category: {details['category']})"
+    text += "."
+    if details.get("explanation"):
+        text += " " + details["explanation"]
+    return ("end", text + " Sending it again will not change that: rephrase it, or try another model.")
+
+
+SOLUTION = on_refusal

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ScenarioError
-from .lesson00 import print_trace as print_trace  # the lessons print their traces with it
+from . import exercise
 
 SEQUENCES = ["END", "STOP"]
 WANTED = "STOP"
@@ -26,8 +26,12 @@ def run_with_sequences(raw: dict[str, Any], sequences: list[str] = SEQUENCES):
     return loop
 
 
-def check_stop_scenario(raw: dict[str, Any]) -> str:
-    """Raise AssertionError saying what is missing when ``raw`` does not stop on "STOP" as the API would."""
+@exercise("lesson05", "my_scenario",
+          "make my_scenario return the scenario dict (replace the `raise NotImplementedError` line)")
+def check_stop_scenario(my_scenario: Any) -> str:
+    """Raise AssertionError saying what is missing when the scenario ``my_scenario()`` returns (or ``my_scenario``
+    itself, a dict) does not stop on "STOP" as the API would."""
+    raw = my_scenario() if callable(my_scenario) else my_scenario
     assert isinstance(raw, dict), f"write the scenario as a dict, got {type(raw).__name__}"
     try:
         loop = run_with_sequences(raw)
@@ -54,3 +58,24 @@ def check_stop_scenario(raw: dict[str, Any]) -> str:
         f"the run should end in one request with success, got {result.subtype if result else None!r} after "
         f"{result.requests if result else 0} request(s); one step is enough")
     return f"Your scenario stops on {WANTED!r}; agentlab recorded it and completed the turn."
+
+
+# --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
+
+HINT = """
+    One step is enough: {"content": [{"type": "text", "text": ...}], "stop_reason": "stop_sequence",
+    "stop_sequence": "STOP"}. The text is what the model wrote BEFORE it reached the sequence: the API leaves
+    the matched sequence itself out of the content.
+"""
+
+
+def my_scenario():
+    return {
+        "description": "the model lists three fruits and stops at STOP",
+        "prompt": "Name three fruits, then write STOP.",
+        "steps": [{"content": [{"type": "text", "text": "Apple, pear, plum. "}],
+                   "stop_reason": "stop_sequence", "stop_sequence": "STOP"}],
+    }
+
+
+SOLUTION = my_scenario

@@ -12,7 +12,7 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..report import print_trace as show_trace  # noqa: F401  (re-exported for the lessons)
+from . import exercise
 
 Message = dict[str, Any]
 
@@ -117,7 +117,8 @@ def _check_resent(request: list[Message], original: list[Message], paused: list[
             "them (keep the server_tool_use block: the server needs it to resume the search)")
 
 
-def check_finish_turn(finish_turn: Callable[..., Any]) -> None:
+@exercise("lesson06", "finish_turn")
+def check_finish_turn(finish_turn: Callable[..., Any]) -> str:
     """Raise AssertionError with a clear message unless ``finish_turn`` resumes paused turns correctly."""
     question = [{"role": "user", "content": "Search the web for this week's AI news."}]
 
@@ -154,4 +155,29 @@ def check_finish_turn(finish_turn: Callable[..., Any]) -> None:
     if not isinstance(response, dict) or response.get("stop_reason") != "pause_turn":
         raise AssertionError("when the continuations run out, return the last (paused) response so the caller "
                              "can see the turn did not finish")
-    print("finish_turn: correct. Paused content goes back unchanged, no user message, and the loop is bounded.")
+    return "finish_turn: correct. Paused content goes back unchanged, no user message, and the loop is bounded."
+
+
+# --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
+
+HINT = """
+    Keep a list `turn` of everything the assistant produced so far. Up to max_continuations times: if the
+    response is not pause_turn, stop; else turn = turn + response["content"] (unchanged, server_tool_use
+    blocks included) and call the model with messages + [{"role": "assistant", "content": turn}] (a new
+    list: the caller's stays as it was). Return the last response.
+"""
+
+
+def finish_turn(call_model, messages, max_continuations=3):
+    """Call the model; while it answers pause_turn, send its content back and call again."""
+    response = call_model(messages)
+    turn = []                                   # the assistant's content so far, in order
+    for _ in range(max_continuations):
+        if response["stop_reason"] != "pause_turn":
+            break
+        turn = turn + response["content"]       # unchanged: server_tool_use blocks included
+        response = call_model(messages + [{"role": "assistant", "content": turn}])
+    return response
+
+
+SOLUTION = finish_turn

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..transitions import Failure, Limits, LoopState, Retry, decide
-from .lesson06 import observed, show_result, show_trace
+from .lesson06 import observed, show_result
+from . import exercise
 
-__all__ = ["check_retry_delay", "expected_delay", "observed", "sdk_backoff", "show_result", "show_trace"]
+__all__ = ["check_retry_delay", "expected_delay", "observed", "sdk_backoff", "show_result"]
 
 STATUSES = (None, 400, 401, 403, 404, 408, 409, 413, 429, 500, 502, 503, 504, 529)
 # The policy the exercise states, pinned here so that a change of agentlab's defaults cannot move the answer.
@@ -58,7 +59,8 @@ def _hint(status: int | None, retry_after: float | None, should_retry: bool | No
     return "exponential backoff: 0.5 s before the first retry, doubling each attempt, at most 32 s"
 
 
-def check_retry_delay(retry_delay: Callable[..., Any]) -> None:
+@exercise("lesson07", "retry_delay")
+def check_retry_delay(retry_delay: Callable[..., Any]) -> str:
     """Raise AssertionError with a clear message unless ``retry_delay`` matches agentlab's retry policy."""
     cases = [(status, attempt, ra, sr)
              for status in STATUSES
@@ -75,4 +77,29 @@ def check_retry_delay(retry_delay: Callable[..., Any]) -> None:
             raise AssertionError(
                 f"retry_delay({status!r}, {attempt}, retry_after={retry_after!r}, should_retry={should_retry!r}) "
                 f"returned {got!r}, expected {expected!r}: {_hint(status, retry_after, should_retry, expected, got)}")
-    print(f"retry_delay: correct on all {len(cases)} cases; it agrees with agentlab's decide().")
+    return f"retry_delay: correct on all {len(cases)} cases; it agrees with agentlab's decide()."
+
+
+# --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
+
+HINT = """
+    Apply the four rules in order and return at the first that applies: should_retry is False → None; a
+    status that is not None and not in TRANSIENT → None; retry_after given → min(retry_after, 60.0);
+    otherwise min(0.5 * 2 ** (attempt - 1), 32.0).
+"""
+
+TRANSIENT = {408, 409, 429, 500, 502, 503, 504, 529}
+
+
+def retry_delay(status, attempt, retry_after=None, should_retry=None):
+    """Seconds to wait before retry number `attempt`, or None: do not retry."""
+    if should_retry is False:
+        return None
+    if status is not None and status not in TRANSIENT:
+        return None
+    if retry_after is not None:
+        return min(retry_after, 60.0)
+    return min(0.5 * 2 ** (attempt - 1), 32.0)
+
+
+SOLUTION = retry_delay

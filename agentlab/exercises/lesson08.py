@@ -11,9 +11,10 @@ from typing import Any
 from ..errors import ScenarioError
 from ..lab import scenario_loop
 from ..scenario import parse_scenario
-from .lesson06 import observed, show_result, show_trace
+from .lesson06 import observed, show_result
+from . import exercise
 
-__all__ = ["check_runaway_scenario", "observed", "show_result", "show_trace", "turns_table"]
+__all__ = ["check_runaway_scenario", "observed", "show_result", "turns_table"]
 
 WANTED_REQUESTS = 4
 
@@ -30,8 +31,13 @@ def turns_table(loop: Any) -> None:
         print(f"{call:>4}  {outcome[call]:<12} {' -> '.join(branches.get(call, []))}")
 
 
-def check_runaway_scenario(spec: Any) -> None:
-    """Raise AssertionError with a clear message unless ``spec`` is a runaway loop stopped after 4 calls."""
+@exercise("lesson08", "runaway",
+          "add max_turns and the steps in runaway and return the scenario (replace the `raise NotImplementedError`"
+          " line)")
+def check_runaway_scenario(runaway: Any) -> str:
+    """Raise AssertionError with a clear message unless the scenario ``runaway()`` returns (or ``runaway``
+    itself, a dict) is a runaway loop stopped after 4 calls."""
+    spec = runaway() if callable(runaway) else runaway
     if not isinstance(spec, dict):
         raise AssertionError(f"write the scenario as a dict (like the YAML files), got {type(spec).__name__}")
     try:
@@ -61,5 +67,28 @@ def check_runaway_scenario(spec: Any) -> None:
         raise AssertionError(
             f"every call should ask for run_tests (a model stuck re-running the failing tests); the tools "
             f"that ran were {tools}")
-    print(f"runaway scenario: correct. {result.requests} calls, every one asked for run_tests, "
-          f"and the run ended with {result.subtype}.")
+    return (f"runaway scenario: correct. {result.requests} calls, every one asked for run_tests, "
+            f"and the run ended with {result.subtype}.")
+
+
+# --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
+
+HINT = """
+    Add "max_turns": 4, and give the script more tool_use steps than that (five copies of the run_tests step
+    will do): the script must never run out and the model must never answer, so that only the breaker can
+    end the run.
+"""
+
+
+def runaway():
+    run_tests_again = {"content": [{"type": "tool_use", "name": "run_tests", "input": {}}], "stop_reason": "tool_use"}
+    return {
+        "description": "a model that re-runs the failing tests forever",
+        "prompt": "Make the tests pass.",
+        "tools": "demo",
+        "max_turns": 4,
+        "steps": [run_tests_again] * 5,     # more answers than turns: only the breaker can end it
+    }
+
+
+SOLUTION = runaway

@@ -8,17 +8,19 @@ using the ``stop_hook_active`` field of the payload, so that it can never trap t
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ..hooks import Hooks
 from ..lab import scenario_loop
+from ..paths import project_dir
 from ..scenario import Scenario, parse_scenario
-from .lesson06 import observed, show_result, show_trace
+from .lesson06 import observed, show_result
+from . import exercise
 
-__all__ = ["REPO", "check_stop_once_hook", "observed", "show_result", "show_trace", "stubborn_scenario"]
+__all__ = ["REPO", "check_stop_once_hook", "observed", "show_result", "stubborn_scenario"]
 
-REPO = Path(__file__).resolve().parents[2]
+# The folder holding data/hooks/: the repository in a checkout, the package folder in an installed wheel.
+REPO = project_dir()
 
 
 def stubborn_scenario(answers: int = 10) -> Scenario:
@@ -43,7 +45,8 @@ def _ask(hook: Callable[[dict], Any], active: bool) -> Any:
             from exc
 
 
-def check_stop_once_hook(hook: Callable[[dict], Any]) -> None:
+@exercise("lesson09", "check_once")
+def check_stop_once_hook(hook: Callable[[dict], Any]) -> str:
     """Raise AssertionError with a clear message unless ``hook`` blocks exactly once, using stop_hook_active."""
     first = _ask(hook, False)
     if not _blocks(first):
@@ -67,4 +70,23 @@ def check_stop_once_hook(hook: Callable[[dict], Any]) -> None:
     feedback = [m for m in loop.messages if m["role"] == "user" and "Stop hook feedback" in str(m["content"])]
     if len(feedback) != 1 or str(first["reason"]).strip() not in str(feedback[0]["content"]):
         raise AssertionError("the hook's reason did not reach the model as the Stop hook feedback message")
-    print("stop-once hook: correct. It blocked once, the model got the reason, and the second stop went through.")
+    return "stop-once hook: correct. It blocked once, the model got the reason, and the second stop went through."
+
+
+# --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
+
+HINT = """
+    Two cases: if payload["stop_hook_active"] is true, the loop is already continuing because of a block, so
+    return None and let the run end; otherwise return {"decision": "block", "reason": "..."} with a reason
+    that tells the model what to do.
+"""
+
+
+def check_once(payload):
+    """Stop hook: ask for one more look, then let the run end."""
+    if payload["stop_hook_active"]:
+        return None
+    return {"decision": "block", "reason": "Double-check your work before finishing."}
+
+
+SOLUTION = check_once

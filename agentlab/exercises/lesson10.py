@@ -14,10 +14,11 @@ from typing import Any
 from ..lab import scenario_loop
 from ..scenario import scenario_names
 from ..transitions import ROWS, Limits, LoopState, decide
-from .lesson06 import observed, show_result, show_trace
+from .lesson06 import observed, show_result
+from . import exercise
 
 __all__ = ["branch_coverage", "check_my_decide", "decision_table", "differences", "observed", "show_result",
-           "show_table", "show_trace", "tour_path"]
+           "show_table", "tour_path"]
 
 
 def show_table(frame: Any) -> None:
@@ -123,7 +124,8 @@ def expected_branch(message: dict[str, Any], after_tool_results: bool) -> str:
     return decide(message, state, Limits()).branch
 
 
-def check_my_decide(my_decide: Callable[[dict[str, Any], bool], str]) -> None:
+@exercise("lesson10", "my_decide")
+def check_my_decide(my_decide: Callable[[dict[str, Any], bool], str]) -> str:
     """Raise AssertionError with a clear message unless ``my_decide`` agrees with decide() on every case."""
     import copy
 
@@ -138,4 +140,35 @@ def check_my_decide(my_decide: Callable[[dict[str, Any], bool], str]) -> None:
                 f"{what} (stop_reason={message['stop_reason']!r}, blocks="
                 f"{[b['type'] for b in message['content']]}, after_tool_results={after}): "
                 f"my_decide returned {got!r}, decide() takes {expected!r}")
-    print(f"my_decide: correct on all {len(CASES)} cases; it takes the same branch as agentlab's decide().")
+    return f"my_decide: correct on all {len(CASES)} cases; it takes the same branch as agentlab's decide()."
+
+
+# --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
+
+HINT = """
+    Order matters. refusal first; then max_tokens with a tool_use as the LAST block (incomplete_tool_use);
+    then any tool_use block in the content, whatever the label (tool_use); then max_tokens,
+    model_context_window_exceeded and pause_turn by their label; an empty end_turn right after tool results
+    is empty_nudge; stop_sequence; everything else is complete.
+"""
+
+
+def my_decide(message, after_tool_results):
+    """The branch decide() takes for this response at the start of a run."""
+    reason, kinds = message["stop_reason"], [b["type"] for b in message["content"]]
+    if reason == "refusal":
+        return "refusal"
+    if reason == "max_tokens" and kinds[-1:] == ["tool_use"]:
+        return "incomplete_tool_use"
+    if "tool_use" in kinds:
+        return "tool_use"
+    by_reason = {"max_tokens": "max_tokens_escalate", "model_context_window_exceeded": "context_compact",
+                 "pause_turn": "pause_turn"}
+    if reason in by_reason:
+        return by_reason[reason]
+    if reason == "end_turn" and not kinds and after_tool_results:
+        return "empty_nudge"
+    return "stop_sequence" if reason == "stop_sequence" else "complete"
+
+
+SOLUTION = my_decide

@@ -17,8 +17,8 @@ from typing import Any
 from ..compare import describe
 from ..observe import load_records
 from ..replay import client_label, compare_paths, ending, load_record, record_to_trace  # noqa: F401
-from .lesson06 import show_trace  # noqa: F401  (re-exported for the lesson)
 from .lesson10 import show_table  # noqa: F401
+from . import exercise
 
 ANSWERS = ("escalate", "continue", "run_tools", "stop")
 ACTION_ANSWERS = {"escalate": "escalate", "continuation": "continue", "tool_results": "run_tools", None: "stop"}
@@ -114,15 +114,15 @@ def _facts(diff: dict[str, Any] | None) -> str:
     return ", ".join(parts)
 
 
-def check_after_max_tokens(after_max_tokens: Callable[[dict[str, Any] | None], str]) -> None:
+@exercise("lesson11", "after_max_tokens")
+def check_after_max_tokens(after_max_tokens: Callable[[dict[str, Any] | None], str]) -> str:
     """Raise AssertionError with a clear message unless ``after_max_tokens`` names what each recorded client
-    did after every max_tokens reply; then print what each client did."""
+    did after every max_tokens reply."""
     import copy
 
     cases = max_tokens_cases()
     if not cases:
         raise AssertionError("no recorded max_tokens replies were found under data/observed")
-    tally: dict[str, Counter] = {}
     for case in cases:
         where = (f"{case['client']} · {case['scenario']} · after the max_tokens reply to request {case['after']}"
                  + (f" (request {case['request']})" if case["request"] else ""))
@@ -136,7 +136,36 @@ def check_after_max_tokens(after_max_tokens: Callable[[dict[str, Any] | None], s
         if got != case["expected"]:
             raise AssertionError(f"{where}: you said {got!r}, the record says {case['expected']!r}. "
                                  f"The diff: {_facts(case['diff'])}")
-        tally.setdefault(case["client"], Counter())[got] += 1
-    print(f"after_max_tokens: correct on all {len(cases)} max_tokens replies in the records. What each client did:")
+    return f"after_max_tokens: correct on all {len(cases)} max_tokens replies in the records."
+
+
+def what_each_client_did() -> None:
+    """Print, per recorded client, how often it escalated, continued, ran tools or stopped after max_tokens."""
+    tally: dict[str, Counter] = {}
+    for case in max_tokens_cases():
+        tally.setdefault(case["client"], Counter())[case["expected"]] += 1
     for client, counts in tally.items():
-        print(f"  {client:<22}" + ", ".join(f"{answer} ×{counts[answer]}" for answer in ANSWERS if counts[answer]))
+        print(f"{client:<22}" + ", ".join(f"{answer} ×{counts[answer]}" for answer in ANSWERS if counts[answer]))
+
+
+# --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
+
+HINT = """
+    None means no request followed: "stop". Otherwise look at the diff in this order: tool_result blocks sent
+    back → "run_tools"; the very same messages sent again → "escalate"; anything else (the partial answer
+    kept, a user message added) → "continue".
+"""
+
+
+def after_max_tokens(diff):
+    """What a client did after a max_tokens reply: escalate, continue, run_tools or stop."""
+    if diff is None:
+        return "stop"
+    if diff["tool_results"]:
+        return "run_tools"
+    if diff["same_messages"]:
+        return "escalate"
+    return "continue"
+
+
+SOLUTION = after_max_tokens

@@ -1,0 +1,130 @@
+"""The exercise of lesson 12: the notebook's naive loop is graded and reported as "Not solved yet" with the
+failed rules named (no exception); the solution shown on demand passes every rule on every gradeable
+scenario; wrong loops fail with an AssertionError naming the scenario, the rule and what the loop did."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentlab.exercises import lesson12, solution_source
+from agentlab.exercises.lesson12 import STUB, check_agent_loop, grade_loop, side_by_side
+from agentlab.grade import grade_function, gradeable_scenarios
+
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "12_your_loop_graded.ipynb"
+FEW = ["pause_turn", "mislabel_end_turn", "max_tokens_give_up", "end_turn"]
+
+
+def _cells() -> list[dict[str, Any]]:
+    return json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+
+
+def _notebook_stub():
+    (cell,) = [c for c in _cells() if "exercise" in c.get("metadata", {}).get("tags", [])]
+    namespace: dict[str, Any] = {}
+    exec(compile("".join(cell["source"]), "12_your_loop_graded:exercise", "exec"), namespace)
+    return namespace["agent_loop"]
+
+
+def test_the_notebook_starts_from_the_stub_and_defines_no_solution():
+    (cell,) = [c for c in _cells() if "exercise" in c.get("metadata", {}).get("tags", [])]
+    assert "".join(cell["source"]).strip() == STUB.strip()
+    code = "\n".join("".join(c["source"]) for c in _cells() if c["cell_type"] == "code")
+    assert "with_options" not in code and "messages.stream" not in code  # the solution's lines are not shown
+
+
+def test_the_stub_is_graded_and_not_solved_yet_names_the_failed_rules(capsys):
+    check_agent_loop(_notebook_stub(), scenarios=FEW)  # no exception
+    out = capsys.readouterr().out
+    assert out.startswith("Not solved yet: the naive loop fails 3 rules in 3 of 4 scenarios — ")
+    for rule in ("tool_result_pairing", "bounded_max_tokens_recovery", "pause_turn_resume"):
+        assert rule in out
+    assert 'show_solution("lesson12")' in out
+
+
+def test_the_solution_passes_every_rule_on_every_gradeable_scenario(capsys):
+    check_agent_loop(lesson12.SOLUTION)
+    out = capsys.readouterr().out
+    assert out.startswith(f"agent_loop: every rule holds on all {len(gradeable_scenarios())} scenarios")
+
+
+def test_the_solution_uses_only_the_sdk():
+    source = solution_source("lesson12")
+    assert "agentlab" not in source and "import anthropic" in source
+
+
+def _content_only(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
+    """Decides on the content (tools run whatever the label) and nothing else."""
+    messages = [{"role": "user", "content": prompt}]
+    while True:
+        reply = client.messages.create(model=model, max_tokens=1024, tools=tools, messages=messages)
+        messages.append({"role": "assistant", "content": reply.content})
+        uses = [b for b in reply.content if b.type == "tool_use"]
+        if not uses:
+            return "".join(b.text for b in reply.content if b.type == "text")
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u.id, "content": run_tool(u.name, u.input)} for u in uses]})
+
+
+def _resends(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
+    """Sends the same request again after max_tokens, three times."""
+    messages = [{"role": "user", "content": prompt}]
+    for _ in range(4):
+        reply = client.messages.create(model=model, max_tokens=1024, tools=tools, messages=messages)
+        if reply.stop_reason != "max_tokens":
+            break
+    return "".join(b.text for b in reply.content if b.type == "text")
+
+
+def _never_calls(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
+    raise ValueError("forgot to call the model")
+
+
+@pytest.mark.parametrize("loop, scenarios, message", [
+    (_content_only, ["mislabel_end_turn", "max_tokens_give_up"],
+     r"^max_tokens_give_up · rule bounded_max_tokens_recovery \(row 3\): a careful loop raises max_tokens or keeps "
+     r"the partial answer .*; yours: request 1 was cut off \(max_tokens \[text\]\); the run ended after 0 recoveries"),
+    (_resends, ["max_tokens_give_up"],
+     r"^max_tokens_give_up · rule bounded_max_tokens_recovery .*yours: request 1 was cut off; request 2 sent it "
+     r"again at the same max_tokens \(1024\)"),
+    (_never_calls, ["end_turn", "tool_use"],
+     r"^end_turn · rule sends_the_prompt .*yours: no request reached the server \(raised ValueError\) \(all failed "
+     r"checks: end_turn: sends_the_prompt; tool_use: sends_the_prompt\)"),
+])
+def test_wrong_loops_fail_naming_scenario_rule_and_what_they_did(loop, scenarios, message):
+    with pytest.raises(AssertionError, match=message):
+        check_agent_loop(loop, scenarios=scenarios)
+
+
+def test_the_check_reads_a_report_of_the_same_function_only(capsys):
+    stub = _notebook_stub()
+    report = grade_loop(stub)
+    assert report.grades[1].scenario == "api_errors" and report.grades[1].failed == ["retry_with_backoff"]
+    report.grades[1].checks.clear()  # a report grading could not give: shows it was read, not redone
+    check_agent_loop(stub, report)
+    assert "fails 7 rules in 11 of 18 scenarios" in capsys.readouterr().out
+    check_agent_loop(_notebook_stub(), report, scenarios=FEW)  # another function object: graded again
+    assert "fails 3 rules in 3 of 4 scenarios" in capsys.readouterr().out
+
+
+def test_a_loop_that_hangs_is_graded_as_stopped():
+    def hangs(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
+        client.messages.create(model=model, max_tokens=100, messages=[{"role": "user", "content": prompt}])
+        import threading
+
+        threading.Event().wait(5)
+
+    report = grade_function(hangs, ["end_turn"], timeout=0.5)
+    assert report.failed == {"end_turn": ["ends_on_its_own"]}
+    assert "did not end within 0.5 s; stopped after 1 request" in report.text()
+
+
+def test_side_by_side_marks_each_report(capsys):
+    report = grade_loop(_content_only, ["pause_turn", "tool_use"])
+    table = side_by_side([report])
+    assert table.loc["pause_turn", "your _content_only"] == "✗ pause_turn_resume"
+    assert table.loc["tool_use", "your _content_only"] == "✓"

@@ -1,0 +1,361 @@
+"""Faults on the wire: a local server on 127.0.0.1 that answers the Messages API badly, on purpose.
+
+Each reply is raw bytes (status, headers, body) so the tests can send what a broken proxy or a dropped
+connection would: a stream cut before ``message_stop``, an SSE ``event: error``, a 200 that is not JSON,
+wrong field types, a stream that stalls. The loop must treat every one as a failed call (retried, or
+``error_api`` with the cause), never as a success, never run a tool from it, and never raise.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import anthropic
+import pytest
+
+from agentlab.loop import AgentLoop
+from agentlab.tools import ToolRegistry
+from agentlab.transitions import Limits
+
+
+def message(content: list[dict[str, Any]], stop_reason: str | None = "end_turn") -> dict[str, Any]:
+    return {"id": "msg_fault", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+            "content": content, "stop_reason": stop_reason, "stop_sequence": None,
+            "usage": {"input_tokens": 25, "output_tokens": 10}}
+
+
+def text(t: str) -> dict[str, Any]:
+    return {"type": "text", "text": t}
+
+
+TOOL_CALL = {"type": "tool_use", "id": "toolu_cut", "name": "record", "input": {"note": "ran"}}
+
+
+def event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def sse_events(msg: dict[str, Any]) -> list[bytes]:
+    """The whole event stream of a finished message, one element per SSE event."""
+    start = {**msg, "content": [], "stop_reason": None, "usage": {**msg["usage"], "output_tokens": 1}}
+    out = [event("message_start", {"type": "message_start", "message": start})]
+    for i, block in enumerate(msg["content"]):
+        if block["type"] == "text":
+            out.append(event("content_block_start", {"type": "content_block_start", "index": i,
+                                                     "content_block": {"type": "text", "text": ""}}))
+            out.append(event("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                     "delta": {"type": "text_delta", "text": block["text"]}}))
+        else:
+            out.append(event("content_block_start", {"type": "content_block_start", "index": i,
+                                                     "content_block": {**block, "input": {}}}))
+            out.append(event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {
+                "type": "input_json_delta", "partial_json": json.dumps(block["input"])}}))
+        out.append(event("content_block_stop", {"type": "content_block_stop", "index": i}))
+    out.append(event("message_delta", {"type": "message_delta",
+                                       "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
+                                       "usage": {"output_tokens": msg["usage"]["output_tokens"]}}))
+    out.append(event("message_stop", {"type": "message_stop"}))
+    return out
+
+
+@dataclass
+class Raw:
+    """One reply exactly as sent. ``body`` None with ``stall`` set: send the headers, then wait."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "application/json"
+    stall: bool = False
+
+
+def ok(msg: dict[str, Any]) -> Raw:
+    return Raw(body=json.dumps(msg).encode())
+
+
+def streamed(events: list[bytes]) -> Raw:
+    return Raw(body=b"".join(events), content_type="text/event-stream")
+
+
+@dataclass
+class FaultServer:
+    """Answers each POST with the next Raw reply; the body ends when the connection closes (HTTP/1.0)."""
+
+    replies: list[Raw]
+    seen: list[dict[str, Any]] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - the http.server API
+                server.seen.append(json.loads(self.rfile.read(int(self.headers.get("content-length") or 0))))
+                reply = server.replies.pop(0) if server.replies else Raw(
+                    400, json.dumps({"type": "error", "error": {"type": "invalid_request_error",
+                                                                "message": "no more replies"}}).encode())
+                self.send_response(reply.status)
+                self.send_header("content-type", reply.content_type)
+                self.end_headers()
+                self.wfile.write(reply.body)
+                self.wfile.flush()
+                if reply.stall:
+                    server.release.wait(30)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def serve():
+    servers: list[FaultServer] = []
+
+    def start(*replies: Raw) -> FaultServer:
+        server = FaultServer(list(replies))
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def recording_tools(ran: list[Any]) -> ToolRegistry:
+    tools = ToolRegistry()
+
+    @tools.tool
+    def record(note: str) -> str:
+        """Record a note."""
+        ran.append(note)
+        return "recorded"
+
+    return tools
+
+
+def run_against(server: FaultServer, *, stream: bool, retries: int = 2, tools: ToolRegistry | None = None,
+                timeout: float = 30.0) -> AgentLoop:
+    client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
+    loop = AgentLoop(client, prompt="Go.", stream=stream, tools=tools, sleep=lambda s: None,
+                     limits=Limits(max_api_retries=retries), request_timeout=timeout)
+    loop.run()
+    return loop
+
+
+def errors(loop: AgentLoop) -> list[dict[str, Any]]:
+    return [e.data for e in loop.trace.of_kind("api_error")]
+
+
+# --- false success --------------------------------------------------------------------------------------------
+
+CUT_TEXT = sse_events(message([text("The answer is")]))[:3]       # start, block start, one delta
+CUT_TOOL = sse_events(message([TOOL_CALL], "tool_use"))[:4]      # the tool call is complete, no message_stop
+NO_START = sse_events(message([text("Hello.")]))[1:]              # no message_start
+NO_STOP = sse_events(message([text("Hello.")]))[:-1]              # everything but message_stop
+
+
+@pytest.mark.parametrize("events", [CUT_TEXT, CUT_TOOL, NO_START, NO_STOP],
+                         ids=["cut_text", "cut_tool", "no_message_start", "no_message_stop"])
+def test_an_incomplete_stream_is_a_failed_call_that_is_retried(serve, events) -> None:
+    ran: list[Any] = []
+    server = serve(streamed(events), streamed(sse_events(message([text("Whole answer.")]))))
+    loop = run_against(server, stream=True, tools=recording_tools(ran))
+    assert loop.result.subtype == "success"
+    assert loop.result.result == "Whole answer."
+    assert loop.result.retries == 1 and len(server.seen) == 2
+    assert ran == [], "a tool call from a cut-off stream was run"
+    assert [e["error_type"] for e in errors(loop)] == ["incomplete_stream"]
+
+
+def test_a_stream_that_is_always_cut_ends_error_api(serve) -> None:
+    server = serve(*[streamed(CUT_TEXT) for _ in range(3)])
+    loop = run_against(server, stream=True, retries=2)
+    assert loop.result.subtype == "error_api" and loop.result.is_error
+    assert "The answer is" not in loop.result.result
+    assert "message_stop" in loop.result.result
+    assert len(server.seen) == 3
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_message_without_stop_reason_is_a_failed_call(serve, stream) -> None:
+    ran: list[Any] = []
+    first = message([TOOL_CALL], None)
+    wire = (lambda m: streamed(sse_events(m))) if stream else ok
+    server = serve(wire(first), wire(message([text("Done.")])))
+    loop = run_against(server, stream=stream, tools=recording_tools(ran))
+    assert loop.result.subtype == "success" and loop.result.result == "Done."
+    assert ran == []
+    assert [e["error_type"] for e in errors(loop)] == ["incomplete_response"]
+
+
+def sse_error(error_type: str, text_: str) -> list[bytes]:
+    return [event("error", {"type": "error", "error": {"type": error_type, "message": text_}})]
+
+
+@pytest.mark.parametrize(("error_type", "status"), [("overloaded_error", 529), ("api_error", 500),
+                                                    ("rate_limit_error", 429)])
+def test_a_retryable_sse_error_event_is_retried(serve, error_type, status) -> None:
+    server = serve(streamed(sse_events(message([text("Hel")]))[:2] + sse_error(error_type, "Overloaded")),
+                   streamed(sse_events(message([text("Hello.")]))))
+    loop = run_against(server, stream=True)
+    assert loop.result.subtype == "success" and loop.result.retries == 1
+    assert [(e["status"], e["error_type"]) for e in errors(loop)] == [(status, error_type)]
+
+
+def test_a_non_retryable_sse_error_event_ends_the_run(serve) -> None:
+    server = serve(streamed(sse_error("invalid_request_error", "bad field")),
+                   streamed(sse_events(message([text("never")]))))
+    loop = run_against(server, stream=True)
+    assert loop.result.subtype == "error_api" and "bad field" in loop.result.result
+    assert len(server.seen) == 1
+
+
+# --- replies that are not messages ----------------------------------------------------------------------------
+
+BAD_BODIES = {
+    "not_json": b"<html>gateway</html>",
+    "empty": b"",
+    "wrong_types": json.dumps({**message([text("x")]), "usage": {"input_tokens": "x", "output_tokens": 1}}).encode(),
+    "deep": b"[" * 100_000 + b"]" * 100_000,
+    "huge_int": json.dumps({**message([text("x")])}).replace('"input_tokens": 25', '"input_tokens": ' + "9" * 5000)
+    .encode(),
+    "not_a_message": b'{"hello": "world"}',
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_BODIES))
+def test_a_200_that_is_not_a_message_is_a_failed_call(serve, name) -> None:
+    server = serve(Raw(body=BAD_BODIES[name]), ok(message([text("Fine.")])))
+    loop = run_against(server, stream=False)
+    assert loop.result.subtype == "success" and loop.result.result == "Fine.", errors(loop)
+    assert len(errors(loop)) == 1 and errors(loop)[0]["error_type"] == "invalid_response"
+
+
+def test_bad_200s_every_time_end_error_api_with_the_cause(serve) -> None:
+    server = serve(*[Raw(body=b"not json") for _ in range(3)])
+    loop = run_against(server, stream=False)
+    assert loop.result.subtype == "error_api"
+    assert "not json" in loop.result.result.lower() or "json" in loop.result.result.lower()
+
+
+# --- hangs -----------------------------------------------------------------------------------------------------
+
+def test_a_stalled_stream_times_out_and_is_retried(serve) -> None:
+    stalled = Raw(body=b"".join(sse_events(message([text("Hel")]))[:2]), content_type="text/event-stream",
+                  stall=True)
+    server = serve(stalled, streamed(sse_events(message([text("Hello.")]))))
+    loop = run_against(server, stream=True, timeout=0.5)
+    assert loop.result.subtype == "success" and loop.result.retries == 1
+    assert [e["error_type"] for e in errors(loop)] == ["timeout"]
+
+
+# --- agentlab serve: bad requests get the API's JSON errors, and every request is recorded ----------------
+
+def _post(server_url: str, body: bytes, method: str = "POST", path: str = "/v1/messages"):
+    import httpx2
+
+    return httpx2.request(method, server_url + path, content=body, headers={"content-type": "application/json"},
+                          timeout=30)
+
+
+BAD_REQUESTS = {
+    "messages_not_a_list": b'{"model": "m", "max_tokens": 10, "messages": "abc"}',
+    "body_is_a_list": b"[1, 2]",
+    "content_is_a_number": b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": 5}]}',
+    "not_json": b"{not json",
+    "max_tokens_text": b'{"model": "m", "max_tokens": "x", "messages": [{"role": "user", "content": "hi"}]}',
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_REQUESTS))
+def test_serve_answers_a_malformed_request_with_a_json_400_and_keeps_its_step(name, tmp_path) -> None:
+    from agentlab.serve import ScenarioServer
+
+    record = tmp_path / "record.jsonl"
+    with ScenarioServer("end_turn", record=record) as server:
+        bad = _post(server.base_url, BAD_REQUESTS[name])
+        good = anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0).messages.create(
+            model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": "hi"}])
+    assert bad.status_code == 400 and bad.headers["content-type"] == "application/json"
+    error = bad.json()
+    assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    assert good.stop_reason == "end_turn"  # the scenario's one step was still there for the good request
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [line["status"] for line in lines] == [400, 200]
+
+
+@pytest.mark.parametrize(("method", "path"), [("GET", "/v1/messages"), ("DELETE", "/v1/messages"),
+                                              ("PUT", "/anything"), ("BREW", "/v1/messages")])
+def test_serve_answers_a_method_it_does_not_serve_with_a_json_405(method, path, tmp_path) -> None:
+    from agentlab.serve import ScenarioServer
+
+    record = tmp_path / "record.jsonl"
+    with ScenarioServer("end_turn", record=record) as server:
+        reply = _post(server.base_url, b"", method=method, path=path)
+    assert reply.status_code == 405, reply.text
+    assert reply.json()["error"]["type"] == "invalid_request_error" and reply.headers["allow"] == "POST"
+    assert [json.loads(line)["status"] for line in record.read_text().splitlines()] == [405]
+
+
+def test_serve_answers_a_body_over_32_mb_with_a_json_413(tmp_path) -> None:
+    from agentlab.serve import MAX_BODY_BYTES, ScenarioServer
+
+    record = tmp_path / "record.jsonl"
+    with ScenarioServer("end_turn", record=record) as server:
+        reply = _post(server.base_url, b" " * (MAX_BODY_BYTES + 1))
+        after = _post(server.base_url, b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", '
+                                       b'"content": "hi"}]}')
+    assert reply.status_code == 413 and reply.json()["error"]["type"] == "request_too_large"
+    assert after.status_code == 200
+    assert [json.loads(line)["status"] for line in record.read_text().splitlines()] == [413, 200]
+
+
+def test_serve_records_a_request_the_engine_failed_on_and_answers_json_500(tmp_path) -> None:
+    from agentlab.serve import ScenarioServer
+
+    record = tmp_path / "record.jsonl"
+    with ScenarioServer("end_turn", record=record) as server:
+        real = server.engine.handle
+        calls = {"n": 0}
+
+        def flaky(method, path, body):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise RuntimeError("engine bug")
+            return real(method, path, body)
+
+        server.engine.handle = flaky
+        body = b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}'
+        crashed, fine = _post(server.base_url, body), _post(server.base_url, body)
+    assert crashed.status_code == 500 and crashed.json()["error"]["type"] == "api_error"
+    assert "engine bug" in crashed.json()["error"]["message"]
+    assert fine.status_code == 200
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [(line["index"], line["status"]) for line in lines] == [(0, 500), (1, 200)]
+
+
+def test_serve_record_indexes_are_unique_across_threaded_and_plain_requests(tmp_path) -> None:
+    from agentlab.serve import ScenarioServer
+
+    record = tmp_path / "record.jsonl"
+    with ScenarioServer("end_turn", record=record) as server:
+        orphan = _post(server.base_url, json.dumps({
+            "model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
+            "thread": {"type": "continue", "previous_message_id": "msg_nowhere"}}).encode())
+        plain = _post(server.base_url, b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", '
+                                       b'"content": "hi"}]}')
+    assert orphan.status_code == 400 and plain.status_code == 200
+    indexes = [json.loads(line)["index"] for line in record.read_text().splitlines()]
+    assert indexes == [0, 1]

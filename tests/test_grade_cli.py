@@ -1,0 +1,174 @@
+"""``agentlab grade`` end to end: real commands against real servers, a few scenarios each (every scenario,
+and the heatmap, is ``make grade``). agentlab's own CLI passes, the tutorial loop fails with the failures
+named by scenario, a hanging command is stopped at the timeout with its whole process group, a crashing one
+is graded on what it sent, and the exit codes say which."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agentlab.cli import main
+from agentlab.grade import gradeable_scenarios, needs_settings
+from agentlab.scenario import load_scenario
+
+REPO = Path(__file__).resolve().parent.parent
+PY = shlex.quote(sys.executable)
+
+
+def grade(capsys, *args: str) -> tuple[int, str, dict]:
+    code = main(["grade", *args])
+    out = capsys.readouterr().out
+    last = out.strip().splitlines()[-1] if out.strip() else ""
+    data = json.loads(last) if last.startswith("{") else {}
+    return code, out, data
+
+
+def failures(data: dict) -> dict[str, list[str]]:
+    return {s["name"]: s["failed"] for s in data["scenarios"]}
+
+
+# -- usage --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    ([], "nothing to grade"),
+    (["--command", "no-such-agent-command --x"], "'no-such-agent-command' was not found on PATH"),
+    (["--command", "./no/such/file.py"], "is not an executable file"),
+    (["--command", "true", "no_such_scenario"], "no_such_scenario"),
+    (["--command", "true", "--timeout", "0"], "--timeout"),
+    (["--command", "true", "--jobs", "0"], "--jobs"),
+    (["end_turn"], "nothing to grade"),
+    (["--observed", "nobody"], "no records for nobody"),
+])
+def test_bad_usage_exits_2_with_a_message(capsys, args, message):
+    assert main(["grade", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_load_of_a_file_that_is_not_a_report_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    assert main(["grade", "--load", str(bad)]) == 2
+    assert "not a report saved with --save" in capsys.readouterr().err
+
+
+def test_the_default_scenarios_need_no_client_settings():
+    names = gradeable_scenarios()
+    assert {"pause_turn", "max_tokens_give_up", "mislabel_end_turn", "api_errors", "tool_use"} <= set(names)
+    assert not {"stop_hook", "max_turns", "overloaded_fallback", "door_code", "tour"} & set(names)
+    assert needs_settings(load_scenario("stop_hook")) == ["a Stop hook"]
+
+
+# -- real clients ---------------------------------------------------------------------------------------------
+
+def test_agentlab_run_passes_every_rule(capsys):
+    command = f"{PY} -m agentlab run --tools demo --prompt"
+    code, out, data = grade(capsys, "--command", command, "pause_turn", "max_tokens_continue", "incomplete_tool_use",
+                            "--json")
+    assert code == 0, out
+    assert data["verdict"] == "pass" and failures(data) == {
+        "pause_turn": [], "max_tokens_continue": [], "incomplete_tool_use": []}
+    assert "every rule holds" in out
+    assert "✓ pause_turn_resume" in out and "✓ escalate_cut_tool_call" in out
+
+
+def test_the_naive_loop_fails_with_the_rules_named_by_scenario(capsys):
+    command = f"{PY} {shlex.quote(str(REPO / 'examples' / 'naive_loop.py'))}"
+    code, out, data = grade(capsys, "--command", command, "pause_turn", "mislabel_end_turn", "max_tokens_give_up",
+                            "--json")
+    assert code == 1, out
+    assert data["verdict"] == "fail"
+    assert failures(data) == {"pause_turn": ["pause_turn_resume"], "mislabel_end_turn": ["tool_result_pairing"],
+                              "max_tokens_give_up": ["bounded_max_tokens_recovery"]}
+    why = {s["name"]: s["why"] for s in data["scenarios"]}
+    assert "the run ended there, with the server tool unfinished" in why["pause_turn"]["pause_turn_resume"]
+    assert "(labelled end_turn)" in why["mislabel_end_turn"]["tool_result_pairing"]
+
+
+# -- commands that misbehave -------------------------------------------------------------------------------------
+
+SEND_ONE = """\
+import json, os, sys, urllib.request
+def send(prompt):
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 100, "messages": [{"role": "user", "content": prompt}]}
+    request = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", json.dumps(body).encode(),
+                                     {"content-type": "application/json",
+                                      "x-api-key": os.environ["ANTHROPIC_API_KEY"]})
+    return json.loads(urllib.request.urlopen(request).read())
+"""
+
+
+def _script(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text(SEND_ONE + textwrap.dedent(body), encoding="utf-8")
+    return f"{PY} {shlex.quote(str(path))}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_hanging_command_is_stopped_at_the_timeout_with_its_process_group(tmp_path, capsys):
+    pidfile = tmp_path / "child.pid"
+    command = _script(tmp_path, "hang.py", f"""
+        import subprocess, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        open({str(pidfile)!r}, "w").write(str(child.pid))
+        send(sys.argv[-1])
+        time.sleep(300)
+    """)
+    code, out, data = grade(capsys, "--command", command, "end_turn", "--timeout", "3", "--json")
+    assert code == 1, out
+    assert failures(data) == {"end_turn": ["ends_on_its_own"]}
+    assert "did not end within 3 s; stopped after 1 request" in out
+    assert "✓ stop_when_done" in out  # what it sent before it hung is graded as usual
+    assert not _alive(int(pidfile.read_text())), "the command's child outlived the timeout"
+
+
+def test_a_crashing_command_is_graded_on_what_it_sent(tmp_path, capsys):
+    command = _script(tmp_path, "crash.py", """
+        send(sys.argv[-1])
+        raise SystemExit("agent crashed: cannot parse the reply")
+    """)
+    code, out, data = grade(capsys, "--command", command, "tool_use", "end_turn", "--json")
+    assert code == 1, out
+    assert failures(data) == {"tool_use": ["tool_result_pairing"], "end_turn": []}
+    ending = {s["name"]: s["ending"] for s in data["scenarios"]}
+    assert ending == {"tool_use": "exit 1", "end_turn": "exit 1"}
+    assert "request 1's reply asked for 1 tool call; the run ended without sending the results" in out
+
+
+# -- records, saved reports, the heatmap ---------------------------------------------------------------------------
+
+def test_observed_records_are_graded_saved_combined_and_drawn(tmp_path, capsys):
+    saved = tmp_path / "reports.json"
+    code, out, data = grade(capsys, "--observed", "agentlab", "tool-runner", "--save", str(saved), "--json")
+    assert code == 1  # the tool runner fails several rules
+    clients = {s["client"] for s in data["scenarios"]}
+    assert len(clients) == 2 and any(c.startswith("agentlab ") for c in clients)
+    picture = tmp_path / "heat.png"
+    code, out, again = grade(capsys, "--load", str(saved), "--heatmap", str(picture), "--json")
+    assert code == 1 and again["scenarios"] == data["scenarios"]
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"heatmap: {picture}" in out
+
+
+def test_observed_agentlab_alone_exits_0(capsys):
+    code, out, data = grade(capsys, "--observed", "agentlab", "--json")
+    assert code == 0, out
+    assert data["verdict"] == "pass" and all(s["verdict"] == "pass" for s in data["scenarios"])
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to see whether a process is alive")
+def test_alive_helper_sees_this_process():
+    assert _alive(os.getpid())

@@ -1,0 +1,377 @@
+"""The careful-loop rules of ``agentlab grade``, one at a time, on request lists built by hand: each rule holds
+on a careful exchange and fails, with a reason naming the request, on each way of getting its branch wrong.
+Also: the rule names in docs/conformance.md are the rule names in the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentlab.grade import (
+    MAX_CONTINUATIONS,
+    MAX_STOP_BLOCKS,
+    RULE_NAMES,
+    RULES,
+    grade_record,
+    observed_reports,
+    record_from_requests,
+)
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
+M = "claude-sonnet-4-6"
+
+
+# -- building requests by hand ---------------------------------------------------------------------------------
+
+def body(*messages: dict[str, Any], max_tokens: int = 1024, model: str = M) -> dict[str, Any]:
+    return {"model": model, "max_tokens": max_tokens, "messages": list(messages)}
+
+
+def user(*content: Any) -> dict[str, Any]:
+    return {"role": "user", "content": content[0] if len(content) == 1 and isinstance(content[0], str)
+            else list(content)}
+
+
+def asst(*blocks: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": list(blocks)}
+
+
+def text(t: str) -> dict[str, Any]:
+    return {"type": "text", "text": t}
+
+
+def use(tid: str, name: str = "calculator") -> dict[str, Any]:
+    return {"type": "tool_use", "id": tid, "name": name, "input": {}}
+
+
+def result(tid: str, content: str = "42") -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": tid, "content": content}
+
+
+def msg(stop: str, *blocks: str) -> dict[str, Any]:
+    return {"status": 200, "stop_reason": stop, "blocks": list(blocks)}
+
+
+def err(status: int, kind: str, message: str = "") -> dict[str, Any]:
+    return {"status": status, "error": kind, "message": message or kind}
+
+
+def grade(pairs: list[tuple[dict[str, Any], dict[str, Any]]], rule: str, scenario: str = "no_such_scenario", *,
+          times: list[float] | None = None, steps: list[int | None] | None = None,
+          result: dict[str, Any] | None = None):
+    requests = [{"body": b, "reply": r, "step": steps[i] if steps else None} for i, (b, r) in enumerate(pairs)]
+    record = record_from_requests(requests, scenario, times=times, result=result)
+    return grade_record(record).check(rule)
+
+
+def held(check) -> bool:
+    assert check is not None, "the rule did not apply"
+    return check.status == "pass"
+
+
+P = user("Do the thing.")
+
+
+def fails(check, pattern: str) -> None:
+    assert check is not None, "the rule did not apply"
+    assert check.status == "fail", f"expected a failure, got {check.status}: {check.why}"
+    assert re.search(pattern, check.why), check.why
+
+
+# -- row 0: transient errors, overload fallback, fatal errors -----------------------------------------------------
+
+def _retries(n_errors: int, ok_after: bool = True) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    pairs = [(body(P), err(529, "overloaded_error")) for _ in range(n_errors)]
+    if ok_after:
+        pairs.append((body(P), msg("end_turn", "text")))
+    return pairs
+
+
+def test_retry_with_backoff_holds_for_three_paused_retries():
+    check = grade(_retries(3), "retry_with_backoff", times=[0, 0.5, 1.5, 3.5])
+    assert held(check) and "waits 0.5 s, 1.0 s, 2.0 s" in check.why
+
+
+def test_retry_with_backoff_fails_when_the_client_gives_up_after_two_retries():
+    fails(grade(_retries(3, ok_after=False), "retry_with_backoff"), r"request 3 got 529 .* after 2 retries")
+
+
+def test_retry_with_backoff_may_give_up_after_three_retries():
+    assert held(grade(_retries(4, ok_after=False), "retry_with_backoff"))
+
+
+def test_retry_with_backoff_fails_on_a_retry_without_a_pause():
+    fails(grade(_retries(1), "retry_with_backoff", times=[0, 0.01]), r"request 2 came 0\.01 s later")
+
+
+def test_retry_with_backoff_reads_retry_after_from_the_scenario():
+    # api_errors: step 1 is a 429 with retry-after 2
+    pairs = [(body(P), err(529, "overloaded_error")), (body(P), err(429, "rate_limit_error")),
+             (body(P), msg("end_turn", "text"))]
+    fails(grade(pairs, "retry_with_backoff", "api_errors", times=[0, 0.6, 1.2], steps=[0, 1, 3]),
+          r"retry-after 2 s")
+    assert held(grade(pairs, "retry_with_backoff", "api_errors", times=[0, 0.6, 2.7], steps=[0, 1, 3]))
+
+
+def test_retry_with_backoff_fails_when_the_conversation_changes_instead():
+    pairs = [(body(P), err(500, "api_error")), (body(P, asst(text("?")), user("again")), msg("end_turn", "text"))]
+    fails(grade(pairs, "retry_with_backoff"), r"request 2 .* instead of sending the same messages again")
+
+
+def test_fallback_after_overload():
+    pairs = _retries(3, ok_after=False) + [(body(P, model="claude-haiku-4-5"), msg("end_turn", "text"))]
+    assert held(grade(pairs, "fallback_after_overload", "overloaded_fallback"))
+    fails(grade(_retries(4), "fallback_after_overload", "overloaded_fallback"), r"request 4 still went to")
+    fails(grade(_retries(3, ok_after=False), "fallback_after_overload", "overloaded_fallback"),
+          r"the run ended instead of switching")
+    assert grade(_retries(3), "fallback_after_overload") is None  # no fallback model set: not judged
+
+
+def test_no_retry_on_fatal():
+    assert held(grade([(body(P), err(401, "authentication_error"))], "no_retry_on_fatal"))
+    fails(grade([(body(P), err(401, "authentication_error")), (body(P), err(401, "authentication_error"))],
+                "no_retry_on_fatal"), r"request 2 sent it again")
+
+
+# -- rows 0b and 4: compaction --------------------------------------------------------------------------------
+
+LONG = [P, asst(use("t1")), user(result("t1", "a long file")), asst(use("t2")), user(result("t2"))]
+SHORT = [user("Summary: a long file was read."), asst(use("t2")), user(result("t2"))]
+TOO_LONG = err(400, "invalid_request_error", "prompt is too long: 250000 tokens > 200000 maximum")
+
+
+def test_bounded_compaction_holds_when_the_history_is_compacted():
+    assert held(grade([(body(*LONG), TOO_LONG), (body(*SHORT), msg("end_turn", "text"))], "bounded_compaction"))
+    pairs = [(body(*LONG), msg("model_context_window_exceeded", "text")), (body(*SHORT), msg("end_turn", "text"))]
+    assert held(grade(pairs, "bounded_compaction"))
+
+
+def test_bounded_compaction_fails_on_a_resend_or_on_giving_up_at_once():
+    fails(grade([(body(*LONG), TOO_LONG), (body(*LONG), TOO_LONG)], "bounded_compaction"),
+          r"request 2 sent the same history again")
+    fails(grade([(body(*LONG), TOO_LONG)], "bounded_compaction"), r"ended without compacting")
+    pairs = [(body(*LONG), msg("model_context_window_exceeded", "text")),
+             (body(*LONG, asst(text("partial")), user("Please continue.")), msg("end_turn", "text"))]
+    fails(grade(pairs, "bounded_compaction"), r"request 2 asked the model to continue instead of compacting")
+
+
+def test_bounded_compaction_fails_after_too_many_compactions_in_a_row():
+    histories = [LONG] + [[user(f"Summary {k}."), asst(use("t2")), user(result("t2"))] for k in range(5)]
+    pairs = [(body(*h), TOO_LONG) for h in histories]
+    fails(grade(pairs, "bounded_compaction"), r"compaction number 4 in a row")
+    assert held(grade(pairs[:3], "bounded_compaction"))  # gave up after two that did not fit
+
+
+def test_bounded_compaction_is_not_judged_when_the_prompt_alone_is_too_long():
+    check = grade([(body(P), TOO_LONG)], "bounded_compaction")
+    assert check is not None and check.status == "skip" and "nothing to compact" in check.why
+
+
+# -- row 1: a tool call cut off by max_tokens --------------------------------------------------------------------
+
+def test_escalate_cut_tool_call():
+    cut = msg("max_tokens", "text", "tool_use")
+    assert held(grade([(body(P, max_tokens=64), cut), (body(P, max_tokens=64000), msg("tool_use", "tool_use"))],
+                      "escalate_cut_tool_call"))
+    fails(grade([(body(P), cut), (body(P, asst(use("t1")), user(result("t1", "error"))), msg("end_turn", "text"))],
+                "escalate_cut_tool_call"), r"request 2 ran the cut-off call")
+    fails(grade([(body(P), cut)], "escalate_cut_tool_call"), r"the run ended there")
+    fails(grade([(body(P), cut), (body(P), cut)], "escalate_cut_tool_call"), r"max_tokens 1024 → 1024")
+
+
+# -- row 2: tool results ----------------------------------------------------------------------------------------
+
+TWO = asst(text("Both."), use("t1"), use("t2", "get_weather"))
+
+
+def test_tool_result_pairing_holds_for_one_message_of_results_whatever_the_label():
+    pairs = [(body(P), msg("end_turn", "text", "tool_use", "tool_use")),
+             (body(P, TWO, user(result("t1"), result("t2"))), msg("end_turn", "text"))]
+    check = grade(pairs, "tool_result_pairing")
+    assert held(check) and "2 tool calls answered (also under the label end_turn)" in check.why
+
+
+@pytest.mark.parametrize("results, pattern", [
+    ((result("t1"),), r"no result for t2"),
+    ((result("t1"), result("t2"), result("t2")), r"t2 answered more than once"),
+    ((result("t1"), result("t3")), r"no result for t2; results for unknown ids t3"),
+    ((result("t1"), result("t2"), text("Here you go.")), r"share their message with text"),
+])
+def test_tool_result_pairing_fails_on_wrong_results(results, pattern):
+    pairs = [(body(P), msg("tool_use", "text", "tool_use", "tool_use")),
+             (body(P, TWO, user(*results)), msg("end_turn", "text"))]
+    fails(grade(pairs, "tool_result_pairing"), pattern)
+
+
+def test_tool_result_pairing_fails_when_results_are_split_or_missing():
+    pairs = [(body(P), msg("tool_use", "text", "tool_use", "tool_use")),
+             (body(P, TWO, user(result("t1")), asst(text("and")), user(result("t2"))), msg("end_turn", "text"))]
+    fails(grade(pairs, "tool_result_pairing"), r"no result for t2|split")
+    fails(grade([(body(P), msg("end_turn", "tool_use"))], "tool_result_pairing"),
+          r"request 1's reply asked for 1 tool call \(labelled end_turn\); the run ended without")
+
+
+# -- row 3: max_tokens -------------------------------------------------------------------------------------------
+
+CUT = msg("max_tokens", "text")
+
+
+def _continuations(k: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    history = [P]
+    pairs = [(body(*history, max_tokens=100), CUT)]
+    for i in range(k):
+        history = [*history, asst(text(f"part {i}")), user("Output token limit hit. Continue.")]
+        pairs.append((body(*history, max_tokens=100), CUT))
+    return pairs
+
+
+def test_bounded_max_tokens_recovery_holds_for_escalation_then_continuations():
+    pairs = [(body(P, max_tokens=100), CUT)] + [(b | {"max_tokens": 64000}, r) for b, r in _continuations(3)]
+    check = grade(pairs, "bounded_max_tokens_recovery")
+    assert held(check) and "1 escalation and 3 continuations; gave up after 4 recoveries" in check.why
+    assert held(grade(_continuations(3), "bounded_max_tokens_recovery"))  # three continuations, no raise
+
+
+def test_bounded_max_tokens_recovery_fails_on_each_wrong_move():
+    fails(grade([(body(P), CUT)], "bounded_max_tokens_recovery"), r"ended after 0 recoveries")
+    fails(grade(_continuations(1), "bounded_max_tokens_recovery"), r"ended after 1 recovery")
+    fails(grade([(body(P), CUT), (body(P), CUT)], "bounded_max_tokens_recovery"), r"at the same max_tokens")
+    fails(grade([(body(P), CUT), (body(P, user("continue")), msg("end_turn", "text"))],
+                "bounded_max_tokens_recovery"), r"without sending back the partial answer")
+    fails(grade(_continuations(MAX_CONTINUATIONS + 1), "bounded_max_tokens_recovery"),
+          rf"for the {MAX_CONTINUATIONS + 1}th time in a row")
+
+
+CEILING = err(400, "invalid_request_error", "max_tokens: 64000 > 4096, which is the maximum allowed")
+
+
+def test_clamp_max_tokens():
+    assert held(grade([(body(P, max_tokens=64000), CEILING), (body(P, max_tokens=4096), msg("end_turn", "text"))],
+                      "clamp_max_tokens"))
+    fails(grade([(body(P, max_tokens=64000), CEILING)], "clamp_max_tokens"), r"the run ended")
+    fails(grade([(body(P, max_tokens=64000), CEILING), (body(P, max_tokens=8192), msg("end_turn", "text"))],
+                "clamp_max_tokens"), r"max_tokens 8192")
+    # a request already within the ceiling that still gets the error is not the client's doing
+    assert grade([(body(P, max_tokens=4096), CEILING)], "clamp_max_tokens") is None
+
+
+# -- rows 5 to 11 -------------------------------------------------------------------------------------------------
+
+def test_no_resend_after_refusal():
+    assert held(grade([(body(P), msg("refusal"))], "no_resend_after_refusal"))
+    assert held(grade([(body(P), msg("refusal")), (body(P, model="claude-haiku-4-5"), msg("end_turn", "text"))],
+                      "no_resend_after_refusal"))
+    fails(grade([(body(P), msg("refusal")), (body(P), msg("refusal"))], "no_resend_after_refusal"),
+          r"request 2 sent the same messages again to claude-sonnet-4-6, the model that refused")
+
+
+PAUSED = [text("Let me search for that."),
+          {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+           "input": {"query": "AI news this week"}}]
+
+
+def test_pause_turn_resume():
+    paused = msg("pause_turn", "text", "server_tool_use")
+    assert held(grade([(body(P), paused), (body(P, asst(*PAUSED)), msg("end_turn", "text"))], "pause_turn_resume",
+                      "pause_turn", steps=[0, 1]))
+    fails(grade([(body(P), paused)], "pause_turn_resume"), r"the run ended there")
+    fails(grade([(body(P), paused), (body(P, asst(*PAUSED), user("continue")), msg("end_turn", "text"))],
+                "pause_turn_resume"), r"added a user message after the paused content")
+    fails(grade([(body(P), paused), (body(P, asst(PAUSED[0])), msg("end_turn", "text"))], "pause_turn_resume"),
+          r"sent back \[text\] instead of the paused content \[text, server_tool_use\]")
+    changed = [text("Searching."), PAUSED[1]]
+    fails(grade([(body(P), paused), (body(P, asst(*changed)), msg("end_turn", "text"))], "pause_turn_resume",
+                "pause_turn", steps=[0, 1]), r"changed the paused content")
+
+
+def test_stop_when_done():
+    assert held(grade([(body(P), msg("stop_sequence", "text"))], "stop_when_done"))
+    again = body(P, asst(text("x")), user("go on"))
+    fails(grade([(body(P), msg("tool_use", "text")), (again, msg("end_turn", "text"))], "stop_when_done"),
+          r"request 1 got a final answer \(tool_use \[text\]\); request 2 added a user")
+
+
+def test_nudge_empty_turn():
+    first = (body(P), msg("tool_use", "tool_use"))
+    after = body(P, asst(use("t1")), user(result("t1")))
+    nudged = body(P, asst(use("t1")), user(result("t1")), user("Please continue."))
+    empty = msg("end_turn")
+    check = grade([first, (after, empty), (nudged, msg("end_turn", "text"))], "nudge_empty_turn")
+    assert held(check) and "'Please continue.'" in check.why
+    fails(grade([first, (after, empty)], "nudge_empty_turn"), r"the run ended with no answer")
+    fails(grade([first, (after, empty), (after, empty)], "nudge_empty_turn"), r"a bare resend")
+    twice = body(P, asst(use("t1")), user(result("t1")), user("Please continue."), user("Please continue!"))
+    fails(grade([first, (after, empty), (nudged, empty), (twice, msg("end_turn", "text"))], "nudge_empty_turn"),
+          r"nudges a second time")
+
+
+def test_stop_at_max_turns():
+    # max_turns: 3 in that scenario
+    loop = [(body(P, *[user(f"r{k}")] * k), msg("tool_use", "tool_use")) for k in range(4)]
+    assert held(grade(loop[:3], "stop_at_max_turns", "max_turns"))
+    fails(grade(loop, "stop_at_max_turns", "max_turns"), r"4 model calls returned a message; the limit is max_turns 3")
+
+
+def _hook_run(blocks: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    history = [P]
+    pairs = [(body(*history), msg("end_turn", "text"))]
+    for k in range(blocks):
+        history = [*history, asst(text(f"Done {k}.")), user("Stop hook feedback: Not done yet.")]
+        pairs.append((body(*history), msg("end_turn", "text")))
+    return pairs
+
+
+def test_stop_hook_feedback():
+    # stop_hook_cap: a hook that always blocks
+    check = grade(_hook_run(MAX_STOP_BLOCKS), "stop_hook_feedback", "stop_hook_cap")
+    assert held(check) and "8 times, the cap" in check.why
+    fails(grade(_hook_run(0), "stop_hook_feedback", "stop_hook_cap"), r"its reason was sent back 0 times")
+    fails(grade(_hook_run(MAX_STOP_BLOCKS + 1), "stop_hook_feedback", "stop_hook_cap"),
+          r"sent back 9 times; it blocks 8 times \(a careful loop stops after 8\)")
+    other = _hook_run(0) + [(body(P, asst(text("Done.")), user("Anything else?")), msg("end_turn", "text"))]
+    fails(grade(other, "stop_hook_feedback", "stop_hook_cap"), r"request 2 added a user message without the hook")
+
+
+def test_sends_the_prompt():
+    assert held(grade([(body(user("What is the capital of France?")), msg("end_turn", "text"))], "sends_the_prompt",
+                      "end_turn"))
+    fails(grade([(body(user("Hello.")), msg("end_turn", "text"))], "sends_the_prompt", "end_turn"),
+          r"request 1 does not carry the scenario's prompt \('What is the capital of France\?'\)")
+    fails(grade([], "sends_the_prompt", "end_turn", result={"raised": "ValueError"}),
+          r"no request reached the server \(raised ValueError\)")
+
+
+def test_ends_on_its_own():
+    assert held(grade([(body(P), msg("end_turn", "text"))], "ends_on_its_own"))
+    fails(grade([(body(P), msg("end_turn", "text"))], "ends_on_its_own", result={"timed_out": True, "timeout_s": 5}),
+          r"did not end within 5 s; stopped after 1 request")
+
+
+def test_every_rule_has_a_failing_case_here():
+    source = Path(__file__).read_text(encoding="utf-8")
+    missing = [name for name in RULE_NAMES if not re.search(rf'fails\(grade\([^;]*?"{name}"', source, re.S)]
+    assert not missing, f"rules with no failing case in this file: {missing}"
+
+
+# -- the rules and their documentation --------------------------------------------------------------------------
+
+def test_docs_list_the_rules_of_the_code_in_the_same_order():
+    text = DOCS.read_text(encoding="utf-8")
+    section = text[text.index("## 6. Grade it"):]
+    documented = re.findall(r"^\| `([a-z_]+)` \|", section, re.MULTILINE)
+    assert documented == list(RULE_NAMES)
+    assert len({r.name for r in RULES}) == len(RULES)
+
+
+def test_the_recorded_clients_report_cards():
+    reports = {r.client.split()[0]: r for r in observed_reports()}
+    assert reports["agentlab"].passed, reports["agentlab"].failed
+    claude = reports["claude-code"].failed
+    assert claude["pause_turn"] == ["pause_turn_resume"]
+    assert claude["incomplete_tool_use"] == ["escalate_cut_tool_call"]
+    runner = reports["tool-runner"].failed
+    assert runner["max_tokens_give_up"] == ["bounded_max_tokens_recovery"]
+    assert runner["mislabel_end_turn"] == ["tool_result_pairing"]

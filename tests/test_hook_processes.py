@@ -1,0 +1,118 @@
+"""Hook commands as processes: the answer is taken when the hook exits, and nothing a hook started outlives it.
+
+Each test has a hook write the pids of what it started to a file, then checks those processes are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from agentlab.hooks import MAX_KEPT_CHARS, Hooks
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def settings(command: str, timeout: float = 30, event: str = "Stop") -> dict:
+    return {"hooks": {event: [{"hooks": [{"type": "command", "command": command, "timeout": timeout}]}]}}
+
+
+def gone(pid: int) -> bool:
+    """The process has ended (a zombie waiting for its parent counts as ended)."""
+    try:
+        proc = psutil.Process(pid)
+        proc.wait(timeout=10)
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.TimeoutExpired:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    return True
+
+
+def pids(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()]
+
+
+def test_a_stop_hook_that_answers_while_its_background_child_holds_the_pipes(tmp_path) -> None:
+    """Today's failure: the hook is waited on until its timeout, marked timed out, and its block dropped."""
+    pidfile = tmp_path / "pids"
+    hook = (f"sleep 300 & echo $! > {pidfile}; "
+            "echo '{\"decision\": \"block\", \"reason\": \"tests still fail\"}'")
+    outcome = Hooks(settings(hook, timeout=20)).run("Stop", {"stop_hook_active": False})
+    run = outcome.runs[0]
+    assert run.timed_out is False and run.error is None, run
+    assert outcome.blocked and outcome.reason == "tests still fail"
+    assert gone(pids(pidfile)[0]), "the background child outlived the hook"
+
+
+def test_a_timed_out_hook_is_killed_with_a_grandchild_that_left_its_parent(tmp_path) -> None:
+    """Only the process-group kill reaches the grandchild: its parent (a subshell) has already exited, so it is
+    no longer anyone's descendant. Replacing the group kill by a plain kill of the hook fails this test."""
+    pidfile = tmp_path / "pids"
+    hook = f"(sleep 300 & echo $! > {pidfile}); sleep 300"
+    outcome = Hooks(settings(hook, timeout=1)).run("Stop", {})
+    assert outcome.runs[0].timed_out is True
+    assert gone(pids(pidfile)[0]), "the hook's grandchild survived the timeout"
+
+
+def test_a_timed_out_hook_is_killed_with_a_child_that_escaped_with_setsid(tmp_path) -> None:
+    pidfile = tmp_path / "pids"
+    hook = f"setsid sleep 300 & echo $! > {pidfile}; wait"
+    outcome = Hooks(settings(hook, timeout=1)).run("Stop", {})
+    assert outcome.runs[0].timed_out is True
+    pid = pids(pidfile)[0]
+    assert gone(pid), "a child in a session of its own survived the hook's timeout"
+
+
+def test_hook_output_and_reasons_are_capped_and_the_event_says_so() -> None:
+    reason = "x" * (MAX_KEPT_CHARS * 5)
+    hook = f"{sys.executable} -c \"import json; print(json.dumps({{'decision': 'block', 'reason': 'x' * {len(reason)}}}))\""
+    outcome = Hooks(settings(hook)).run("Stop", {})
+    run = outcome.runs[0]
+    assert outcome.blocked
+    assert len(outcome.reason) < MAX_KEPT_CHARS + 100 and outcome.reason.startswith("xxx")
+    assert "more characters not kept" in outcome.reason
+    assert len(run.stdout) < MAX_KEPT_CHARS + 100 and len(run.reason) < MAX_KEPT_CHARS + 100
+    assert "cut" in (run.error or "")
+
+
+def test_a_python_hook_reason_is_capped_too() -> None:
+    hooks = Hooks()
+    hooks.on("Stop", lambda payload: {"decision": "block", "reason": "y" * (MAX_KEPT_CHARS * 3)})
+    outcome = hooks.run("Stop", {})
+    assert outcome.blocked and len(outcome.reason) < MAX_KEPT_CHARS + 100
+    assert "cut" in (outcome.runs[0].error or "")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_while_a_hook_runs_kills_the_hook_and_what_it_started(tmp_path) -> None:
+    pidfile = tmp_path / "pids"
+    ready = tmp_path / "ready"
+    settings_file = tmp_path / "settings.json"
+    hook = f"sleep 300 & echo $$ $! > {pidfile}; touch {ready}; wait"
+    settings_file.write_text(json.dumps(settings(hook, timeout=600)), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    proc = subprocess.Popen([sys.executable, "-m", "agentlab", "run", "end_turn", "--settings", str(settings_file),
+                             "--trace", str(tmp_path / "trace.jsonl")], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not ready.exists():  # the hook is running once it has written its pids
+            if proc.poll() is not None:
+                pytest.fail(f"agentlab ended before the hook ran: {proc.communicate()}")
+            psutil.wait_procs([psutil.Process(proc.pid)], timeout=0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted" in err and "Traceback" not in err
+    shell, child = pids(pidfile)
+    assert gone(shell) and gone(child), "the hook or its child outlived Ctrl-C"

@@ -1,0 +1,101 @@
+"""`make site`: the lesson website builds, and its pages read well in Chromium.
+
+Building the site takes a while, so these tests carry the ``site`` mark: ``make test`` leaves them out and
+``make site-test`` runs them (``.ci/run`` calls both). Chromium is driven by Playwright as in the browser
+test; when either is missing the test fails saying what to install.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_browser import CHROMIUM, CHROMIUM_ARGS, _require_browser
+
+pytestmark = pytest.mark.site
+
+REPO = Path(__file__).resolve().parent.parent
+LESSONS = sorted(p.stem for p in (REPO / "notebooks").glob("*.ipynb"))
+CLIENTS = sorted(f"{c.name}-{v.name}" for c in (REPO / "data" / "observed").iterdir() if c.is_dir()
+                 for v in c.iterdir() if v.is_dir())
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site") / "html"
+    done = subprocess.run([sys.executable, str(REPO / "website" / "build.py"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def figures_in(lesson: str) -> int:
+    """Pictures a lesson shows: its PNG outputs and one per widget output (drawn as a static picture)."""
+    notebook = json.loads((REPO / "notebooks" / f"{lesson}.ipynb").read_text(encoding="utf-8"))
+    outputs = [o for c in notebook["cells"] if c["cell_type"] == "code" for o in c["outputs"]]
+    return sum(1 for o in outputs if {"image/png", "application/vnd.jupyter.widget-view+json"} & set(o.get("data", {})))
+
+
+def test_the_site_has_every_page(site):
+    assert (site / "index.html").exists()
+    for lesson in LESSONS:
+        assert (site / "notebooks" / f"{lesson}.html").exists(), lesson
+    for doc in (REPO / "docs").glob("*.md"):
+        assert (site / "docs" / f"{doc.stem}.html").exists(), doc.name
+    for client in CLIENTS:
+        assert (site / "observed" / f"{client}.html").exists(), client
+
+
+def test_no_widget_is_left_to_a_kernel(site):
+    """Widget outputs are shown as a static picture, never as a widget that needs a kernel."""
+    for lesson in LESSONS:
+        page = (site / "notebooks" / f"{lesson}.html").read_text(encoding="utf-8")
+        assert "application/vnd.jupyter.widget-view+json" not in page, lesson
+        assert "agentlab-snapshot" in page, f"{lesson}: no static picture of its widget"
+
+
+def test_the_front_page_is_the_readme(site):
+    page = (site / "index.html").read_text(encoding="utf-8")
+    title = re.search(r"^# (.+)$", (REPO / "README.md").read_text(encoding="utf-8"), re.MULTILINE).group(1)
+    assert title.split()[0] in page
+    for lesson in LESSONS:
+        assert f"notebooks/{lesson}.html" in page, f"the front page has no link to {lesson}"
+
+
+def test_pages_in_chromium(site):
+    """Every page has text; on a lesson page every figure loads, the stepper's picture included."""
+    sync_playwright = _require_browser()
+    pages = [site / "index.html", *sorted((site / "notebooks").glob("*.html")),
+             *sorted((site / "docs").glob("*.html")), *sorted((site / "observed").glob("*.html"))]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            failed: list[str] = []
+            page.on("requestfailed", lambda r: failed.append(r.url))
+            for path in pages:
+                page.goto(path.as_uri())
+                text = page.locator("article").inner_text()
+                assert len(text.strip()) > 200, f"{path.relative_to(site)} is (nearly) empty: {text[:80]!r}"
+            page.goto((site / "notebooks" / "02_max_tokens.html").as_uri())
+            page.wait_for_load_state("load")
+            images = page.locator("article img")
+            assert images.count() >= figures_in("02_max_tokens") >= 2, images.count()
+            sizes = page.evaluate("() => [...document.querySelectorAll('article img')]"
+                                  ".map(i => [i.getAttribute('src').slice(0, 40), i.complete, i.naturalWidth])")
+            broken = [s for s in sizes if not s[1] or s[2] == 0]
+            assert not broken, f"figures that did not load: {broken}"
+            snapshot = page.locator("figure.agentlab-snapshot")
+            assert snapshot.count() == 1
+            assert snapshot.locator("img.agentlab-plot").evaluate("i => i.naturalWidth") > 100
+            assert "Step" in snapshot.inner_text()
+            page.screenshot(path=str(site.parent / "lesson02.png"), full_page=False)
+            assert not failed, f"requests that failed: {failed[:5]}"
+        finally:
+            browser.close()
+

@@ -1,0 +1,145 @@
+"""The built wheel, installed in a fresh venv outside the checkout, has its data and runs.
+
+Building and installing: the wheel is built from this checkout without build isolation (hatchling is in the
+test extra), then installed with ``--no-deps --no-index`` into a new venv in a temporary folder. That venv
+reuses the dependencies already installed in the venv running the tests, through a ``.pth`` file naming its
+site-packages: downloading pandas, matplotlib, JupyterLab and the rest again would take minutes and need the
+network, and would test pip rather than this wheel. Only the path line is shared: the editable install's own
+``.pth`` there is not read, so ``import agentlab`` finds the installed wheel, which the tests check. ``pip
+check`` then confirms that the wheel's declared requirements are met by what the venv sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "data"
+
+
+def data_files() -> set[str]:
+    """Every file under data/ as a path relative to it (caches left out)."""
+    return {p.relative_to(DATA).as_posix() for p in DATA.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess:
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{' '.join(cmd)} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+         "-w", str(out), str(REPO)], cwd=out, env=os.environ.copy())
+    wheels = list(out.glob("agentlab-*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory, wheel) -> dict:
+    """A venv in a temporary folder with the wheel installed; returns its bin folder, a cwd and an env."""
+    root = tmp_path_factory.mktemp("fresh")
+    venv = root / "venv"
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=root, env=os.environ.copy())
+    python = venv / "bin" / "python"
+    site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                    cwd=root, env=os.environ.copy()).stdout.strip())
+    (site / "_reuse_installed_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["MPLBACKEND"] = "Agg"
+    run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
+         "--ignore-installed", str(wheel)], cwd=root, env=env)
+    work = root / "elsewhere"
+    work.mkdir()
+    return {"bin": venv / "bin", "site": site, "cwd": work, "env": env}
+
+
+def test_the_wheel_carries_every_data_file(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+    packaged = {n.removeprefix("agentlab/data/") for n in names if n.startswith("agentlab/data/")}
+    assert packaged == data_files(), (f"missing from the wheel: {sorted(data_files() - packaged)[:5]}; "
+                                      f"extra: {sorted(packaged - data_files())[:5]}")
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_the_installed_wheel_meets_its_requirements(fresh):
+    check = subprocess.run([sys.executable, "-m", "pip", "--python", str(fresh["bin"] / "python"), "check"],
+                           cwd=fresh["cwd"], env=fresh["env"], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_installed_agentlab_lists_every_scenario(fresh):
+    out = run([str(fresh["bin"] / "agentlab"), "scenarios"], cwd=fresh["cwd"], env=fresh["env"]).stdout
+    listed = {line.split()[0] for line in out.splitlines() if line.strip()}
+    expected = {p.stem for p in (DATA / "scenarios").iterdir() if p.suffix in (".yaml", ".yml", ".json")}
+    assert listed == expected, f"not listed: {sorted(expected - listed)}; unexpected: {sorted(listed - expected)}"
+
+
+def test_installed_agentlab_runs_the_tour(fresh):
+    done = run([str(fresh["bin"] / "agentlab"), "run", "tour"], cwd=fresh["cwd"], env=fresh["env"])
+    assert re.search(r"^success: \d+ turn", done.stdout, re.MULTILINE), done.stdout
+
+
+def lesson_imports() -> list[str]:
+    """Every `import` / `from ... import` line of the lessons' code cells that names agentlab."""
+    lines: list[str] = []
+    for notebook in sorted((REPO / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            source = "".join(cell["source"])
+            for match in re.finditer(r"^(?:from agentlab[\w.]* import \((?s:.*?)\)|from agentlab[\w.]* import .*|"
+                                     r"import agentlab.*)$", source, re.MULTILINE):
+                lines.append(match.group(0))
+    return sorted(set(lines))
+
+
+def test_lesson_imports_are_found():
+    assert len(lesson_imports()) >= 12
+
+
+def test_installed_agentlab_serves_the_lessons(fresh):
+    """The lessons' imports work, every scenario runs, and the data the lessons read comes from the wheel."""
+    script = "\n".join(lesson_imports()) + "\n" + textwrap.dedent(f"""
+        import agentlab, json
+        from pathlib import Path
+        from agentlab import paths
+        from agentlab.lab import run_scenario
+        from agentlab.scenario import scenario_names
+        from agentlab.compare import load_claims
+        from agentlab.replay import load_record
+        from agentlab.hooks import Hooks
+        from agentlab.exercises.lesson09 import REPO
+        site = Path({str(fresh["site"])!r}).resolve()
+        assert Path(agentlab.__file__).resolve().is_relative_to(site), agentlab.__file__
+        assert paths.data_dir().resolve().is_relative_to(site), paths.data_dir()
+        ends = {{name: run_scenario(name).subtype for name in scenario_names()}}
+        hooks = Hooks(REPO / "data/hooks/settings.example.json", cwd=str(REPO))
+        denied = hooks.run("PreToolUse", {{"tool_name": "get_weather", "tool_input": {{"city": "Oslo"}}}})
+        print(json.dumps({{"ends": ends, "claims": sorted(load_claims()["sources"]),
+                          "record": load_record("tour")["scenario"],
+                          "hook": [denied.permission, denied.errors]}}))
+    """)
+    out = run([str(fresh["bin"] / "python"), "-c", script], cwd=fresh["cwd"], env=fresh["env"]).stdout
+    seen = json.loads(out.strip().splitlines()[-1])
+    scenarios = {p.stem for p in (DATA / "scenarios").glob("*.yaml")}
+    assert set(seen["ends"]) == scenarios
+    assert seen["ends"]["tour"] == "success"
+    assert seen["claims"] and seen["record"] == "tour"
+    assert seen["hook"] == ["deny", []], seen["hook"]
