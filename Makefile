@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SCENARIO ?= tour
 
-.PHONY: lab test site site-test demo bench lint clean claude-code grade
+.PHONY: lab test site site-test demo bench lint clean claude-code grade record
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,10 +66,37 @@ grade: $(STAMP)
 		--heatmap docs/images/grade_heatmap.png > $(GRADE_DIR)/combined.txt; test $$? -le 1
 	@echo "make grade: agentlab passes, the naive loop fails; heatmap in docs/images/grade_heatmap.png"
 
-# The Claude Code CLI, project-local, at the version whose behaviour is recorded in data/observed/
+# The Claude Code CLI, project-local, one folder per version (tool/claude-code/<version>); the records in
+# data/observed/claude-code/ are of these versions
 CLAUDE_CODE_VERSION ?= 2.1.197
+CLAUDE_CODE_VERSIONS ?= 2.1.197 2.1.332
 claude-code:
-	npm install --silent --no-audit --no-fund --prefix tool/claude-code @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)
+	npm install --silent --no-audit --no-fund --prefix tool/claude-code/$(CLAUDE_CODE_VERSION) @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)
+
+# The other agent frameworks that are observed (the `clients` extra), in their own venv: never in .venv
+CLIENTS_VENV  := .venv-clients
+CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
+$(CLIENTS_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(CLIENTS_VENV)
+	$(CLIENTS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CLIENTS_VENV)/bin/python -m pip install --quiet -e '.[clients]'
+	touch $(CLIENTS_STAMP)
+
+# Re-record every client on every scenario and compare with the committed records (exit 1 on a difference).
+# `make record UPDATE=1` writes the new records into data/observed instead. A client that cannot be
+# installed here is skipped with the reason.
+RECORD_CLIENTS ?= agentlab tool-runner $(addprefix claude-code@,$(CLAUDE_CODE_VERSIONS)) pydantic-ai langchain
+record: $(STAMP)
+	@for v in $(CLAUDE_CODE_VERSIONS); do \
+	  [ -x tool/claude-code/$$v/node_modules/.bin/claude ] || $(MAKE) --no-print-directory claude-code CLAUDE_CODE_VERSION=$$v \
+	    || echo "make record: npm could not install Claude Code $$v"; \
+	done
+	@$(MAKE) --no-print-directory $(CLIENTS_STAMP) || echo "make record: could not install the clients extra into $(CLIENTS_VENV)"
+	@py=$(BIN)/python; if [ -f $(CLIENTS_STAMP) ]; then py=$(CLIENTS_VENV)/bin/python; fi; status=0; \
+	for client in $(RECORD_CLIENTS); do \
+	  echo "== $$client"; \
+	  $$py -m agentlab observe $$client --skip-missing $(if $(UPDATE),,--check) || status=1; \
+	done; exit $$status
 
 lint: $(STAMP)
 	$(BIN)/ruff check agentlab tests bench

@@ -101,9 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--record", help="append every request to this JSONL file")
 
     observe = sub.add_parser("observe", help="run a client against each scenario and record what it does")
-    observe.add_argument("client", help="agentlab, tool-runner or claude-code")
+    observe.add_argument("client", nargs="?", help="agentlab, tool-runner, claude-code[@VERSION], pydantic-ai or "
+                         "langchain (--list describes them)")
     observe.add_argument("scenarios", nargs="*", help="scenario names (default: all)")
     observe.add_argument("--out", help="folder for the behaviour records (default: data/observed)")
+    observe.add_argument("--check", action="store_true",
+                         help="record into a temporary folder and compare with the committed records instead of "
+                              "writing them; exit 1 when any differs")
+    observe.add_argument("--list", action="store_true", help="list the clients and exit")
+    observe.add_argument("--skip-missing", action="store_true",
+                         help="a client that is not installed here is skipped with the reason (exit 0)")
     grade = sub.add_parser("grade", help="grade an agent (any command) or recorded clients on the careful-loop rules",
                            description="Serve each scenario, run the agent against it, judge the requests it sent "
                                        "against the careful-loop rules of docs/conformance.md. Exit 0 when every "
@@ -296,7 +303,8 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
             compact_threshold=overrides.pop("compact_threshold", sc.compact_threshold if sc else None),
             stop_sequences=overrides.pop("stop_sequences", sc.stop_sequences if sc else None),
             count_tokens=overrides.pop("count_tokens", False),
-            request_timeout=overrides.pop("request_timeout", 600.0))
+            request_timeout=overrides.pop("request_timeout", 600.0),
+            server_tools=(sc.server_tools or None) if sc else None)
     try:
         result = loop.run()
     except KeyboardInterrupt:

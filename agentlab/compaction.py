@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -577,6 +578,16 @@ def _is_plain_text(message: Message) -> bool:
         and bool(content)
         and all(isinstance(b, dict) and b.get("type") == "text" for b in content)
     )
+
+
+_SUMMARY_TAG = re.compile(r"<summary>(.*?)(?:</summary>|$)", re.DOTALL)
+
+
+def summary_text(reply_text: str) -> str:
+    """What a summary reply contributes: the part inside ``<summary>…</summary>`` when the model used that
+    form (its ``<analysis>`` notes are left out, as Claude Code does), else the whole text."""
+    found = _SUMMARY_TAG.search(reply_text)
+    return found.group(1).strip() if found and found.group(1).strip() else reply_text.strip()
 
 
 def summary_request_messages(older: list[Message], prompt: str = SUMMARY_PROMPT) -> list[Message]:

@@ -12,6 +12,7 @@ only claims precise enough to carry actions take part in the comparison.
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,9 @@ from .observe import OBSERVED_DIR, load_records
 from .scenario import Scenario, list_scenarios
 
 CLAIMS_PATH = OBSERVED_DIR / "claims.yaml"
-CLIENT_ORDER = ("claude-code", "tool-runner", "agentlab")
+# columns: the article, the API docs, the clients people use (Claude Code by version, then the frameworks,
+# then the SDK's own tool runner), agentlab last
+CLIENT_ORDER = ("claude-code", "pydantic-ai", "langchain", "tool-runner", "agentlab")
 Signature = tuple[tuple[str, ...], str]
 
 
@@ -65,7 +68,18 @@ def outcome(record: dict[str, Any]) -> str:
     return "error" if failed else "ok"
 
 
-def signature(record: dict[str, Any]) -> Signature:
+def overflowed(record: dict[str, Any]) -> bool:
+    """The client's first request was already over the scenario's context window: the run says nothing about
+    the branch the scenario is for (Claude Code's own system prompt and tools are ~29k tokens)."""
+    requests = record.get("requests") or []
+    return bool(requests) and requests[0].get("kind") == "prompt_too_long"
+
+
+def signature(record: dict[str, Any]) -> Signature | None:
+    """The action labels after the first request and the outcome; None when the run cannot be compared
+    (its first request already overflowed the scenario's window)."""
+    if overflowed(record):
+        return None
     return tuple(record["summary"]["actions"]), outcome(record)
 
 
@@ -85,6 +99,13 @@ def describe(record: dict[str, Any]) -> str:
     """A short description of a behaviour record, e.g. "4 requests: continuation ×3; no max_tokens raise;
     success, is_error (exit 1)"."""
     summary, result = record["summary"], record.get("result") or {}
+    if overflowed(record):
+        first = record["requests"][0]
+        window = re.search(r"> (\d+) maximum", first.get("error", ""))
+        size = f"{first['tokens']:,}" if isinstance(first.get("tokens"), int) else "?"
+        return (f"not comparable: its first request (~{size} tokens of its own system prompt and tools) is "
+                f"already over the {int(window.group(1)):,}-token window" if window else
+                f"not comparable: its first request (~{size} tokens) is already over the window")
     n = summary["requests"]
     parts = [f"{n} request{'s' if n != 1 else ''}" + (f": {_compress(summary['actions'])}"
                                                       if summary["actions"] else "")]
@@ -171,6 +192,36 @@ def comparison_table(observed: str | Path | None = None, claims: str | Path | No
         row["differing"] = ", ".join(differing)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def clients_table(observed: str | Path | None = None, claims: str | Path | None = None) -> pd.DataFrame:
+    """One row per recorded client and version: what it is, the one command that re-records it, how many
+    scenarios are recorded, and the notes from claims.yaml's ``clients`` section (for Claude Code: the
+    Claude Agent SDK, which runs the same CLI)."""
+    about = load_claims(claims).get("clients") or {}
+    rows = []
+    for client, version in _columns(load_records(observed)):
+        info = about.get(client) or {}
+        spec = f"{client}@{version}" if client == "claude-code" else client
+        rows.append({"client": info.get("label", client), "version": version,
+                     "records": len(load_records(observed)[(client, version)]),
+                     "reproduce": f"agentlab observe {spec}", "how": info.get("how", ""),
+                     "note": info.get("note", "")})
+    return pd.DataFrame(rows, columns=["client", "version", "records", "reproduce", "how", "note"])
+
+
+def explained_differences(table: pd.DataFrame | None = None, claims: str | Path | None = None) -> pd.DataFrame:
+    """The differences claims.yaml explains (``explained``: scenario → why), next to the table's ``differing``
+    columns for that scenario. Every explained scenario must be a row of the table."""
+    table = comparison_table(claims=claims) if table is None else table
+    explained = load_claims(claims).get("explained") or {}
+    by_name = table.set_index("scenario")
+    rows = []
+    for name, text in explained.items():
+        if name not in by_name.index:
+            raise ConfigError(f"claims.yaml: explained: {name!r} is not a branch scenario of the table")
+        rows.append({"scenario": name, "differing": by_name.loc[name, "differing"], "why": " ".join(str(text).split())})
+    return pd.DataFrame(rows, columns=["scenario", "differing", "why"])
 
 
 def difference_mask(table: pd.DataFrame) -> pd.DataFrame:

@@ -183,7 +183,7 @@ def _scripted_error(r: dict[str, Any]) -> bool:
 
 def _retry_after(run: Run, i: int) -> float | None:
     r = run.requests[i]
-    headers = _reply(r).get("headers") or {}
+    headers = {str(k).lower(): v for k, v in ((r.get("headers") or _reply(r).get("headers") or {}).items())}
     raw = headers.get("retry-after")
     step = run.step(i)
     if raw is None and step is not None and step.error is not None:
@@ -308,7 +308,7 @@ def no_retry_on_fatal(run: Run) -> Check | None:
         if j is not None and _diff(run.requests[j]).get("same_messages") \
                 and run.requests[j].get("model") == r.get("model"):
             return _fail(name, f"request {run.n(i)} got {_got(r)}, which no retry can fix; request {run.n(j)} "
-                               "sent it again")
+                               "sent the same messages to the same model again")
     i = found[0]
     j = run.next_main(i)
     return _pass(name, f"the {_got(run.requests[i])} ended the run" if j is None else
@@ -692,7 +692,9 @@ def stop_at_max_turns(run: Run) -> Check | None:
 
 def stop_hook_feedback(run: Run) -> Check | None:
     """Row 10, with a Stop hook set: the hook's reason is sent back (a user message carrying it) once per block,
-    at most MAX_STOP_BLOCKS times, and nothing else follows a final answer."""
+    at most MAX_STOP_BLOCKS times, and nothing else follows a final answer. A record keeps the first 160
+    characters of each text, so a message that names the Stop hook counts too (Claude Code 2.1.332 puts the
+    hook's command line before its reason)."""
     name = "stop_hook_feedback"
     spec = run.scenario.stop_hook if run.scenario is not None else None
     if spec is None:
@@ -702,7 +704,7 @@ def stop_hook_feedback(run: Run) -> Check | None:
     def carries_reason(j: int) -> bool:
         diff = _diff(run.requests[j])
         texts = (diff.get("injected_user_texts") or []) + (diff.get("injected_system_texts") or [])
-        return any(reason in " ".join(t.split()).lower() for t in texts)
+        return any(reason in " ".join(t.split()).lower() or "stop hook" in t.lower() for t in texts)
 
     feedback = [j for j in run.main if run.requests[j].get("action") != "first" and carries_reason(j)]
     finals = [i for i in run.main if _reply(run.requests[i])["status"] == 200 and _blocks(run.requests[i])
@@ -854,6 +856,7 @@ class ScenarioGrade:
     checks: list[Check]
     requests: int = 0
     ending: str = ""
+    record: dict[str, Any] | None = field(default=None, repr=False, compare=False)  # what was judged; not saved
 
     @property
     def failed(self) -> list[str]:
@@ -896,7 +899,7 @@ def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None)
             scenario = None
     run = Run(record, scenario)
     checks = [c for rule in RULES if (c := rule.check(run)) is not None]
-    return ScenarioGrade(str(record.get("scenario")), checks, len(run.requests), ending(record))
+    return ScenarioGrade(str(record.get("scenario")), checks, len(run.requests), ending(record), record)
 
 
 @dataclass
@@ -914,6 +917,13 @@ class Report:
     @property
     def verdict(self) -> str:
         return "pass" if self.passed else "fail"
+
+    def grade(self, scenario: str) -> ScenarioGrade:
+        """The grade of one scenario (KeyError naming the graded ones when it was not graded)."""
+        for g in self.grades:
+            if g.scenario == scenario:
+                return g
+        raise KeyError(f"{scenario!r} was not graded; graded: {', '.join(g.scenario for g in self.grades)}")
 
     @property
     def failed(self) -> dict[str, list[str]]:
@@ -1130,16 +1140,18 @@ def function_runner(fn: LoopFn):
     it is left behind (a thread cannot be killed) and graded as stopped."""
     import anthropic
 
-    from .exercises.lesson00 import demo_tool_runner
     from .lab import build_tools
     from .observe import ClientOutcome
 
     def run(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
         client = anthropic.Anthropic(base_url=base_url, api_key=GRADE_KEY)
-        registry = build_tools("demo")
+        registry = build_tools("demo", tests_fail_times=scenario.tests_pass_after)
         assert registry is not None
         tools = registry.schemas()
-        run_tool = demo_tool_runner()
+
+        def run_tool(name: str, tool_input: Any) -> str:
+            return registry.run(name, tool_input).content
+
         outcome: dict[str, Any] = {}
 
         def target() -> None:

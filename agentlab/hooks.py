@@ -594,11 +594,17 @@ def _read_settings(settings: dict | str | os.PathLike | None) -> tuple[Any, str]
         return settings, "settings"
     path = os.fspath(settings)
     try:
+        if Path(path).is_dir():
+            raise HookConfigError(f"{path}: is a folder; give the settings JSON file")
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise HookConfigError(f"{path}: cannot read the settings file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise HookConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         return json.loads(text), path
+    except RecursionError:
+        raise HookConfigError(f"{path}: nested too deeply to be a settings file") from None
     except json.JSONDecodeError as exc:
         raise HookConfigError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): "
                               f"{exc.msg}") from None

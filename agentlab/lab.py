@@ -102,6 +102,7 @@ def scenario_loop(scenario: str | Scenario, *, stream: bool = False, trace: Trac
         compact_threshold=overrides.pop("compact_threshold", sc.compact_threshold),
         stop_sequences=overrides.pop("stop_sequences", sc.stop_sequences),
         sleep=overrides.pop("sleep", lambda seconds: None),
+        server_tools=overrides.pop("server_tools", sc.server_tools or None),
         **overrides,
     )
     loop.engine = engine  # type: ignore[attr-defined]

@@ -136,6 +136,7 @@ class AgentLoop:
         seed: int = 0,
         request_timeout: float = 600.0,
         count_tokens: bool = False,
+        server_tools: list[dict[str, Any]] | None = None,
     ) -> None:
         if (prompt is None) == (messages is None):
             raise ConfigError("AgentLoop needs exactly one of prompt= or messages=")
@@ -182,7 +183,9 @@ class AgentLoop:
         self._pending_compaction: str | None = None
         self._proactive_gave_up_at = -1
         self._last_failure: Failure | None = None
-        self._tool_schemas = tools.schemas() if tools is not None and tools.names() else None
+        # server tools (web_search, ...) run on the API's side: offered in ``tools``, never run here
+        schemas = [*(tools.schemas() if tools is not None and tools.names() else []), *(server_tools or [])]
+        self._tool_schemas = schemas or None
 
     # -- driving ----------------------------------------------------------------------------------------
     @property
@@ -688,7 +691,7 @@ class AgentLoop:
                                                 "message": outcome.message, "purpose": "summary"}, wall_ms=wall)
             raise _SummaryFailed(outcome.message)
         self._record_response(call, outcome, wall, purpose="summary")
-        text = _text_of(outcome.get("content") or []).strip()
+        text = compaction_mod.summary_text(_text_of(outcome.get("content") or []))
         if not text:
             raise _SummaryFailed("the summary came back empty")
         return text

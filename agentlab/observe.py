@@ -13,8 +13,26 @@ While observing, the scenario's ``expect`` checks do not answer with a 400: a fo
 something else, and the point is to see what it does next. They are evaluated anyway and recorded per
 request as ``expect_unmet``. A request beyond the end of the script still gets the engine's 400.
 
-Clients: ``agentlab`` (this CLI, in a subprocess), ``tool-runner`` (the anthropic SDK's beta tool runner,
-in-process), ``claude-code`` (the Claude Code CLI, headless, from ``make claude-code``).
+Clients (``CLIENTS``): ``agentlab`` (this CLI, in a subprocess), ``tool-runner`` (the anthropic SDK's beta
+tool runner, in-process), ``claude-code`` (the Claude Code CLI, headless; ``claude-code@VERSION`` picks an
+installed version, ``make claude-code`` installs them), ``pydantic-ai`` (a pydantic-ai ``Agent`` with the demo
+tools) and ``langchain`` (``langchain.agents.create_agent`` with ``ChatAnthropic``). The last two need the
+``clients`` extra, which ``make record`` installs into its own venv. Any other agent is one runner function
+away: ``observe("my-agent", runner=my_runner, version="1.0")``.
+
+A record (``RECORD_FORMAT`` 1) is one JSON object: ``format``, ``client``, ``version``, ``scenario``, ``row``,
+``description``, ``settings`` (how the client was run), ``notes``, ``requests``, ``probes`` (non-model
+requests such as ``HEAD /``), ``summary`` (``requests``, ``actions``, ``max_tokens``, ``max_tokens_raised``,
+``models``, ``streamed``, ``error_replies``, ``beyond_script``, ``expect_unmet``, ``steps_used``), ``result``
+(the client's own ending: ``exit_code``, ``subtype``/``raised``/``stop_reason``, ``is_error``, ``text``, ...)
+and ``timing`` (wall time and when each request arrived, left out of comparisons). Each request has ``n``,
+``path``, ``model``, ``max_tokens``, ``stream``, ``step``, ``kind`` (the engine's: ``message``, ``stream``, ``error``,
+``summary``, ``prompt_too_long``, ``unexpected`` for a request beyond the script, ...), ``action``,
+``reply`` (status, stop_reason, block types or error type), ``appended`` (:func:`diff_requests`),
+``tokens`` (the request's estimated size), ``expect_unmet`` when a step's check did not
+hold, and for an error reply ``error`` (its message), ``headers`` (the retry-steering headers sent:
+``x-should-retry``, ``retry-after``) and ``api_headers`` (what the real API sends in that case, from the
+scenario). Fields are only ever added, never renamed.
 """
 
 from __future__ import annotations
@@ -44,8 +62,9 @@ from .serve import ScenarioServer
 REPO = project_dir()
 OBSERVED_DIR = observed_dir()
 SANDBOX_DIR = sandbox_dir()
-CLAUDE_BIN = REPO / "tool" / "claude-code" / "node_modules" / ".bin" / "claude"
-CLIENTS = ("agentlab", "tool-runner", "claude-code")
+CLAUDE_DIR = REPO / "tool" / "claude-code"  # make claude-code: tool/claude-code/<version>/node_modules/...
+CLAUDE_BIN = CLAUDE_DIR / "node_modules" / ".bin" / "claude"  # an older single-version install
+CLAUDE_CODE_PINNED = "2.1.197"  # the version `claude-code` means without @VERSION (the Makefile's default)
 RECORD_FORMAT = 1
 TEXT_LIMIT = 160
 DEFAULT_TIMEOUT = 180.0
@@ -108,6 +127,33 @@ def _system_text(body: dict[str, Any]) -> str:
     return str(system or "")
 
 
+def _merged_text(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """The text ``new`` adds when it is ``old`` with more text merged in (same role, no non-text block lost,
+    every old text still there in order); None otherwise."""
+    if old["role"] != new["role"]:
+        return None
+
+    def parts(m: dict[str, Any]) -> tuple[list[str], list[Any]]:
+        texts = [str(b.get("text", "")) for b in m["content"] if isinstance(b, dict) and b.get("type") == "text"]
+        others = [b for b in m["content"] if not (isinstance(b, dict) and b.get("type") == "text")]
+        return texts, others
+
+    (old_texts, old_other), (new_texts, new_other) = parts(old), parts(new)
+    if old_other != new_other[:len(old_other)]:
+        return None
+    joined = "\n".join(new_texts)
+    position = 0
+    for text in old_texts:
+        found = joined.find(text, position)
+        if found < 0:
+            return None
+        position = found + len(text)
+    rest = joined[position:].strip()
+    if not rest:
+        rest = "\n".join(t for t in new_texts if t not in old_texts).strip()
+    return rest or None
+
+
 def diff_requests(prev_body: dict[str, Any] | None, body: dict[str, Any]) -> dict[str, Any]:
     """What ``body`` changed relative to ``prev_body`` (None for the first request): a pure function.
 
@@ -115,8 +161,10 @@ def diff_requests(prev_body: dict[str, Any] | None, body: dict[str, Any]) -> dic
     a text block, so clients that move cache markers around still show an unchanged history. ``kept`` is the
     length of the common prefix; ``dropped`` counts earlier messages that did not survive (a rewritten or
     compacted history); ``extended_last`` says the previous last message was continued in place (a
-    paused assistant turn merged with its continuation). ``appended`` describes the messages after the
-    prefix; ``injected_user_texts``, ``injected_system_texts`` (``role: system`` items), ``tool_results``
+    paused assistant turn merged with its continuation); ``merged_last`` says text was merged into the
+    previous last message instead (a re-prompt written into the user turn, not a compaction). ``appended``
+    describes the messages after the prefix; ``injected_user_texts``, ``injected_system_texts`` (``role:
+    system`` items), ``tool_results``
     and ``assistant_blocks`` pick them apart. ``changed`` lists top-level fields that differ.
     """
     prev = prev_body or {}
@@ -125,15 +173,22 @@ def diff_requests(prev_body: dict[str, Any] | None, body: dict[str, Any]) -> dic
     kept = 0
     while kept < min(len(before), len(after)) and before[kept] == after[kept]:
         kept += 1
-    extended = False
+    extended = merged = False
+    extra: dict[str, Any] | None = None
     if kept == len(before) - 1 and len(after) > kept:
         old, new = before[kept], after[kept]
         n = len(old["content"])
         extended = (old["role"] == new["role"] and len(new["content"]) > n and new["content"][:n] == old["content"])
+        if extended:
+            extra = {"role": new["role"], "content": new["content"][n:]}
+        else:  # the same message with text merged into it (a re-prompt written into the last user turn)
+            added = _merged_text(old, new)
+            if added is not None:
+                merged = True
+                extra = {"role": new["role"], "content": [{"type": "text", "text": added}]}
     appended: list[dict[str, Any]] = []
-    if extended:
-        extra = {"role": after[kept]["role"], "content": after[kept]["content"][len(before[kept]["content"]):]}
-        appended.append({**describe_message(extra), "extends_previous": True})
+    if extra is not None:
+        appended.append({**describe_message(extra), "extends_previous": True, **({"merged": True} if merged else {})})
         start = kept + 1
     else:
         start = kept
@@ -154,7 +209,8 @@ def diff_requests(prev_body: dict[str, Any] | None, body: dict[str, Any]) -> dic
     last = after[-1]["role"] if after else None
     return {
         "messages_before": len(before), "messages_after": len(after), "kept": kept,
-        "dropped": len(before) - kept - (1 if extended else 0), "extended_last": extended,
+        "dropped": len(before) - kept - (1 if extra is not None else 0), "extended_last": extended,
+        "merged_last": merged,
         "same_messages": prev_body is not None and before == after,
         "appended": appended, "injected_user_texts": user_texts, "injected_system_texts": system_texts,
         "tool_results": results, "assistant_blocks": assistant, "changed": changed,
@@ -187,6 +243,8 @@ def classify(diff: dict[str, Any], prev_reply: dict[str, Any] | None) -> str:
     if diff["injected_user_texts"] or diff["injected_system_texts"]:
         if prev_reply.get("stop_reason") in ("max_tokens", "model_context_window_exceeded"):
             return "continuation"
+        if prev_reply.get("stop_reason") == "refusal":  # asked the refusing model again, with a note
+            return "reprompt"
         if prev_reply.get("status", 200) < 400 and not prev_reply.get("blocks"):
             return "nudge"
         return "reprompt"
@@ -391,12 +449,29 @@ def run_tool_runner(scenario: Scenario, base_url: str, workdir: Path, timeout: f
     return ClientOutcome(result, settings, notes)
 
 
-def claude_bin() -> Path | None:
-    """The project-local Claude Code CLI (``make claude-code``), else one on PATH."""
+def claude_bin(version: str | None = None) -> Path | None:
+    """The project-local Claude Code CLI of ``version`` (``make claude-code CLAUDE_CODE_VERSION=...``).
+
+    Without a version: the pinned one (2.1.197) when installed, else an older single-version install, else
+    ``claude`` on PATH. With one: only ``tool/claude-code/<version>`` counts.
+    """
+    wanted = CLAUDE_DIR / (version or CLAUDE_CODE_PINNED) / "node_modules" / ".bin" / "claude"
+    if wanted.exists():
+        return wanted
+    if version is not None:
+        return None
     if CLAUDE_BIN.exists():
         return CLAUDE_BIN
     found = shutil.which("claude")
     return Path(found) if found else None
+
+
+def installed_claude_versions() -> list[str]:
+    """The Claude Code versions installed under tool/claude-code/, oldest first."""
+    if not CLAUDE_DIR.is_dir():
+        return []
+    found = [p.name for p in CLAUDE_DIR.iterdir() if (p / "node_modules" / ".bin" / "claude").exists()]
+    return sorted(found, key=lambda v: tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.-]", v)))
 
 
 def claude_version(binary: Path | None = None) -> str:
@@ -436,8 +511,10 @@ def _claude_settings(scenario: Scenario, home: Path) -> Path | None:
     return settings
 
 
-def run_claude_code(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
-    binary = claude_bin()
+def run_claude_code(scenario: Scenario, base_url: str, workdir: Path, timeout: float, *,
+                    binary: Path | None = None) -> ClientOutcome:
+    """The Claude Code CLI, headless (``-p``, stream-json), in a fresh HOME with the sandbox files as its cwd."""
+    binary = binary or claude_bin()
     if binary is None:
         raise ConfigError("the Claude Code CLI is not installed: run `make claude-code` (npm) first")
     home = workdir / "home"
@@ -489,27 +566,236 @@ def run_claude_code(scenario: Scenario, base_url: str, workdir: Path, timeout: f
         if scenario.tools == "demo" else []
     if settings is not None:
         notes.append(f"Stop hook: a command hook that blocks {scenario.stop_hook.times} time(s)")
+    if scenario.server_tools:
+        notes.append("Claude Code offers web search as its own WebSearch tool, which asks the API in a separate "
+                     "request; the main loop never offers the server tool")
     env_shown = {k: env[k] for k in ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_TELEMETRY",
                                      "DISABLE_AUTOUPDATER", "CLAUDE_CODE_MAX_RETRIES")}
     return ClientOutcome(result, {"command": ["claude", *shown], "env": env_shown}, notes)
 
 
-RUNNERS: dict[str, Runner] = {"agentlab": run_agentlab, "tool-runner": run_tool_runner,
-                              "claude-code": run_claude_code}
+def _demo_functions(scenario: Scenario) -> list[Callable[..., str]]:
+    """The demo tools as plain typed functions with docstrings, for frameworks that build tool schemas from
+    signatures (pydantic-ai, langchain). A failing tool raises, and each framework reports that its way."""
+    from .tools import TestsState, calculate, fake_weather, read_sandboxed, run_pretend_tests
+
+    tests = TestsState(fail_times=scenario.tests_pass_after) if scenario.tests_pass_after is not None \
+        else TestsState()
+
+    def calculator(expression: str) -> str:
+        """Evaluate an arithmetic expression and return the result.
+
+        Args:
+            expression: Arithmetic such as '(2 + 3) * 4 / 7' or '2 ** 8'
+        """
+        return calculate(expression)
+
+    def get_weather(location: str) -> str:
+        """Get the current weather for a location (a demo service with made-up but stable answers).
+
+        Args:
+            location: A city name, e.g. 'Paris'
+        """
+        return fake_weather(location)
+
+    def read_file(path: str) -> str:
+        """Read a text file from the sandbox folder. Long files are cut off after 20,000 characters.
+
+        Args:
+            path: Path relative to the sandbox folder, e.g. 'notes.txt'
+        """
+        return read_sandboxed(SANDBOX_DIR, path)
+
+    def run_tests() -> str:
+        """Run the project's test suite and report how many tests passed and failed."""
+        return run_pretend_tests(tests)
+
+    return [calculator, get_weather, read_file, run_tests]
+
+
+def _raised(result: dict[str, Any], exc: BaseException) -> None:
+    result.update(raised=type(exc).__name__, is_error=True, error=_short(str(exc), 300))
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        result["status"] = status
+
+
+def _missing_extra(package: str, exc: ImportError) -> ConfigError:
+    return ConfigError(f"{package} is not installed ({exc}): it is in the `clients` extra, outside agentlab's own "
+                       "dependencies. `make record` installs it into .venv-clients; or `pip install "
+                       "'agentlab[clients]'`")
+
+
+def run_pydantic_ai(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
+    """A pydantic-ai ``Agent`` on ``AnthropicModel`` with the demo tools, run with ``agent.run_sync``.
+
+    The scenario's server tools are enabled as pydantic-ai native tools (``WebSearchTool``); ``max_turns``
+    becomes ``UsageLimits(request_limit=...)``."""
+    try:
+        from anthropic import AsyncAnthropic
+        from pydantic_ai import Agent
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+        from pydantic_ai.usage import UsageLimits
+    except ImportError as exc:
+        raise _missing_extra("pydantic-ai", exc) from None
+    client = AsyncAnthropic(base_url=base_url, api_key=OBSERVE_KEY, timeout=timeout)
+    model = AnthropicModel(scenario.model, provider=AnthropicProvider(anthropic_client=client))
+    native: list[Any] = []  # the API's own server tools, as pydantic-ai "native tools"
+    if any(t.get("name") == "web_search" for t in scenario.server_tools):
+        from pydantic_ai import WebSearchTool
+        from pydantic_ai.capabilities import NativeTool
+
+        native.append(NativeTool(WebSearchTool()))
+    settings: dict[str, Any] = {"max_tokens": scenario.max_tokens}
+    if scenario.stop_sequences:
+        settings["stop_sequences"] = scenario.stop_sequences
+    agent = Agent(model, tools=_demo_functions(scenario) if scenario.tools == "demo" else [],
+                  instructions=scenario.system, capabilities=native, model_settings=settings)
+    limits = UsageLimits(request_limit=scenario.max_turns) if scenario.max_turns else None
+    shown = {"call": "Agent(AnthropicModel(...), tools=[...]).run_sync(prompt)", "model_settings": settings,
+             "native_tools": [type(c.tool).__name__ for c in native], "max_retries": client.max_retries,
+             "usage_limits": {"request_limit": scenario.max_turns} if scenario.max_turns else None}
+    notes = []
+    if scenario.stop_hook is not None:
+        notes.append("pydantic-ai has no Stop hooks: the scenario's hook is not applied")
+    if scenario.fallback_model or scenario.refusal_fallback_model:
+        notes.append("no FallbackModel configured: the scenario's fallback model is not used")
+    result: dict[str, Any] = {"exit_code": None}
+    try:
+        run = agent.run_sync(scenario.prompt, usage_limits=limits)
+    except Exception as exc:  # noqa: BLE001 -- what the framework raises is the observation
+        _raised(result, exc)
+    else:
+        result.update(is_error=False, text=_short(run.output))
+        responses = [m for m in run.all_messages() if type(m).__name__ == "ModelResponse"]
+        if responses:
+            last = responses[-1]
+            result["stop_reason"] = getattr(last, "provider_details", None) and \
+                last.provider_details.get("finish_reason") or getattr(last, "finish_reason", None)
+    return ClientOutcome(result, shown, notes)
+
+
+def run_langchain(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
+    """langchain's agent loop: ``create_agent(ChatAnthropic(...), tools=[...])`` invoked with the prompt."""
+    try:
+        from langchain.agents import create_agent
+        from langchain_anthropic import ChatAnthropic
+        from langchain_core.tools import tool
+    except ImportError as exc:
+        raise _missing_extra("langchain / langchain-anthropic", exc) from None
+    kwargs: dict[str, Any] = {"model": scenario.model, "base_url": base_url, "api_key": OBSERVE_KEY,
+                              "max_tokens": scenario.max_tokens, "timeout": timeout, "max_retries": 2}
+    if scenario.stop_sequences:
+        kwargs["stop_sequences"] = scenario.stop_sequences
+    model = ChatAnthropic(**kwargs)
+    tools: list[Any] = [tool(fn) for fn in _demo_functions(scenario)] if scenario.tools == "demo" else []
+    tools += [dict(t) for t in scenario.server_tools]  # server tools go to the API as they are
+    agent = create_agent(model, tools=tools, system_prompt=scenario.system)
+    recursion = 2 * (scenario.max_turns or CLAUDE_MAX_TURNS) + 1  # a model step and a tool step per turn
+    shown = {"call": "create_agent(ChatAnthropic(...), tools=[...]).invoke({'messages': [prompt]})",
+             "langchain-anthropic": _package_version("langchain-anthropic"),
+             "max_tokens": scenario.max_tokens, "max_retries": 2, "recursion_limit": recursion,
+             "server_tools": [t.get("name") for t in scenario.server_tools]}
+    notes = []
+    if scenario.stop_hook is not None:
+        notes.append("create_agent has no Stop hooks: the scenario's hook is not applied")
+    if scenario.fallback_model or scenario.refusal_fallback_model:
+        notes.append("no fallback model middleware configured: the scenario's fallback model is not used")
+    result: dict[str, Any] = {"exit_code": None}
+    try:
+        state = agent.invoke({"messages": [{"role": "user", "content": scenario.prompt}]},
+                             {"recursion_limit": recursion})
+    except Exception as exc:  # noqa: BLE001 -- what the framework raises is the observation
+        _raised(result, exc)
+    else:
+        last = state["messages"][-1]
+        meta = getattr(last, "response_metadata", {}) or {}
+        result.update(is_error=False, stop_reason=meta.get("stop_reason"), text=_short(_lc_text(last)))
+    return ClientOutcome(result, shown, notes)
+
+
+def _lc_text(message: Any) -> str:
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+
+
+def _package_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        raise ConfigError(f"{name} is not installed: it is in the `clients` extra; `make record` installs it "
+                          "into .venv-clients") from None
+
+
+def _agentlab_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _anthropic_version() -> str:
+    import anthropic
+
+    return anthropic.__version__
+
+
+@dataclass(frozen=True)
+class Client:
+    """A client that ``observe`` can run: its runner, how to read its version, and how many scenarios may run
+    at once. ``about`` is shown by ``agentlab observe --list``."""
+
+    name: str
+    runner: Runner
+    version: Callable[[], str]
+    about: str
+    jobs: int = 4
+
+
+CLIENTS: dict[str, Client] = {c.name: c for c in (
+    Client("agentlab", run_agentlab, _agentlab_version, "this package's CLI, `agentlab run`, in a subprocess", 6),
+    Client("tool-runner", run_tool_runner, _anthropic_version,
+           "the anthropic SDK's beta tool runner (client.beta.messages.tool_runner)", 6),
+    Client("claude-code", run_claude_code, lambda: claude_version(),
+           f"the Claude Code CLI, headless; claude-code@VERSION picks an installed version "
+           f"(default {CLAUDE_CODE_PINNED})", 2),
+    Client("pydantic-ai", run_pydantic_ai, lambda: _package_version("pydantic-ai-slim"),
+           "a pydantic-ai Agent (pydantic-ai-slim[anthropic]) with the demo tools", 4),
+    Client("langchain", run_langchain, lambda: _package_version("langchain"),
+           "langchain's create_agent with ChatAnthropic (langchain-anthropic) and the demo tools", 4),
+)}
+RUNNERS: dict[str, Runner] = {name: c.runner for name, c in CLIENTS.items()}
+
+
+def resolve_client(spec: str) -> Client:
+    """A client by name; ``claude-code@2.1.332`` is Claude Code at that installed version."""
+    name, _, version = spec.partition("@")
+    if name not in CLIENTS:
+        raise ConfigError(f"unknown client {spec!r}: choose from {', '.join(CLIENTS)}")
+    client = CLIENTS[name]
+    if not version:
+        return client
+    if name != "claude-code":
+        raise ConfigError(f"{spec!r}: only claude-code takes @VERSION (install that version and observe it); "
+                          f"the {name} version is the installed package's")
+    binary = claude_bin(version)
+    if binary is None:
+        installed = ", ".join(installed_claude_versions()) or "none"
+        raise ConfigError(f"Claude Code {version} is not installed (installed: {installed}): run "
+                          f"`make claude-code CLAUDE_CODE_VERSION={version}`")
+
+    def runner(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
+        return run_claude_code(scenario, base_url, workdir, timeout, binary=binary)
+
+    return Client(name, runner, lambda: claude_version(binary), client.about, client.jobs)
 
 
 def client_version(client: str) -> str:
-    if client == "agentlab":
-        from . import __version__
-
-        return __version__
-    if client == "tool-runner":
-        import anthropic
-
-        return anthropic.__version__
-    if client == "claude-code":
-        return claude_version()
-    raise ConfigError(f"unknown client {client!r}: choose from {', '.join(CLIENTS)}")
+    return resolve_client(client).version()
 
 
 # -- one observation -----------------------------------------------------------------------------------------
@@ -554,19 +840,31 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
                 if unmet:
                     entry["expect_unmet"] = unmet
             prev_step_tokens = tokens
+        entry["tokens"] = estimate_tokens(request_payload(normalised))
         if reply.status >= 400:
             try:
                 entry["error"] = _short(json.loads(reply.body)["error"]["message"], 300)
             except (ValueError, KeyError, TypeError):
                 pass
+            steering = {k: v for k, v in reply.headers.items() if k.lower() in RETRY_HEADERS}
+            entry["headers"] = dict(sorted(steering.items()))
+            spec = _error_spec(scenario, recorded.step, normalised, recorded.stream)
+            if spec is not None and spec.api_headers is not None:
+                entry["api_headers"] = dict(sorted((k.lower(), v) for k, v in spec.api_headers.items()))
         requests.append(entry)
         arrivals.append(exchange.at)
         if prev_body is None or not diff["summary_request"]:
             prev_body, prev_reply = body, summary
     notes = list(outcome.notes)
     if requests and requests[0]["kind"] == "prompt_too_long":
-        notes.append(f"the first request already exceeds the scenario's context_window ({scenario.context_window} "
-                     "tokens), so the scripted branch is never reached")
+        notes.append(f"the first request ({requests[0]['tokens']:,} tokens) already exceeds the scenario's "
+                     f"context_window ({scenario.context_window:,} tokens), so the scripted branch is never reached")
+    if scenario.server_tools:
+        offered = {t.get("name") for r in requests for t in (_body_tools(server, r["n"]) or [])}
+        missing = [t.get("name") for t in scenario.server_tools if t.get("name") not in offered]
+        if missing:
+            notes.append(f"the client never offered the server tool(s) {', '.join(map(str, missing))} that the "
+                         "scripted model uses; the live API would not have answered with their blocks")
     record = {
         "format": RECORD_FORMAT, "client": client, "version": version, "scenario": scenario.name,
         "row": scenario.row, "description": scenario.description,
@@ -577,6 +875,26 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
                    "request_s": [round(t - arrivals[0], 3) for t in arrivals] if arrivals else []},
     }
     return record
+
+
+RETRY_HEADERS = ("x-should-retry", "retry-after", "retry-after-ms")
+
+
+def _error_spec(scenario: Scenario, step: int | None, request: dict[str, Any], stream: bool):
+    """The ErrorSpec the scenario answered ``request`` with at ``step`` (None for engine errors)."""
+    from .scripted import _choose
+
+    if step is None or step >= len(scenario.steps):
+        return None
+    return _choose(scenario.steps[step], request, stream).error
+
+
+def _body_tools(server: ScenarioServer, n: int) -> list[dict[str, Any]] | None:
+    """The ``tools`` of the n-th model request the server saw (1-based), or None."""
+    bodies = [e.request.body for e in server.exchanges if e.request.method == "POST" and e.request.body is not None
+              and e.request.path.split("?", 1)[0].endswith("/messages")]
+    tools = bodies[n - 1].get("tools") if n <= len(bodies) else None
+    return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else None
 
 
 def _summary(scenario: Scenario, requests: list[dict[str, Any]]) -> dict[str, Any]:
@@ -623,17 +941,22 @@ def observe_scenario(client: str, scenario: str | Scenario, *, version: str | No
     and a ``version`` together with a client name of your choosing.
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
-    if client not in RUNNERS and runner is None:
-        raise ConfigError(f"unknown client {client!r}: choose from {', '.join(CLIENTS)}, or pass a runner")
-    version = version or client_version(client)
+    if runner is None:
+        known = resolve_client(client)
+        runner, version = known.runner, version or known.version()
+    elif not version:
+        raise ConfigError(f"client {client!r} has a runner of its own: give its version= too")
+    name = client.partition("@")[0]
     with tempfile.TemporaryDirectory(prefix="agentlab-observe-") as tmp:
         with ScenarioServer(ScenarioEngine(lenient(sc))) as server:
             started = time.perf_counter()
-            outcome = (runner or RUNNERS[client])(sc, server.base_url, Path(tmp), timeout)
+            outcome = runner(sc, server.base_url, Path(tmp), timeout)
             wall = time.perf_counter() - started
-        record = build_record(sc, server, client, version, outcome, wall)
+        record = build_record(sc, server, name, version, outcome, wall)
         real_tmp = str(Path(tmp).resolve())
-        return _scrub(record, [(real_tmp, "<tmp>"), (tmp, "<tmp>"), (str(REPO), "<repo>")])
+        # the interpreter (which venv records) and the temporary folder must not make two runs differ
+        pythons = [(str(Path(sys.executable).resolve()), "<python>"), (sys.executable, "<python>")]
+        return _scrub(record, [*pythons, (real_tmp, "<tmp>"), (tmp, "<tmp>"), (str(REPO), "<repo>")])
 
 
 def record_path(out: Path, client: str, version: str, scenario: str) -> Path:
@@ -649,19 +972,28 @@ def write_record(record: dict[str, Any], out: str | Path | None = None) -> Path:
 
 def observe(client: str, scenarios: Iterable[str] | None = None, *, out: str | Path | None = None,
             jobs: int | None = None, timeout: float = DEFAULT_TIMEOUT, in_process: bool = False,
-            progress: Callable[[dict[str, Any], Path], None] | None = None) -> list[dict[str, Any]]:
+            progress: Callable[[dict[str, Any], Path], None] | None = None, runner: Runner | None = None,
+            version: str | None = None) -> list[dict[str, Any]]:
     """Observe ``client`` on each scenario (default: all), write the records, return them in order.
 
-    ``in_process=True`` runs the ``agentlab`` client through ``cli.main`` here instead of a subprocess, one
-    scenario at a time; the records are the same.
+    ``client`` is a name from ``CLIENTS`` (``claude-code@VERSION`` for an installed Claude Code version), or
+    any name together with ``runner=`` and ``version=``: adding a client is one function. ``in_process=True``
+    runs the ``agentlab`` client through ``cli.main`` here instead of a subprocess, one scenario at a time;
+    the records are the same.
     """
-    if client not in RUNNERS:
-        raise ConfigError(f"unknown client {client!r}: choose from {', '.join(CLIENTS)}")
+    if runner is None:
+        known = resolve_client(client)
+        runner, default_jobs = known.runner, known.jobs
+        if in_process and client == "agentlab":  # captures stdout: one scenario at a time
+            runner, default_jobs, jobs = run_agentlab_in_process, 1, 1
+        version = version or known.version()
+    else:
+        if not version:
+            raise ConfigError(f"client {client!r} has a runner of its own: give its version= too")
+        default_jobs = 1
     names = list(scenarios or scenario_names())
     loaded = [load_scenario(n) for n in names]  # fail on a bad name before running anything
-    version = client_version(client)
-    runner = run_agentlab_in_process if in_process and client == "agentlab" else None
-    jobs = 1 if runner else jobs or (2 if client == "claude-code" else 6)
+    jobs = jobs or default_jobs
 
     def one(sc: Scenario) -> dict[str, Any]:
         record = observe_scenario(client, sc, version=version, timeout=timeout, runner=runner)
@@ -691,10 +1023,37 @@ def load_records(out: str | Path | None = None) -> dict[tuple[str, str], dict[st
     return found
 
 
+def drift(fresh: list[dict[str, Any]], out: str | Path | None = None) -> list[str]:
+    """What differs between fresh records and the committed ones, one line per scenario (empty: none)."""
+    from .compare import describe
+
+    committed = load_records(out)
+    lines = []
+    for record in fresh:
+        saved = committed.get((record["client"], record["version"]), {}).get(record["scenario"])
+        if saved is None:
+            lines.append(f"{record['scenario']}: no committed {record['client']} {record['version']} record")
+        elif comparable(saved) != comparable(record):
+            lines.append(f"{record['scenario']}: now {describe(record)!r}; committed {describe(saved)!r}"
+                         + ("" if describe(record) != describe(saved) else " (the details differ)"))
+    return lines
+
+
 def observe_main(args: Any) -> int:
-    """``agentlab observe CLIENT [SCENARIO...] [--out DIR]``."""
-    if args.client not in CLIENTS:
-        raise ConfigError(f"unknown client {args.client!r}: choose from {', '.join(CLIENTS)}")
+    """``agentlab observe CLIENT [SCENARIO...] [--out DIR] [--check] [--list]``."""
+    if args.list or not args.client:
+        for name, client in CLIENTS.items():
+            print(f"{name:12s} {client.about}")
+        installed = installed_claude_versions()
+        print(f"{'':12s} Claude Code versions installed here: {', '.join(installed) or 'none'}")
+        return 0 if args.list else 2
+    try:
+        resolve_client(args.client).version()  # an unknown or missing client fails before anything runs
+    except ConfigError as exc:
+        if not args.skip_missing or str(exc).startswith("unknown client"):
+            raise
+        print(f"skipping {args.client}: {exc}")
+        return 0
 
     def show(record: dict[str, Any], path: Path) -> None:
         result = record["result"]
@@ -707,5 +1066,14 @@ def observe_main(args: Any) -> int:
 
     if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ConfigError(f"--out {args.out}: is a file; --out takes a folder for the behaviour records")
-    observe(args.client, args.scenarios or None, out=args.out, progress=show)
-    return 0
+    if not args.check:
+        observe(args.client, args.scenarios or None, out=args.out, progress=show)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="agentlab-check-") as tmp:
+        fresh = observe(args.client, args.scenarios or None, out=tmp,
+                        progress=lambda record, path: show(record, Path("<tmp>") / path.relative_to(tmp)))
+    differing = drift(fresh, args.out)
+    for line in differing:
+        print(f"DRIFT {line}")
+    print(f"{args.client}: {len(fresh) - len(differing)} of {len(fresh)} record(s) reproduce the committed ones")
+    return 1 if differing else 0

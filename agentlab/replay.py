@@ -28,6 +28,7 @@ with the Stepper's own renderers and plots.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -46,6 +47,13 @@ from .transitions import ROW_OF, Limits
 
 CLIENT_DEFAULT = "claude-code"
 STOP_HOOK_PREFIX = "Stop hook feedback"
+# 2.1.197: "Stop hook feedback:\n<reason>"; 2.1.332 wraps it: "<system-reminder> Stop hook blocking error from …"
+_STOP_HOOK_TEXT = re.compile(r"^(<system-reminder>\s*)?Stop hook (feedback|blocking error)")
+
+
+def is_stop_hook_text(text: str) -> bool:
+    """A text a client added to feed a Stop hook's reason back to the model."""
+    return bool(_STOP_HOOK_TEXT.match(text))
 
 # Transition types, as agentlab's loop names them (the plots only need "End" for the ones that end a run).
 BRANCH_TYPES = {
@@ -289,8 +297,11 @@ def _next_branch(who: str, step: _Step, nxt: dict[str, Any]) -> tuple[str, str]:
     if action == "nudge":
         return "empty_nudge", f"an empty reply: {who} added a user message{said}"
     if action == "reprompt":
-        if any(t.startswith(STOP_HOOK_PREFIX) for t in texts):
+        if any(is_stop_hook_text(t) for t in texts):
             return "stop_hook_block", f"its Stop hook blocked the end; {who} fed the reason back{said}"
+        if stop == "refusal":
+            return "refusal", (f"refusal: {who} asked the same model again{said} (agentlab never resends a "
+                               "refused request to the same model)")
         if stop == "tool_use":
             return "empty_nudge", (f"a tool_use label without a tool_use block: {who} treated it as a malformed "
                                    f"tool call and asked again{said} (agentlab has no such branch; nearest: "
@@ -456,7 +467,7 @@ def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
         if branch == "stop_hook_block":
             hook_blocks += 1
             feedback = next(t for t in (nxt["appended"].get("injected_user_texts") or [])
-                            if t.startswith(STOP_HOOK_PREFIX))
+                            if is_stop_hook_text(t))
             trace.emit("hook", n, {"event": "Stop", "source": f"{record['client']} Stop hook", "decision": "block",
                                    "reason": feedback.split(":", 1)[-1].strip()})
         if branch in ("api_retry", "api_fallback", "max_tokens_clamp"):

@@ -89,6 +89,7 @@ class Predicate(_Strict):
     messages_at_most: int | None = None
     messages_at_least: int | None = None
     smaller_than_previous: bool | None = None  # fewer estimated tokens than the previous message request
+    tools_include: str | None = None  # a tool (client or server tool) of this name is offered in ``tools``
 
     def failures(self, request: dict[str, Any], stream: bool, previous_tokens: int | None = None) -> list[str]:
         """What does not hold, in words; empty when the request matches."""
@@ -135,6 +136,10 @@ class Predicate(_Strict):
             tokens = estimate_tokens(request_payload(request))
             if not tokens < previous_tokens:
                 out.append(f"a request smaller than the previous one ({previous_tokens} tokens), got {tokens}")
+        if self.tools_include is not None:
+            names = [t.get("name") for t in request.get("tools") or [] if isinstance(t, dict)]
+            if self.tools_include not in names:
+                out.append(f"a tool named {self.tools_include!r} in tools, got {names or 'none'}")
         if self.messages_at_most is not None and len(messages) > self.messages_at_most:
             out.append(f"at most {self.messages_at_most} messages, got {len(messages)}")
         if self.messages_at_least is not None and len(messages) < self.messages_at_least:
@@ -143,18 +148,34 @@ class Predicate(_Strict):
 
 
 class Usage(_Strict):
+    """Usage a step reports instead of the estimate from the request. ``staged: true`` says the numbers are
+    set on purpose to something the request does not account for (e.g. a nearly full context window)."""
+
     input_tokens: int | None = Field(default=None, ge=0)
     output_tokens: int | None = Field(default=None, ge=0)
     cache_read_input_tokens: int | None = Field(default=None, ge=0)
     cache_creation_input_tokens: int | None = Field(default=None, ge=0)
+    staged: bool = False
 
 
 class ErrorSpec(_Strict):
+    """An HTTP error reply. ``headers`` are sent with it (``retry_after`` adds ``retry-after``);
+    ``api_headers`` says which of the headers that steer retries (``x-should-retry``, ``retry-after``) the
+    real API sends in this case, so a record can show whether the client saw what it would see live.
+    ``{max_tokens}`` and ``{model}`` in ``message`` are replaced by the request's values."""
+
     status: int = Field(ge=400, le=599)
     type: str = "api_error"
     message: str = "scripted error"
     retry_after: float | None = Field(default=None, ge=0)
     headers: dict[str, str] = Field(default_factory=dict)
+    api_headers: dict[str, str] | None = None
+
+    def sent_headers(self) -> dict[str, str]:
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        if self.retry_after is not None:
+            headers["retry-after"] = f"{self.retry_after:g}"
+        return headers
 
 
 class Reply(_Strict):
@@ -182,7 +203,8 @@ class Reply(_Strict):
                 raise ValueError("'staged' says why a number is staged; it cannot be empty")
             if self.usage is None and self.error is None:
                 raise ValueError("'staged' needs the 'usage' or the 'error' whose numbers it stages")
-        elif self.usage is not None and self.stop_reason == "max_tokens" and self.usage.output_tokens is not None:
+        elif (self.usage is not None and not self.usage.staged and self.stop_reason == "max_tokens"
+              and self.usage.output_tokens is not None):
             raise ValueError("a max_tokens reply reports the request's max_tokens as output_tokens; leave "
                              "usage.output_tokens out (or say why it is staged with 'staged')")
         if self.error is None and self.content is None:
@@ -246,6 +268,9 @@ class Scenario(_Strict):
     compact_threshold: float | None = Field(default=None, gt=0, le=1)
     compaction: str | None = None
     tools: Literal["demo", "none"] = "none"
+    # server tools the scripted model uses (e.g. {type: web_search_20250305, name: web_search}): a client
+    # must offer them in ``tools`` for the API to answer with their blocks, so clients enable them
+    server_tools: list[dict[str, Any]] = Field(default_factory=list)
     tests_pass_after: int | None = None  # run_tests fails this many times, then passes
     stop_hook: StopHookSpec | None = None
     facts: dict[str, str] = Field(default_factory=dict)
@@ -320,7 +345,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     try:
         raw = json.loads(text) if kind == "JSON" else _bounded_yaml(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"{shown}: not valid {kind}: {exc}") from None
+        raise ScenarioError(f"{shown}: not valid {kind}: {_one_line(exc)}") from None
     except RecursionError:
         raise ScenarioError(f"{shown}: nested too deeply (a scenario nests at most {MAX_NESTING} levels)") from None
     _check_nesting(raw, shown)
@@ -337,6 +362,14 @@ def _find(name_or_path: str | Path) -> Path:
         known = ", ".join(scenario_names()) or "(none)"
         raise ScenarioError(f"no scenario {_clip(name)!r}: not a file, and not one of: {known}")
     return found[0]
+
+
+def _one_line(exc: Exception) -> str:
+    """A parser error as one line: the problem and where (PyYAML's own text spans several lines)."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"{exc.problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(exc).split())
 
 
 def _exists(path: Path) -> bool:

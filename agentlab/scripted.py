@@ -57,6 +57,13 @@ class RecordedRequest:
     staged: str | None = None          # the reply's usage is staged on purpose, and why
 
 
+def _usage_staged(reply: Reply) -> str | None:
+    """``usage: {staged: true}`` (no reason given) marks the numbers as staged too."""
+    if reply.usage is not None and reply.usage.staged:
+        return "the scenario sets this usage on purpose"
+    return None
+
+
 def within_tolerance(reported: int, estimate: int) -> bool:
     """Whether a reported token count agrees with the engine's estimate (see USAGE_TOLERANCE_*)."""
     return abs(reported - estimate) <= max(USAGE_TOLERANCE_TOKENS, USAGE_TOLERANCE_SHARE * estimate)
@@ -154,10 +161,10 @@ class ScenarioEngine:
             problem = None if isinstance(request, dict) else "request body is not a JSON object"
         if problem is not None or not isinstance(request, dict):
             return self._record(method, path, None, False, None, _error(400, "invalid_request_error", str(problem)))
-        shape = request_problem(request)
-        if shape is not None:  # answered as the API does, and no scenario step is used up
-            return self._record(method, path, request, False, None, _error(400, "invalid_request_error", shape),
-                                kind="invalid_request")
+        invalid = request_problem(request, count_tokens=route.endswith("count_tokens"))
+        if invalid is not None:  # answered as the API does, and no scenario step is used up
+            return self._record(method, path, request, bool(request.get("stream") is True), None,
+                                _error(400, "invalid_request_error", invalid), kind="invalid_request")
         if route.endswith("count_tokens"):
             tokens = self.request_tokens(_normalise(request))
             reply = WireReply(200, {"content-type": "application/json"},
@@ -181,16 +188,22 @@ class ScenarioEngine:
                     f"prompt is too long: {tokens} tokens > {scenario.context_window} maximum"),
                     kind="prompt_too_long")
         if summary:
-            reply = Reply(content=[{"type": "text", "text": scenario.summary}], stop_reason="end_turn")
+            reply = Reply(content=[{"type": "text", "text": summary_reply_text(scenario.summary)}],
+                          stop_reason="end_turn")
             return self._record(method, path, request, stream, None,
                                 self._message(reply, normalised, stream, f"summary{len(self.requests):03d}", tokens),
                                 kind="summary")
         if self.next_step >= len(scenario.steps):
-            message = (f"scenario {scenario.name!r} has {len(scenario.steps)} step(s) and all were used; "
-                       f"request {len(self.requests) + 1} was not expected")
+            # Not an HTTP error: a client could take a 4xx/5xx for a request problem and retry it. A plain
+            # end_turn reply that says what happened ends every loop at once.
+            number = self.model_requests + 1
+            message = (f"[agentlab] The script of scenario {scenario.name!r} is used up: it has "
+                       f"{len(scenario.steps)} step(s), and model request {number} was not expected.")
             self.failures.append(message)
+            reply = Reply(content=[{"type": "text", "text": message}], stop_reason="end_turn")
             return self._record(method, path, request, stream, None,
-                                _error(400, "invalid_request_error", message), kind="unexpected")
+                                self._message(reply, normalised, stream, f"unexpected{number:03d}", tokens),
+                                kind="unexpected", stop_reason="end_turn")
         index = self.next_step
         self.next_step += 1
         step: Step = scenario.steps[index]
@@ -204,9 +217,10 @@ class ScenarioEngine:
                 return self._record(method, path, request, stream, index,
                                     _error(400, "invalid_request_error", message), kind="expect_failed")
         reply = _choose(step, normalised, stream)
-        staged = reply.staged or step.staged
+        staged = reply.staged or step.staged or _usage_staged(reply) or _usage_staged(step)
         if reply.error is not None:
-            return self._record(method, path, request, stream, index, _error_from_spec(reply.error), staged=staged)
+            return self._record(method, path, request, stream, index, _error_from_spec(reply.error, normalised),
+                                staged=staged)
         message = self._build(reply, normalised, f"{index:03d}", tokens)
         if staged is None and reply.usage is not None:
             broken = usage_problems(message["usage"], normalised, message["content"], reply.stop_reason, tokens)
@@ -239,6 +253,14 @@ class ScenarioEngine:
                 staged: str | None = None) -> WireReply:
         if kind is not None:
             reply.kind = kind
+        # every response carries a request id, as the API's do (SDK errors and clients' logs read it);
+        # an error body repeats it as ``request_id``, as the API's error bodies do
+        request_id = reply.headers.setdefault("request-id",
+                                              f"req_agentlab_{_slug(self.scenario.name)}_{len(self.requests):04d}")
+        if reply.status >= 400 and reply.body.startswith(b'{"type": "error"'):
+            error = json.loads(reply.body)
+            error.setdefault("request_id", request_id)
+            reply.body = json.dumps(error).encode()
         self.requests.append(RecordedRequest(
             index=len(self.requests), method=method, path=path, body=body, stream=stream, step=step,
             status=reply.status, kind=reply.kind, stop_reason=stop_reason, staged=staged))
@@ -247,6 +269,11 @@ class ScenarioEngine:
     def staged_calls(self) -> dict[int, str]:
         """Model calls (numbered from 1, as the loop numbers them) whose usage the scenario stages, and why."""
         return {n: r.staged for n, r in enumerate(self.message_requests, 1) if r.staged}
+
+    @property
+    def model_requests(self) -> int:
+        """How many model requests (``POST /v1/messages``) arrived so far; probes and token counts excluded."""
+        return len(self.message_requests)
 
     @property
     def message_requests(self) -> list[RecordedRequest]:
@@ -262,9 +289,13 @@ def _choose(step: Step, request: dict[str, Any], stream: bool) -> Reply:
     return step.cases[-1]
 
 
-def request_problem(request: dict[str, Any]) -> str | None:
-    """What makes a Messages request malformed (the API's 400), or None: field types only, as the API checks them
-    before anything else."""
+def request_problem(request: dict[str, Any], *, count_tokens: bool = False) -> str | None:
+    """What makes a Messages (or count_tokens) request malformed (the API's 400), or None: the required fields
+    (``model`` and ``messages``, and ``max_tokens`` for a Messages request), then field types, as the API checks
+    them before anything else."""
+    for name in ("model", "messages", *(() if count_tokens else ("max_tokens",))):
+        if name not in request:
+            return f"{name}: Field required"
     messages = request.get("messages")
     if not isinstance(messages, list):
         return f"messages: expected a list of messages, got {_type_name(messages)}"
@@ -289,6 +320,8 @@ def request_problem(request: dict[str, Any]) -> str | None:
     max_tokens = request.get("max_tokens")
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
         return f"max_tokens: expected a whole number of at least 1, got {str(max_tokens)[:40]}"
+    if not any(m.get("role") != "system" for m in messages):
+        return "messages: at least one user or assistant message is required"
     return None
 
 
@@ -298,22 +331,44 @@ def _type_name(value: Any) -> str:
 
 
 def _normalise(request: dict[str, Any]) -> dict[str, Any]:
-    """Accept ``role: system`` items inside ``messages`` (as some clients send) by moving them to ``system``."""
+    """Accept ``role: system`` items inside ``messages`` (as some clients send) by moving them to ``system``.
+
+    A list-form ``system`` stays a list (the items are appended as text blocks); a string ``system`` and
+    string items are joined with newlines, as before. Nothing the client sent in ``system`` is lost.
+    """
     messages = request.get("messages")
     if not isinstance(messages, list) or not any(
             isinstance(m, dict) and m.get("role") == "system" for m in messages):
         return request
     out = dict(request)
-    system_parts = [request["system"]] if isinstance(request.get("system"), str) else []
+    original = request.get("system")
+    blocks: list[Any] = list(original) if isinstance(original, list) else \
+        [{"type": "text", "text": original}] if isinstance(original, str) and original else []
     out["messages"] = []
     for m in messages:
         if isinstance(m, dict) and m.get("role") == "system":
             content = m.get("content")
-            system_parts.append(content if isinstance(content, str) else json.dumps(content))
+            if isinstance(content, list):
+                blocks.extend(b if isinstance(b, dict) else {"type": "text", "text": str(b)} for b in content)
+            else:
+                blocks.append({"type": "text", "text": "" if content is None else str(content)})
         else:
             out["messages"].append(m)
-    out["system"] = "\n".join(system_parts)
+    if isinstance(original, list) or any(b.get("type") != "text" or set(b) - {"type", "text"}
+                                         for b in blocks if isinstance(b, dict)):
+        out["system"] = blocks
+    else:
+        out["system"] = "\n".join(str(b.get("text", "")) for b in blocks)
     return out
+
+
+def summary_reply_text(summary: str) -> str:
+    """The scripted compaction summary in the form Claude Code asks for: ``<analysis>`` (the model's notes,
+    dropped by the client) then ``<summary>`` (what replaces the history). Left as is if already tagged."""
+    if "<summary>" in summary:
+        return summary
+    return ("<analysis>\nThe conversation so far: the user's request, the tools called and what they returned, "
+            "and what is still to do.\n</analysis>\n\n<summary>\n" + summary.strip() + "\n</summary>")
 
 
 def _slug(name: str) -> str:
@@ -326,12 +381,21 @@ def _error(status: int, error_type: str, message: str, headers: dict[str, str] |
                      json.dumps(body).encode(), "error")
 
 
-def _error_from_spec(spec: ErrorSpec) -> WireReply:
-    headers = dict(spec.headers)
-    if spec.retry_after is not None:
-        headers["retry-after"] = f"{spec.retry_after:g}"
+def _error_from_spec(spec: ErrorSpec, request: dict[str, Any] | None = None) -> WireReply:
+    """The error a step scripts. ``{max_tokens}`` and ``{model}`` in its message are the request's values."""
+    headers = spec.sent_headers()
     error_type = spec.type if spec.type != "api_error" else ERROR_TYPES.get(spec.status, "api_error")
-    return _error(spec.status, error_type, spec.message, headers)
+    message = spec.message
+    for key in ("max_tokens", "model"):
+        message = message.replace("{" + key + "}", str((request or {}).get(key)))
+    return _error(spec.status, error_type, message, headers)
+
+
+def _output_tokens(reply: Reply, request: dict[str, Any], content: list[dict[str, Any]]) -> int:
+    """A max_tokens reply used up the request's max_tokens; any other reply, the estimate of its content."""
+    if reply.stop_reason == "max_tokens" and isinstance(request.get("max_tokens"), int):
+        return request["max_tokens"]
+    return max(2, estimate_tokens(content)) if content else 2
 
 
 def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str,
@@ -344,14 +408,15 @@ def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str,
             prefix = "srvtoolu" if data["type"] == "server_tool_use" else "toolu"
             data["id"] = f"{prefix}_{msg_id.rsplit('_', 1)[-1]}_{i}"
         content.append(data)
-    usage = reply.usage.model_dump(exclude_none=True) if reply.usage else {}
-    if "input_tokens" not in usage:
-        usage["input_tokens"] = input_tokens if input_tokens is not None else estimate_tokens(request_payload(request))
-    if "output_tokens" not in usage:
-        if reply.stop_reason == "max_tokens" and isinstance(request.get("max_tokens"), int):
-            usage["output_tokens"] = request["max_tokens"]   # the reply used up all it was allowed
-        else:
-            usage["output_tokens"] = max(2, estimate_tokens(content)) if content else 2
+    scripted = reply.usage.model_dump(exclude_none=True, exclude={"staged"}) if reply.usage else {}
+    usage = {  # every field the API sends, in its order
+        "input_tokens": scripted.get("input_tokens", input_tokens if input_tokens is not None
+                                     else estimate_tokens(request_payload(request))),
+        "cache_creation_input_tokens": scripted.get("cache_creation_input_tokens", 0),
+        "cache_read_input_tokens": scripted.get("cache_read_input_tokens", 0),
+        "output_tokens": scripted.get("output_tokens", _output_tokens(reply, request, content)),
+        "service_tier": "standard",
+    }
     return {
         "id": msg_id,
         "type": "message",
@@ -372,6 +437,7 @@ def _event(name: str, data: dict[str, Any]) -> str:
 def sse_body(message: dict[str, Any], reply: Reply, chunk: int = 24) -> bytes:
     """The SSE stream the API would send for ``message``: every event type, stop_reason in message_delta."""
     usage = message["usage"]
+    # message_start carries the whole usage with the output counted so far (1); message_delta the final count
     start = {**message, "content": [], "stop_reason": None, "stop_sequence": None, "stop_details": None,
              "usage": {**usage, "output_tokens": 1}}
     out = [_event("message_start", {"type": "message_start", "message": start}),

@@ -321,6 +321,7 @@ class ScenarioServer:
               thread: dict[str, Any] | None, arrived: float | None = None) -> None:
         """Append to the exchanges and to the --record file (under the lock: one index per request)."""
         index = len(self.exchanges)
+        reply.headers.setdefault("request-id", f"req_agentlab_{index:04d}")  # every response has one, as the API's
         self.exchanges.append(Exchange(recorded, reply, sent, thread,
                                       time.monotonic() if arrived is None else arrived))
         if self._record_file is not None:

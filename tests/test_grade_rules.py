@@ -133,7 +133,7 @@ def test_fallback_after_overload():
 def test_no_retry_on_fatal():
     assert held(grade([(body(P), err(401, "authentication_error"))], "no_retry_on_fatal"))
     fails(grade([(body(P), err(401, "authentication_error")), (body(P), err(401, "authentication_error"))],
-                "no_retry_on_fatal"), r"request 2 sent it again")
+                "no_retry_on_fatal"), r"request 2 sent the same messages to the same model again")
 
 
 # -- rows 0b and 4: compaction --------------------------------------------------------------------------------
@@ -331,6 +331,11 @@ def test_stop_hook_feedback():
     fails(grade(_hook_run(0), "stop_hook_feedback", "stop_hook_cap"), r"its reason was sent back 0 times")
     fails(grade(_hook_run(MAX_STOP_BLOCKS + 1), "stop_hook_feedback", "stop_hook_cap"),
           r"sent back 9 times; it blocks 8 times \(a careful loop stops after 8\)")
+    # a record keeps 160 characters of a text: a message that names the Stop hook counts as its feedback
+    named = [(body(P), msg("end_turn", "text")),
+             (body(P, asst(text("Done.")), user("<system-reminder> Stop hook blocking error from command: \"...")),
+              msg("end_turn", "text"))]
+    assert held(grade(named, "stop_hook_feedback", "stop_hook"))
     other = _hook_run(0) + [(body(P, asst(text("Done.")), user("Anything else?")), msg("end_turn", "text"))]
     fails(grade(other, "stop_hook_feedback", "stop_hook_cap"), r"request 2 added a user message without the hook")
 

@@ -73,7 +73,8 @@ def test_a_timed_out_hook_is_killed_with_a_child_that_escaped_with_setsid(tmp_pa
 
 def test_hook_output_and_reasons_are_capped_and_the_event_says_so() -> None:
     reason = "x" * (MAX_KEPT_CHARS * 5)
-    hook = f"{sys.executable} -c \"import json; print(json.dumps({{'decision': 'block', 'reason': 'x' * {len(reason)}}}))\""
+    program = f"import json; print(json.dumps({{'decision': 'block', 'reason': 'x' * {len(reason)}}}))"
+    hook = f'{sys.executable} -c "{program}"'
     outcome = Hooks(settings(hook)).run("Stop", {})
     run = outcome.runs[0]
     assert outcome.blocked

@@ -163,7 +163,8 @@ def test_every_scenarios_usage_agrees_with_its_requests_and_replies(name: str) -
             assert data["output_tokens"] == body["max_tokens"], (name, data["output_tokens"], body["max_tokens"])
         size = engine.request_tokens(body)
         assert within_tolerance(data["input_tokens"], size), (name, data["input_tokens"], size)
-    assert checked or name in {"api_error_fatal"}, name
+    # a scenario that never gets a message back (an error on the first call) has nothing to check
+    assert checked or not any(data for _, data, _, _ in _responses(name)), name
 
 
 def test_the_tolerance_is_stated_where_scenarios_are_written() -> None:
@@ -208,9 +209,9 @@ def test_staged_is_validated(step, message) -> None:
 
 
 def test_a_staged_number_says_so_where_it_is_shown(capsys) -> None:
-    sc = load_scenario("context_window_exceeded")
+    sc = load_scenario("context_window_full")
     [why] = [s.staged for s in sc.steps if s.staged]
-    stepper = Stepper("context_window_exceeded", show_plots=False)
+    stepper = Stepper("context_window_full", show_plots=False)
     stepper.run_to_end()
     stepper.update()
     pane = stepper.transcript_pane.value

@@ -13,9 +13,12 @@ import pytest
 import yaml
 
 from agentlab.cli import main as cli_main
+from agentlab.errors import ConfigError
 from agentlab.loop import AgentLoop
 from agentlab.compare import (
     claim_for,
+    clients_table,
+    explained_differences,
     comparison_html,
     comparison_table,
     describe,
@@ -196,7 +199,9 @@ def test_agentlab_meets_every_scenario_expectation_when_observed(rerecorded) -> 
 
 def test_records_keep_wall_time_apart(rerecorded) -> None:
     record = rerecorded["tool-runner"]["tool_use"]
-    assert set(record["timing"]) == {"wall_s"}
+    assert set(record["timing"]) == {"wall_s", "request_s"}
+    arrivals = record["timing"]["request_s"]  # when each request arrived, seconds after the first
+    assert len(arrivals) == len(record["requests"]) and arrivals[0] == 0.0 and arrivals == sorted(arrivals)
     assert "timing" not in comparable(record) and "wall" not in json.dumps(comparable(record))
     assert record["requests"][1]["thread"] == "continue" and record["requests"][1]["sent_messages"] == 1
     assert [r["action"] for r in record["requests"]] == ["first", "tool_results"]
@@ -275,6 +280,12 @@ def test_comparison_table_has_a_row_per_branch_and_marks_differences() -> None:
     assert columns[-2:] == ["differs", "differing"]
     observed = [c for c in columns[4:-2]]
     assert observed[-1].startswith("agentlab ") and any(c.startswith("tool-runner ") for c in observed)
+    # article, API docs, the clients people use (Claude Code oldest first, the frameworks), agentlab last
+    families = [c.split(" ")[0] for c in observed]
+    assert families == sorted(families, key=["claude-code", "pydantic-ai", "langchain", "tool-runner",
+                                             "agentlab"].index)
+    assert {"claude-code 2.1.197", "claude-code 2.1.332"} <= set(observed)
+    assert observed.index("claude-code 2.1.197") < observed.index("claude-code 2.1.332")
     rows = table.set_index("scenario")
     agentlab = observed[-1]
     assert rows.loc["max_tokens_give_up", agentlab].startswith("5 requests: escalate, continuation ×3")
@@ -311,3 +322,127 @@ def test_claims_file_is_plain_yaml_with_labels() -> None:
     data = yaml.safe_load((OBSERVED_DIR / "claims.yaml").read_text())
     assert data["sources"]["article"]["label"] == "article (Claude Code v2.1.220)"
     assert data["sources"]["docs"]["label"] == "API docs"
+
+
+# -- clients: any runner, versioned Claude Code, the frameworks ----------------------------------------------
+
+def test_any_agent_is_observed_through_one_runner_function(tmp_path: Path) -> None:
+    import anthropic
+
+    from agentlab.observe import ClientOutcome
+
+    def naive(scenario, base_url, workdir, timeout):
+        """The loop of lesson 00: stop when stop_reason is not tool_use (here: one call, no tools)."""
+        client = anthropic.Anthropic(base_url=base_url, api_key="k", max_retries=0)
+        reply = client.messages.create(model=scenario.model, max_tokens=scenario.max_tokens,
+                                       messages=[{"role": "user", "content": scenario.prompt}])
+        return ClientOutcome({"exit_code": 0, "stop_reason": reply.stop_reason, "is_error": False})
+
+    records = observe("naive-loop", ["pause_turn", "end_turn"], out=tmp_path, runner=naive, version="0.0.1")
+    assert [r["scenario"] for r in records] == ["pause_turn", "end_turn"]
+    paused = json.loads((tmp_path / "naive-loop" / "0.0.1" / "pause_turn.json").read_text())
+    assert paused["client"] == "naive-loop" and paused["summary"]["requests"] == 1
+    assert paused["result"]["stop_reason"] == "pause_turn"
+    # it never offered the web_search server tool the scripted model uses: the record says so
+    assert any("never offered the server tool(s) web_search" in n for n in paused["notes"])
+    assert paused["requests"][0]["expect_unmet"] == ["a tool named 'web_search' in tools, got none"]
+    with pytest.raises(ConfigError, match="give its version"):
+        observe("naive-loop", ["end_turn"], out=tmp_path, runner=naive)
+
+
+def test_clients_resolve_by_name_and_claude_code_by_version() -> None:
+    from agentlab.observe import CLIENTS, resolve_client
+
+    assert list(CLIENTS) == ["agentlab", "tool-runner", "claude-code", "pydantic-ai", "langchain"]
+    assert resolve_client("tool-runner").version() == client_version("tool-runner")
+    with pytest.raises(ConfigError, match="is not installed"):
+        resolve_client("claude-code@0.0.1")
+    with pytest.raises(ConfigError, match="only claude-code takes @VERSION"):
+        resolve_client("langchain@1.0")
+    with pytest.raises(ConfigError, match="unknown client 'curl'"):
+        resolve_client("curl")
+
+
+def test_a_missing_framework_names_the_extra_that_installs_it(monkeypatch) -> None:
+    import builtins
+
+    from agentlab.observe import run_langchain, run_pydantic_ai
+
+    real_import = builtins.__import__
+
+    def no_frameworks(name, *args, **kwargs):
+        if name.split(".")[0] in ("pydantic_ai", "langchain", "langchain_anthropic"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_frameworks)
+    for runner in (run_pydantic_ai, run_langchain):
+        with pytest.raises(ConfigError, match=r"clients` extra.*make record"):
+            runner(load_scenario("end_turn"), "http://127.0.0.1:1", Path("."), 5)
+
+
+def test_observe_skip_missing_explains_and_exits_0(capsys) -> None:
+    assert cli_main(["observe", "claude-code@0.0.1", "end_turn", "--skip-missing"]) == 0
+    assert "skipping claude-code@0.0.1: Claude Code 0.0.1 is not installed" in capsys.readouterr().out
+    assert cli_main(["observe", "claude-code@0.0.1", "end_turn"]) == 2
+
+
+def test_observe_check_compares_with_the_committed_records(tmp_path: Path, capsys) -> None:
+    assert cli_main(["observe", "tool-runner", "end_turn", "--out", str(tmp_path)]) == 0
+    assert cli_main(["observe", "tool-runner", "end_turn", "--out", str(tmp_path), "--check"]) == 0
+    assert "1 of 1 record(s) reproduce the committed ones" in capsys.readouterr().out
+    path = tmp_path / "tool-runner" / client_version("tool-runner") / "end_turn.json"
+    changed = json.loads(path.read_text())
+    changed["summary"]["actions"] = ["retry"]
+    path.write_text(json.dumps(changed))
+    assert cli_main(["observe", "tool-runner", "end_turn", "--out", str(tmp_path), "--check"]) == 1
+    assert "DRIFT end_turn" in capsys.readouterr().out
+
+
+def test_a_reprompt_merged_into_the_user_message_is_not_a_compaction() -> None:
+    prompt = {"role": "user", "content": [{"type": "text", "text": "Run the tests."}]}
+    merged = {"role": "user", "content": [{"type": "text", "text": "Run the tests.\n\nThe previous response "
+                                                                  "failed to produce a valid tool call."}]}
+    diff = diff_requests(body(prompt), body(merged))
+    assert diff["merged_last"] and diff["dropped"] == 0
+    assert diff["injected_user_texts"] == ["The previous response failed to produce a valid tool call."]
+    assert classify(diff, {"status": 200, "stop_reason": "tool_use", "blocks": ["text"]}) == "reprompt"
+    rewritten = {"role": "user", "content": "Earlier: the tests were run."}
+    diff = diff_requests(body(prompt), body(rewritten))
+    assert not diff["merged_last"] and classify(diff, {"status": 200}) == "compacted"
+
+
+def test_a_run_whose_first_request_overflows_is_described_and_not_compared() -> None:
+    record = {"row": "0b", "requests": [{"kind": "prompt_too_long", "tokens": 29311,
+                                         "error": "prompt is too long: 29311 tokens > 2600 maximum"}],
+              "summary": {"requests": 1, "actions": [], "max_tokens": [32000], "max_tokens_raised": False,
+                          "models": ["m"], "beyond_script": 0},
+              "result": {"exit_code": 1, "subtype": "success", "is_error": True}}
+    assert describe(record) == ("not comparable: its first request (~29,311 tokens of its own system prompt and "
+                                "tools) is already over the 2,600-token window")
+    assert signature(record) is None
+
+
+def test_overflowing_cells_say_so_instead_of_an_outcome() -> None:
+    rows = comparison_table().set_index("scenario")
+    for name in ("door_code", "compaction_give_up", "proactive_compaction"):
+        cell = rows.loc[name, "claude-code 2.1.197"]
+        assert cell.startswith("not comparable: its first request (~") and "is_error" not in cell, (name, cell)
+        assert "claude-code" not in rows.loc[name, "differing"]
+
+
+def test_the_clients_table_says_how_to_reproduce_each_record() -> None:
+    clients = clients_table()
+    commands = list(clients["reproduce"])
+    for command in ("agentlab observe claude-code@2.1.197", "agentlab observe claude-code@2.1.332",
+                    "agentlab observe pydantic-ai", "agentlab observe langchain", "agentlab observe agentlab"):
+        assert command in commands
+    note = clients.set_index("reproduce").loc["agentlab observe claude-code@2.1.332", "note"]
+    assert "Claude Agent SDK" in note
+    assert (clients["records"] == len(scenario_names())).all()
+
+
+def test_explained_differences_name_real_rows_that_differ() -> None:
+    explained = explained_differences()
+    assert {"refusal", "mislabel_tool_use", "pause_turn"} <= set(explained["scenario"])
+    assert all(explained["why"].str.len() > 40) and all(explained["differing"].str.len() > 0)

@@ -18,7 +18,7 @@ FUNCTIONS = [*SINGLE, plots.dashboard]
 # One scenario for each kind of run: tools and most branches, compaction (reactive and by a 400),
 # give-ups at a limit, retries and a fallback, an error with no message at all. (Every scenario goes
 # through every plot in the dashboard test.)
-SAMPLE = ["tour", "context_window_exceeded", "prompt_too_long", "max_tokens_give_up", "stop_hook_cap",
+SAMPLE = ["tour", "context_window_full", "prompt_too_long", "max_tokens_give_up", "stop_hook_cap",
           "overloaded_fallback", "api_error_fatal", "max_turns", "door_code"]
 SAMPLE_PNG = ["tour", "prompt_too_long", "stop_hook_cap", "api_error_fatal"]
 
@@ -186,7 +186,7 @@ def test_no_compaction_note_and_compaction_bars(frames):
 
 
 def test_token_usage_draws_the_window_only_when_it_matters(frames):
-    near = axes_text(plots.token_usage(frames["context_window_exceeded"], dpi=30))
+    near = axes_text(plots.token_usage(frames["context_window_full"], dpi=30))
     far = axes_text(plots.token_usage(frames["tour"], dpi=30))
     assert "context window (200k)" in near
     assert "far above this scale" in far and "context window (200k)" not in far

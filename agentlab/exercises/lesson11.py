@@ -57,6 +57,20 @@ def show_requests(record: dict[str, Any] | str) -> None:
                                         if (record.get("result") or {}).get("text") else ""))
 
 
+# Claude Code's own context notes (environment, tools, skills, dates), not a reaction to the reply
+_CONTEXT_REMINDERS = ("<system-reminder>", "# Environment", "The following deferred", "The following skills",
+                      "Available agent types", "Today's date", "Attribution for git", "You are powered by",
+                      "<total_tokens>")
+
+
+def _unwrapped(text: str) -> str:
+    """A text without the ``<system-reminder>`` tag 2.1.332 wraps its own messages in."""
+    inner = text.strip()
+    if inner.startswith("<system-reminder>"):
+        inner = inner[len("<system-reminder>"):].removesuffix("</system-reminder>").strip()
+    return inner
+
+
 def contrast(scenario: str, clients: tuple[str, ...] = ("claude-code", "agentlab")) -> None:
     """What each recorded client did on ``scenario``: the short description, the texts it added, its end."""
     for (client, version), by_scenario in _records(clients):
@@ -65,13 +79,14 @@ def contrast(scenario: str, clients: tuple[str, ...] = ("claude-code", "agentlab
             print(f"{client} {version}: not recorded")
             continue
         print(f"{client} {version}: {describe(record)}")
-        first = set(record["requests"][0]["appended"].get("injected_user_texts") or []) if record["requests"] \
-            else set()
+        first = {_unwrapped(t) for t in record["requests"][0]["appended"].get("injected_user_texts") or []} \
+            if record["requests"] else set()
         seen: list[str] = []
         for r in record["requests"][1:]:  # what the client wrote itself, each text once (not the prompt again)
             for text in list(r["appended"].get("injected_user_texts") or []) + \
                     list(r["appended"].get("injected_system_texts") or []):
-                if text not in seen and text not in first and not text.startswith("<system-reminder>"):
+                text = _unwrapped(text)
+                if text not in seen and text not in first and not text.startswith(_CONTEXT_REMINDERS):
                     seen.append(text)
         for text in seen:
             print(f"    adds: {_short(text)!r}")

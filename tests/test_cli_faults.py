@@ -1,0 +1,239 @@
+"""The command under bad input and faults: one clear line and the documented exit code, no traceback, and no
+file of the user's emptied or left behind. All runs start at once in a module fixture (each is a subprocess).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_faults import FaultServer, Raw, message, ok, sse_events, text
+
+REPO = Path(__file__).resolve().parent.parent
+SCENARIO = "description: mine\nprompt: hi\nsteps:\n  - content: [{type: text, text: hello}]\n"
+PRECIOUS = "my own file, not a trace\n"
+BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8))
+STOP_HOOK = json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}})
+
+
+@dataclass
+class Job:
+    args: tuple[str, ...]
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    replies: list[Raw] | None = None  # set: a FaultServer answers, its URL replaces {url}
+
+
+@dataclass
+class Ran:
+    code: int
+    stdout: str
+    stderr: str
+    folder: Path
+
+
+JOBS: dict[str, Job] = {
+    "trace_is_the_scenario": Job(("run", "{dir}/mine.yaml", "--trace", "{dir}/mine.yaml"), {"mine.yaml": SCENARIO}),
+    "trace_is_the_settings": Job(("run", "end_turn", "--settings", "{dir}/s.json", "--trace", "{dir}/s.json"),
+                                 {"s.json": STOP_HOOK}),
+    "failing_run_keeps_the_old_trace": Job(("run", "no_such_scenario", "--trace", "{dir}/old.jsonl"),
+                                           {"old.jsonl": PRECIOUS}),
+    "bad_settings_keep_the_old_trace": Job(("run", "end_turn", "--settings", "{dir}/s.json", "--trace",
+                                            "{dir}/old.jsonl"), {"old.jsonl": PRECIOUS, "s.json": "{broken"}),
+    "scenario_is_a_folder": Job(("run", "{dir}",)),
+    "scenario_not_utf8": Job(("run", "{dir}/latin.yaml"), {"latin.yaml": "description: caf\xe9\n".encode("latin-1")}),
+    "settings_not_utf8": Job(("run", "end_turn", "--settings", "{dir}/s.json"), {"s.json": b'{"hooks": "\xff"}'}),
+    "settings_is_a_folder": Job(("run", "end_turn", "--settings", "{dir}")),
+    "scenario_name_5000": Job(("run", "a" * 5000)),
+    "billion_laughs": Job(("run", "{dir}/bomb.yaml"), {"bomb.yaml": BILLION_LAUGHS}),
+    "deep_yaml": Job(("run", "{dir}/deep.yaml"), {"deep.yaml": "steps: " + "[" * 5000 + "]" * 5000 + "\n"}),
+    "deep_json": Job(("run", "{dir}/deep.json"), {"deep.json": "[" * 100_000 + "]" * 100_000}),
+    "trace_is_a_folder": Job(("run", "end_turn", "--trace", "{dir}")),
+    "trace_to_dev_full": Job(("run", "end_turn", "--json", "--trace", "/dev/full")),
+    "max_retries_2000": Job(("run", "end_turn", "--max-retries", "2000")),
+    "timeout_zero": Job(("run", "end_turn", "--timeout", "0")),
+    "base_url_not_a_url": Job(("run", "--base-url", "notaurl", "--prompt", "hi")),
+    "base_url_ftp": Job(("run", "--base-url", "ftp://example.invalid/", "--prompt", "hi")),
+    "settings_without_trace": Job(("run", "end_turn", "--settings", "{dir}/s.json"), {"s.json": STOP_HOOK},
+                                  env={"TMPDIR": "{dir}/tmp"}),
+    "surrogate_from_the_model": Job(("run", "--base-url", "{url}", "--prompt", "hi", "--trace", "{dir}/t.jsonl"),
+                                    replies=[ok(message([text("bad \ud800 char")]))]),
+    "stalled_stream_times_out": Job(("run", "--base-url", "{url}", "--prompt", "hi", "--stream", "--timeout", "0.5",
+                                     "--max-retries", "0", "--json"),
+                                    replies=[Raw(body=b"".join(sse_events(message([text("Hel")]))[:2]),
+                                                 content_type="text/event-stream", stall=True)]),
+}
+
+
+def agentlab(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    full = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_MODEL")}
+    full.update(env)
+    proc = subprocess.run([sys.executable, "-m", "agentlab", *args], capture_output=True, text=True, timeout=180,
+                          env=full, cwd=REPO)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def start(job: Job, folder: Path) -> tuple[Callable[[], tuple[int, str, str]], FaultServer | None]:
+    folder.mkdir(parents=True)
+    (folder / "tmp").mkdir()
+    for name, content in job.files.items():
+        (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    server = FaultServer(list(job.replies)) if job.replies is not None else None
+    url = server.url if server else ""
+    args = [a.replace("{dir}", str(folder)).replace("{url}", url) for a in job.args]
+    env = {k: v.replace("{dir}", str(folder)) for k, v in job.env.items()}
+    return (lambda: agentlab(args, env)), server
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Any:
+    root = tmp_path_factory.mktemp("cli_faults")
+    started = {name: start(job, root / name) for name, job in JOBS.items()}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {name: pool.submit(call) for name, (call, _) in started.items()}
+        outcomes = {name: Ran(*futures[name].result(), root / name) for name in started}
+    yield outcomes
+    for _, server in started.values():
+        if server is not None:
+            server.close()
+
+
+def clean_failure(ran: Ran, *needles: str) -> None:
+    assert ran.code == 2, (ran.code, ran.stdout, ran.stderr)
+    assert "Traceback" not in ran.stderr + ran.stdout, ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("agentlab: "), ran.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+# --- the trace never destroys a file ----------------------------------------------------------------------
+
+def test_a_trace_path_that_is_the_scenario_is_refused_and_the_scenario_kept(runs) -> None:
+    ran = runs["trace_is_the_scenario"]
+    clean_failure(ran, "--trace", "mine.yaml", "overwrite")
+    assert (ran.folder / "mine.yaml").read_text() == SCENARIO
+
+
+def test_a_trace_path_that_is_the_settings_file_is_refused_and_the_settings_kept(runs) -> None:
+    ran = runs["trace_is_the_settings"]
+    clean_failure(ran, "--trace", "s.json", "--settings")
+    assert (ran.folder / "s.json").read_text() == STOP_HOOK
+
+
+@pytest.mark.parametrize("job", ["failing_run_keeps_the_old_trace", "bad_settings_keep_the_old_trace"])
+def test_a_run_that_fails_on_its_inputs_leaves_the_old_trace_alone(runs, job) -> None:
+    ran = runs[job]
+    clean_failure(ran)
+    assert (ran.folder / "old.jsonl").read_text() == PRECIOUS
+
+
+def test_a_trace_path_that_is_a_folder_is_bad_usage(runs) -> None:
+    clean_failure(runs["trace_is_a_folder"], "--trace", "is a folder")
+
+
+def test_a_trace_that_cannot_be_written_keeps_the_result_and_says_why(runs) -> None:
+    ran = runs["trace_to_dev_full"]
+    assert ran.code == 2 and "Traceback" not in ran.stderr, ran.stderr
+    assert json.loads(ran.stdout.strip().splitlines()[-1])["subtype"] == "success"
+    assert "/dev/full" in ran.stderr and "No space left" in ran.stderr
+
+
+def test_settings_without_a_trace_leave_no_temporary_transcript(runs) -> None:
+    ran = runs["settings_without_trace"]
+    assert ran.code == 0, ran.stderr
+    assert list((ran.folder / "tmp").iterdir()) == []
+
+
+# --- bad inputs: one line, exit 2 --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("job", "needles"), [
+    ("scenario_is_a_folder", ("is a folder",)),
+    ("scenario_not_utf8", ("latin.yaml", "not UTF-8")),
+    ("settings_not_utf8", ("s.json",)),
+    ("settings_is_a_folder", ("settings",)),
+    ("scenario_name_5000", ("no scenario", "5000 characters")),
+    ("billion_laughs", ("bomb.yaml", "aliases")),
+    ("deep_yaml", ("deep.yaml", "nested")),
+    ("deep_json", ("deep.json", "nested")),
+    ("max_retries_2000", ("--max-retries",)),
+    ("timeout_zero", ("--timeout",)),
+    ("base_url_not_a_url", ("--base-url", "notaurl")),
+    ("base_url_ftp", ("--base-url", "ftp://example.invalid/")),
+])
+def test_bad_input_is_one_clear_line_and_exit_2(runs, job, needles) -> None:
+    ran = runs[job]
+    if job in ("max_retries_2000", "timeout_zero"):  # argparse's own usage error: usage line, then the error
+        assert ran.code == 2 and "Traceback" not in ran.stderr
+        assert all(n in ran.stderr for n in needles), ran.stderr
+        return
+    clean_failure(ran, *needles)
+    assert len(ran.stderr) < 1000
+
+
+# --- faults on the wire -------------------------------------------------------------------------------------
+
+def test_a_lone_surrogate_from_the_model_is_printed_and_traced(runs) -> None:
+    ran = runs["surrogate_from_the_model"]
+    assert ran.code == 0, ran.stderr
+    assert "Traceback" not in ran.stderr and "\\ud800" in ran.stdout
+    from agentlab.trace import Trace
+
+    events = Trace.load(ran.folder / "t.jsonl").events
+    assert events[-1].kind == "result" and events[-1].data["result"] == "bad \ud800 char"
+
+
+def test_the_timeout_applies_to_a_stalled_stream(runs) -> None:
+    ran = runs["stalled_stream_times_out"]
+    assert ran.code == 1, ran.stderr
+    result = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert result["subtype"] == "error_api" and result["requests"] == 1
+
+
+def test_a_closed_stdout_stops_the_printing_not_the_run(tmp_path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "agentlab", "run", "tour", "--trace", str(trace)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as `| head -1` does
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert first.strip() and "Traceback" not in err, err
+    assert proc.returncode == 0
+    assert json.loads(trace.read_text().splitlines()[-1])["kind"] == "result"
+
+
+def test_a_broken_scenario_is_named_and_the_others_still_list(tmp_path, monkeypatch, capsys) -> None:
+    import shutil
+
+    from agentlab import scenario as scenario_mod
+    from agentlab.cli import main
+
+    for name in ("end_turn", "refusal"):
+        shutil.copy(scenario_mod.SCENARIO_DIR / f"{name}.yaml", tmp_path)
+    (tmp_path / "broken.yaml").write_text("steps: [", encoding="utf-8")
+    monkeypatch.setattr(scenario_mod, "SCENARIO_DIR", tmp_path)
+    code = main(["scenarios"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert [line.split()[0] for line in out.splitlines()] == ["end_turn", "refusal"]
+    assert "broken.yaml" in err and len(err.strip().splitlines()) == 1
+
+
+def test_observe_out_that_is_a_file_is_bad_usage(tmp_path, capsys) -> None:
+    from agentlab.cli import main
+
+    target = tmp_path / "records.txt"
+    target.write_text(PRECIOUS)
+    code = main(["observe", "agentlab", "end_turn", "--out", str(target)])
+    assert code == 2 and "--out" in capsys.readouterr().err
+    assert target.read_text() == PRECIOUS
