@@ -301,8 +301,12 @@ def check_main(run: Run) -> None:
     sent = loop.engine.requests
     assert result.requests == len(sent), "the loop's request count differs from what reached the server"
     assert len(sent) <= request_bound(case, loop.limits)
-    scripted = [r for r in sent if r.kind not in ("summary",)]
-    assert len(scripted) <= len(case.scenario.steps) + 1
+    scripted = [r for r in sent if r.kind not in ("summary", "unexpected")]
+    assert len(scripted) <= len(case.scenario.steps)
+    # past the end of the script the server answers a plain end_turn; only a blocking Stop hook (bounded by
+    # its cap) or a nudge can make the loop ask again
+    extra = [r for r in sent if r.kind == "unexpected"]
+    assert len(extra) <= loop.limits.stop_hook_block_cap + 2
     if case.max_turns is not None:
         assert result.num_turns <= case.max_turns
     responses = [e for e in loop.trace.of_kind("response") if e.data.get("purpose") == "turn"]
