@@ -71,9 +71,8 @@ class Result:
     usage: dict[str, int]
     model: str
     requests: int
-    escalations: int
-    continuations: int
-    recoveries: int
+    escalations: int                   # resends with a higher max_tokens (rows 1, 3); see transitions.py
+    continuations: int                 # cut replies kept and continued (row 3)
     compactions: int
     retries: int
     fallbacks: int
@@ -93,7 +92,6 @@ class Result:
         counts = ("escalations", "continuations", "compactions", "retries", "fallbacks", "pause_continuations",
                   "nudges", "stop_hook_blocks")
         values = {name: int(data.get(name) or 0) for name in counts}
-        recoveries = data.get("recoveries")
         cost = data.get("cost_usd")
         return cls(
             cost_usd=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None,
@@ -101,10 +99,7 @@ class Result:
             subtype=str(data["subtype"]), is_error=bool(data["is_error"]), num_turns=int(data.get("num_turns") or 0),
             stop_reason=data.get("stop_reason"), stop_sequence=data.get("stop_sequence"),
             result=str(data.get("result") or ""), usage=dict(data.get("usage") or {}),
-            model=str(data.get("model") or ""), requests=int(data.get("requests") or 0),
-            recoveries=int(recoveries) if recoveries is not None else sum(
-                values[n] for n in ("escalations", "continuations", "compactions", "nudges", "pause_continuations")),
-            **values)
+            model=str(data.get("model") or ""), requests=int(data.get("requests") or 0), **values)
 
     def to_dict(self, *, with_messages: bool = False) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "messages"}
@@ -204,6 +199,7 @@ class AgentLoop:
         self.last_stop_sequence: str | None = None
         self.last_transition: Transition | None = None
         self._final_text = ""
+        self._pieces: list[str] = []     # text of the replies kept by continuations, for the answer
         self._started = False
         self._pending_compaction: str | None = None
         self._proactive_gave_up_at = -1
@@ -436,8 +432,8 @@ class AgentLoop:
             resets["consecutive_compactions"] = 0
         if not isinstance(t, Resume) and self.state.pause_continuations:
             resets["pause_continuations"] = 0
-        if not failed and outcome.get("stop_reason") != "max_tokens" and self.state.output_recoveries:
-            resets["output_recoveries"] = 0
+        if not failed and outcome.get("stop_reason") != "max_tokens" and self.state.continuations:
+            resets["continuations"] = 0
         if resets:
             self.state = replace(self.state, **resets)
         if isinstance(t, (Escalate, RetryOnModel)) and not failed:
@@ -452,19 +448,21 @@ class AgentLoop:
         elif isinstance(t, Compact):                                                     # rows 0b, 4
             self._pending_compaction = t.trigger
         elif isinstance(t, Escalate):                                                    # rows 1, 3
-            recoveries = self.state.output_recoveries + (1 if t.branch == "incomplete_tool_use" else 0)
-            self.state = replace(self.state, max_tokens=t.max_tokens, escalated=True,
-                                 output_recoveries=recoveries)
-            if t.branch != "max_tokens_clamp":
+            if t.branch == "max_tokens_clamp":  # lowered to the model's ceiling: not an escalation
+                self.state = replace(self.state, max_tokens=t.max_tokens)
+            else:
+                self.state = replace(self.state, max_tokens=t.max_tokens, escalations=self.state.escalations + 1)
                 self.counts["escalations"] += 1
         elif isinstance(t, RunTools):                                                    # row 2
+            self._pieces = []
             self._merge_or_append_assistant(blocks)
             self._run_tools(t)
         elif isinstance(t, ContinueTruncated):                                           # row 3
             if self._merge_or_append_assistant(blocks):
                 self._append_user_text(t.text)
             # an empty partial leaves nothing to continue from: the same request goes again (still counted)
-            self.state = replace(self.state, output_recoveries=self.state.output_recoveries + 1)
+            self._pieces.append(_text_of(blocks))
+            self.state = replace(self.state, continuations=self.state.continuations + 1)
             self.counts["continuations"] += 1
         elif isinstance(t, Resume):                                                      # row 6
             self._merge_or_append_assistant(blocks)
@@ -481,7 +479,9 @@ class AgentLoop:
             self.counts["fallbacks"] += 1
         elif isinstance(t, Complete):                                                    # rows 7, 11 → 10
             self._merge_or_append_assistant(blocks)
-            self._final_text = _text_of(blocks)
+            # the answer: the pieces kept by continuations, then this reply
+            self._final_text = "".join(self._pieces) + _text_of(blocks)
+            self._pieces = []
             self._stop_hooks(blocks)
 
     def _retry(self, t: Retry) -> None:
@@ -756,7 +756,7 @@ class AgentLoop:
             "branch": t.branch, "row": t.row, "reason": t.reason, "type": type(t).__name__,
             "subtype": getattr(t, "subtype", None), "num_turns": self.state.num_turns,
             "max_tokens": self.state.max_tokens, "model": self.state.model,
-            "output_recoveries": self.state.output_recoveries,
+            "escalations": self.state.escalations, "continuations": self.state.continuations,
             "consecutive_compactions": self.state.consecutive_compactions,
             "api_attempts": self.state.api_attempts, "stop_hook_blocks": self.state.stop_hook_blocks,
             "pause_continuations": self.state.pause_continuations})
@@ -773,8 +773,7 @@ class AgentLoop:
             stop_reason=self.last_stop_reason, stop_sequence=self.last_stop_sequence, result=text,
             usage=dict(self.usage), model=self.state.model,
             requests=self.requests, escalations=c["escalations"], continuations=c["continuations"],
-            recoveries=c["escalations"] + c["continuations"] + c["compactions"] + c["nudges"]
-            + c["pause_continuations"], compactions=c["compactions"], retries=c["retries"],
+            compactions=c["compactions"], retries=c["retries"],
             fallbacks=c["fallbacks"], pause_continuations=c["pause_continuations"], nudges=c["nudges"],
             stop_hook_blocks=c["stop_hook_blocks"], messages=self.messages,
             cost_usd=self.run_cost, unpriced_models=list(self.unpriced_models))

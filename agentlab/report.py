@@ -42,7 +42,8 @@ def _cache_note(d: dict[str, Any]) -> str:
     return f" (cache read {read}, written {written})"
 
 
-def format_event(e: Event) -> str | None:
+def format_event(e: Event, staged: str | None = None) -> str | None:
+    """One line for an event; ``staged`` (why a scenario stages this call's usage) is shown next to the numbers."""
     d = e.data
     head = f"{e.call:>3} {e.kind:<10}"
     if e.kind == "start":
@@ -53,10 +54,12 @@ def format_event(e: Event) -> str | None:
         return (f"{head} {d.get('model')} max_tokens={d.get('max_tokens')} messages={d.get('messages')} "
                 f"context≈{d.get('context_tokens')}{purpose}")
     if e.kind == "response":
+        note = f" (staged: {staged})" if staged else ""
         return (f"{head} stop_reason={d.get('stop_reason')} in/out={prompt_tokens(d)}/"
-                f"{d.get('output_tokens')}{_cache_note(d)} {_content_summary(d.get('content') or [])}")
+                f"{d.get('output_tokens')}{_cache_note(d)}{note} {_content_summary(d.get('content') or [])}")
     if e.kind == "api_error":
-        return f"{head} HTTP {d.get('status')} {d.get('error_type')}: {_clip(d.get('message'))}"
+        note = f" (staged: {staged})" if staged else ""
+        return f"{head} HTTP {d.get('status')} {d.get('error_type')}: {_clip(d.get('message'))}{note}"
     if e.kind == "retry":
         return f"{head} attempt {d.get('attempt')} after {d.get('delay_s')}s on {d.get('model')}"
     if e.kind == "fallback":
@@ -88,12 +91,17 @@ def format_event(e: Event) -> str | None:
 
 
 def print_trace(source: Any, kinds: tuple[str, ...] | list[str] | set[str] | None = None) -> None:
-    """Print the readable line of every event of a loop's trace (or of a Trace), optionally only some kinds."""
+    """Print the readable line of every event of a loop's trace (or of a Trace), optionally only some kinds.
+
+    For a scenario run, usage numbers the scenario stages on purpose say so.
+    """
     events = getattr(source, "trace", source)
+    engine = getattr(source, "engine", None)
+    staged = engine.staged_calls() if hasattr(engine, "staged_calls") else {}
     wanted = set(kinds) if kinds is not None else None
     for event in events:
         if wanted is not None and event.kind not in wanted:
             continue
-        line = format_event(event)
+        line = format_event(event, staged.get(event.call) if event.kind in ("response", "api_error") else None)
         if line:
             print(line)

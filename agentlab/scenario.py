@@ -204,11 +204,23 @@ class Reply(_Strict):
     model: str | None = None
     unknown_stop_reason: bool = False  # set to send a stop_reason the API does not (yet) document
     error: ErrorSpec | None = None
+    # Why this reply's usage is staged on purpose (a number the request and the reply do not give); without
+    # it, usage must agree with the request and the reply (see data/scenarios/README.md).
+    staged: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Reply:
         if self.error is not None and self.content is not None:
             raise ValueError("a reply has either 'error' or 'content', not both")
+        if self.staged is not None:
+            if not self.staged.strip():
+                raise ValueError("'staged' says why a number is staged; it cannot be empty")
+            if self.usage is None and self.error is None:
+                raise ValueError("'staged' needs the 'usage' or the 'error' whose numbers it stages")
+        elif (self.usage is not None and not self.usage.staged and self.stop_reason == "max_tokens"
+              and self.usage.output_tokens is not None):
+            raise ValueError("a max_tokens reply reports the request's max_tokens as output_tokens; leave "
+                             "usage.output_tokens out (or say why it is staged with 'staged')")
         if self.error is None and self.content is None:
             self.content = []
         if (self.error is None and self.stop_reason is not None

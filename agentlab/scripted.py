@@ -26,6 +26,11 @@ from .scenario import (
     request_payload,
 )
 
+# Hand-written usage must agree with the request and the reply, within this tolerance of the engine's own
+# token estimate (the larger of the two): a scenario may round, not invent. ``staged`` lifts the rule.
+USAGE_TOLERANCE_SHARE = 0.10
+USAGE_TOLERANCE_TOKENS = 8
+
 ERROR_TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
     404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
@@ -52,6 +57,45 @@ class RecordedRequest:
     status: int
     kind: str
     stop_reason: str | None = None
+    staged: str | None = None          # the reply's usage is staged on purpose, and why
+
+
+def _usage_staged(reply: Reply) -> str | None:
+    """``usage: {staged: true}`` (no reason given) marks the numbers as staged too."""
+    if reply.usage is not None and reply.usage.staged:
+        return "the scenario sets this usage on purpose"
+    return None
+
+
+def within_tolerance(reported: int, estimate: int) -> bool:
+    """Whether a reported token count agrees with the engine's estimate (see USAGE_TOLERANCE_*)."""
+    return abs(reported - estimate) <= max(USAGE_TOLERANCE_TOKENS, USAGE_TOLERANCE_SHARE * estimate)
+
+
+def usage_problems(usage: dict[str, Any], request: dict[str, Any], content: list[dict[str, Any]],
+                   stop_reason: str | None, size: int | None = None) -> list[str]:
+    """How a reply's usage disagrees with its request and content, in words; empty when it agrees.
+
+    A ``max_tokens`` stop used up the request's max_tokens; input_tokens are the request's size (``size``,
+    the engine's estimate; by default of the request as written) and output_tokens the reply's, each within
+    the tolerance of the estimate.
+    """
+    out = []
+    size = estimate_tokens(request_payload(request)) if size is None else size
+    reported_in = sum(int(usage.get(k) or 0)  # the whole prompt: uncached input, cache writes and cache reads
+                      for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    if not within_tolerance(reported_in, size):
+        out.append(f"input_tokens {reported_in}, but the request is about {size} tokens")
+    reported_out = int(usage.get("output_tokens") or 0)
+    if stop_reason == "max_tokens":
+        if reported_out != request.get("max_tokens"):
+            out.append(f"output_tokens {reported_out} on a max_tokens stop, but the request's max_tokens is "
+                       f"{request.get('max_tokens')}")
+    else:
+        written = max(2, estimate_tokens(content)) if content else 2
+        if not within_tolerance(reported_out, written):
+            out.append(f"output_tokens {reported_out}, but the reply is about {written} tokens")
+    return out
 
 
 @dataclass
@@ -64,6 +108,10 @@ class ScenarioEngine:
     failures: list[str] = field(default_factory=list)
     next_step: int = 0
     previous_tokens: int | None = None
+    # A reply cut by max_tokens reports the whole max_tokens as output, though its scripted text is a short
+    # stand-in. When that text comes back in a later request (kept by a continuation), it weighs what was
+    # reported, so the request's size is what it would be with the real reply in it.
+    stand_ins: dict[str, int] = field(default_factory=dict)
     last_stop_reason: str | None = None   # of the last message this engine answered with
     cache: PromptCache = field(default_factory=PromptCache)
 
@@ -82,6 +130,27 @@ class ScenarioEngine:
         self.previous_tokens = None
         self.last_stop_reason = None
         self.cache.clear()
+        self.stand_ins.clear()
+
+    def request_tokens(self, request: dict[str, Any]) -> int:
+        """The engine's estimate of a request's size: what fills the context window, stand-ins at their weight."""
+        tokens = estimate_tokens(request_payload(request))
+        if self.stand_ins:
+            for message in request.get("messages") or []:
+                content = message.get("content") if isinstance(message, dict) else None
+                if message.get("role") != "assistant" or not isinstance(content, list):
+                    continue
+                for block in content:
+                    text = block.get("text") if isinstance(block, dict) and block.get("type") == "text" else None
+                    if text in self.stand_ins:
+                        tokens += self.stand_ins[text] - estimate_tokens(text)
+        return tokens
+
+    def _note_stand_in(self, message: dict[str, Any]) -> None:
+        texts = [b["text"] for b in message["content"] if b.get("type") == "text" and b.get("text")]
+        if message["stop_reason"] == "max_tokens" and texts:
+            rest = sum(estimate_tokens(t) for t in texts[:-1])
+            self.stand_ins[texts[-1]] = max(estimate_tokens(texts[-1]), message["usage"]["output_tokens"] - rest)
 
     # -- HTTP entry point --------------------------------------------------------------------------------
     def handle(self, method: str, path: str, body: bytes | None) -> WireReply:
@@ -109,7 +178,7 @@ class ScenarioEngine:
             return self._record(method, path, request, bool(request.get("stream") is True), None,
                                 _error(400, "invalid_request_error", invalid), kind="invalid_request")
         if route.endswith("count_tokens"):
-            tokens = estimate_tokens(request_payload(_normalise(request)))
+            tokens = self.request_tokens(_normalise(request))
             reply = WireReply(200, {"content-type": "application/json"},
                               json.dumps({"input_tokens": tokens}).encode(), "count_tokens")
             return self._record(method, path, request, False, None, reply)
@@ -120,8 +189,7 @@ class ScenarioEngine:
         stream = bool(request.get("stream"))
         normalised = _normalise(request)
         scenario = self.scenario
-        # once per request: it is the hot path; cache_control markers are not prompt tokens
-        tokens = estimate_tokens(request_payload(normalised))
+        tokens = self.request_tokens(normalised)  # once per request: it is the hot path (cache markers excluded)
         summary = is_summary_request(normalised)
         invalid = self._invalid_thinking(normalised)
         if invalid is not None:
@@ -165,10 +233,24 @@ class ScenarioEngine:
                 return self._record(method, path, request, stream, index,
                                     _error(400, "invalid_request_error", message), kind="expect_failed")
         reply = _choose(step, normalised, stream)
+        staged = reply.staged or step.staged or _usage_staged(reply) or _usage_staged(step)
         if reply.error is not None:
-            return self._record(method, path, request, stream, index, _error_from_spec(reply.error, normalised))
-        wire = self._message(reply, normalised, stream, f"{index:03d}", tokens)
-        return self._record(method, path, request, stream, index, wire, stop_reason=reply.stop_reason)
+            return self._record(method, path, request, stream, index, _error_from_spec(reply.error, normalised),
+                                staged=staged)
+        message = self._build(reply, normalised, f"{index:03d}", tokens)
+        if staged is None and reply.usage is not None:
+            broken = usage_problems(message["usage"], normalised, message["content"], reply.stop_reason, tokens)
+            if broken:
+                text = (f"scenario {scenario.name!r} step {index}: its usage does not agree with the request and "
+                        f"the reply: " + "; ".join(broken) + " (fix the numbers, or say why they are staged with "
+                        "'staged')")
+                self.failures.append(text)
+                return self._record(method, path, request, stream, index,
+                                    _error(400, "invalid_request_error", text), kind="usage_inconsistent")
+        self._note_stand_in(message)
+        wire = self._wire(message, reply, stream)
+        return self._record(method, path, request, stream, index, wire, stop_reason=reply.stop_reason,
+                            staged=staged)
 
     def usage(self, reply: Reply, request: dict[str, Any], tokens: int,
               content: list[dict[str, Any]]) -> dict[str, Any]:
@@ -181,13 +263,18 @@ class ScenarioEngine:
             "input_tokens": tokens - cached.read - cached.written,
             "cache_creation_input_tokens": cached.written,
             "cache_read_input_tokens": cached.read,
-            "output_tokens": max(2, estimate_tokens(content)) if content else 2,
+            "output_tokens": _output_tokens(reply, request, content),
         }
-        usage: dict[str, Any] = {k: given.get(k, v) for k, v in computed.items()}  # every field, in the API's order
-        usage["cache_creation"] = {"ephemeral_5m_input_tokens": usage["cache_creation_input_tokens"],
-                                   "ephemeral_1h_input_tokens": 0}
-        usage["service_tier"] = "standard"
-        return usage
+        numbers = {k: given.get(k, v) for k, v in computed.items()}
+        return {  # every field, in the API's order: the cache breakdown sits before output_tokens
+            "input_tokens": numbers["input_tokens"],
+            "cache_creation_input_tokens": numbers["cache_creation_input_tokens"],
+            "cache_read_input_tokens": numbers["cache_read_input_tokens"],
+            "cache_creation": {"ephemeral_5m_input_tokens": numbers["cache_creation_input_tokens"],
+                               "ephemeral_1h_input_tokens": 0},
+            "output_tokens": numbers["output_tokens"],
+            "service_tier": "standard",
+        }
 
     def _invalid_thinking(self, request: dict[str, Any]) -> str | None:
         """The 400 message the API gives for a request that breaks the extended-thinking rules; None if valid.
@@ -234,19 +321,25 @@ class ScenarioEngine:
                     "a user message")
         return None
 
-    def _message(self, reply: Reply, request: dict[str, Any], stream: bool, tag: str, tokens: int) -> WireReply:
+    def _build(self, reply: Reply, request: dict[str, Any], tag: str, tokens: int) -> dict[str, Any]:
         msg_id = f"msg_{_slug(self.scenario.name)}_{tag}"
         content = reply_content(reply, msg_id)
-        message = build_message(reply, request, msg_id=msg_id, input_tokens=tokens,
-                                usage=self.usage(reply, request, tokens, content))
+        return build_message(reply, request, msg_id=msg_id, input_tokens=tokens,
+                             usage=self.usage(reply, request, tokens, content))
+
+    def _wire(self, message: dict[str, Any], reply: Reply, stream: bool) -> WireReply:
         self.last_stop_reason = reply.stop_reason
         if stream:
             return WireReply(200, {"content-type": "text/event-stream", "cache-control": "no-cache"},
                              sse_body(message, reply, self.text_chunk), "stream")
         return WireReply(200, {"content-type": "application/json"}, json.dumps(message).encode(), "message")
 
+    def _message(self, reply: Reply, request: dict[str, Any], stream: bool, tag: str, tokens: int) -> WireReply:
+        return self._wire(self._build(reply, request, tag, tokens), reply, stream)
+
     def _record(self, method: str, path: str, body: dict | None, stream: bool, step: int | None,
-                reply: WireReply, *, kind: str | None = None, stop_reason: str | None = None) -> WireReply:
+                reply: WireReply, *, kind: str | None = None, stop_reason: str | None = None,
+                staged: str | None = None) -> WireReply:
         if kind is not None:
             reply.kind = kind
         # every response carries a request id, as the API's do (SDK errors and clients' logs read it);
@@ -259,8 +352,12 @@ class ScenarioEngine:
             reply.body = json.dumps(error).encode()
         self.requests.append(RecordedRequest(
             index=len(self.requests), method=method, path=path, body=body, stream=stream, step=step,
-            status=reply.status, kind=reply.kind, stop_reason=stop_reason))
+            status=reply.status, kind=reply.kind, stop_reason=stop_reason, staged=staged))
         return reply
+
+    def staged_calls(self) -> dict[int, str]:
+        """Model calls (numbered from 1, as the loop numbers them) whose usage the scenario stages, and why."""
+        return {n: r.staged for n, r in enumerate(self.message_requests, 1) if r.staged}
 
     @property
     def model_requests(self) -> int:
@@ -383,6 +480,13 @@ def _error_from_spec(spec: ErrorSpec, request: dict[str, Any] | None = None) -> 
     return _error(spec.status, error_type, message, headers)
 
 
+def _output_tokens(reply: Reply, request: dict[str, Any], content: list[dict[str, Any]]) -> int:
+    """A max_tokens reply used up the request's max_tokens; any other reply, the estimate of its content."""
+    if reply.stop_reason == "max_tokens" and isinstance(request.get("max_tokens"), int):
+        return request["max_tokens"]
+    return max(2, estimate_tokens(content)) if content else 2
+
+
 def signature_for(thinking: str) -> str:
     """The scripted backend's signature of a thinking text: deterministic, and any change breaks it."""
     digest = hashlib.sha256(("agentlab-thinking\x00" + thinking).encode()).digest()
@@ -428,7 +532,7 @@ def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str,
                                          else estimate_tokens(request_payload(request))),
             "cache_creation_input_tokens": scripted.get("cache_creation_input_tokens", 0),
             "cache_read_input_tokens": scripted.get("cache_read_input_tokens", 0),
-            "output_tokens": scripted.get("output_tokens", max(2, estimate_tokens(content)) if content else 2),
+            "output_tokens": scripted.get("output_tokens", _output_tokens(reply, request, content)),
             "service_tier": "standard",
         }
     return {

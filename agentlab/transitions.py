@@ -24,12 +24,12 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("0", "api_fallback", "repeated 529 overloaded: switch to the fallback model"),
     ("0", "api_error", "other 4xx, or retries exhausted: end with error_api"),
     ("0b", "prompt_too_long", "400 'prompt is too long': compact the history, send again"),
-    ("1", "incomplete_tool_use", "max_tokens cut a tool_use block: same request, higher max_tokens"),
+    ("1", "incomplete_tool_use", "max_tokens cut a tool_use block: escalate (same request, higher max_tokens)"),
     ("2", "tool_use", "content has tool_use blocks: run tools, append results, call again"),
-    ("3", "max_tokens_escalate", "max_tokens: first retry the same request with a higher max_tokens"),
-    ("3", "max_tokens_continue", "max_tokens again: keep the partial text, ask the model to continue"),
+    ("3", "max_tokens_escalate", "max_tokens: escalate once (same request, higher max_tokens)"),
+    ("3", "max_tokens_continue", "max_tokens after the escalation: keep the text, ask to continue"),
     ("3", "max_tokens_clamp", "400 'max_tokens: N > M': the model's ceiling is lower; resend with M"),
-    ("3", "max_tokens_give_up", "max_tokens after 3 recoveries: end with error_max_output_tokens"),
+    ("3", "max_tokens_give_up", "max_tokens after 3 continuations: end with error_max_output_tokens"),
     ("4", "context_compact", "model_context_window_exceeded: compact the history, send again"),
     ("4", "context_give_up", "compaction cannot make it fit: end with error_context_window"),
     ("5", "refusal", "refusal: end with error_refusal, explain, never resend to the same model"),
@@ -56,13 +56,28 @@ MAX_TURNS_MARKER = "[max_turns_reached]"
 TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
+# The two recoveries from a reply cut off by max_tokens (rows 1 and 3), each with its own count and limit:
+#
+# - an ESCALATION sends the same request again with a higher max_tokens; the cut reply is thrown away.
+#   Counted per run (max_tokens stays raised), at most ``Limits.max_escalations`` (1, as Claude Code's
+#   source does). Cut text and a cut tool_use block both escalate first; 0 switches escalation off.
+# - a CONTINUATION keeps the cut text and appends a user message asking the model to go on; the answer
+#   is then assembled from the pieces. Only text is continued (a cut tool call cannot be). Counted in a
+#   row (a reply that is not cut starts the count over), at most ``Limits.max_continuations`` (3,
+#   MAX_OUTPUT_TOKENS_RECOVERY_LIMIT in Claude Code).
+#
+# Cut text past both limits, and a cut tool call past the escalation limit (or at the max_tokens
+# ceiling), end the run with error_max_output_tokens. Result, the end message, the stepper and the plots
+# use these two words and these two counts, never a sum of them.
+
+
 @dataclass(frozen=True)
 class Limits:
     """Every bound of the loop in one value (checked by decide(), never scattered)."""
 
     max_turns: int | None = None
-    max_output_recoveries: int = 3            # MAX_OUTPUT_TOKENS_RECOVERY_LIMIT in Claude Code
-    escalate_max_tokens: bool = True          # one escalation before the continuations, as Claude Code's source does
+    max_escalations: int = 1                  # resends with a higher max_tokens per run (rows 1, 3); 0 = never
+    max_continuations: int = 3                # continuations in a row after max_tokens (row 3)
     escalated_max_tokens: int = 64_000
     max_tokens_ceiling: int = 128_000
     max_api_retries: int = 5                  # Claude Code allows 10; 5 keeps a dead server's worst case near 20 s
@@ -79,8 +94,8 @@ class Limits:
 
     def __post_init__(self) -> None:
         """Refuse a bound that has no meaning, naming it (``Limits(max_turns=-1)`` raises at once)."""
-        for name in ("max_output_recoveries", "max_api_retries", "overloads_before_fallback", "max_compactions",
-                     "max_pause_continuations", "max_empty_nudges", "stop_hook_block_cap"):
+        for name in ("max_escalations", "max_continuations", "max_api_retries", "overloads_before_fallback",
+                     "max_compactions", "max_pause_continuations", "max_empty_nudges", "stop_hook_block_cap"):
             _check_count(name, getattr(self, name), 0)
         for name in ("escalated_max_tokens", "max_tokens_ceiling"):
             _check_count(name, getattr(self, name), 1)
@@ -108,8 +123,8 @@ class LoopState:
     model: str
     max_tokens: int
     num_turns: int = 0                 # model calls that returned a message
-    escalated: bool = False
-    output_recoveries: int = 0         # continuations after max_tokens (and escalations past the first)
+    escalations: int = 0               # resends with a higher max_tokens in this run (rows 1, 3)
+    continuations: int = 0             # continuations in a row after max_tokens (row 3)
     consecutive_compactions: int = 0
     api_attempts: int = 0              # consecutive failed attempts of the current request
     consecutive_overloads: int = 0
@@ -319,17 +334,20 @@ def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transitio
         return RunTools("tool_use", f"{len(uses)} tool_use block(s): {names}{label}", tool_uses=tuple(uses))
 
     if stop_reason == "max_tokens":                                                 # row 3
-        if limits.escalate_max_tokens and not state.escalated and state.max_tokens < limits.escalated_max_tokens:
+        target = min(limits.escalated_max_tokens, limits.max_tokens_ceiling)
+        if state.escalations < limits.max_escalations and target > state.max_tokens:
             return Escalate("max_tokens_escalate",
-                            f"max_tokens {state.max_tokens} hit: retry with {limits.escalated_max_tokens}",
-                            max_tokens=min(limits.escalated_max_tokens, limits.max_tokens_ceiling))
-        if state.output_recoveries >= limits.max_output_recoveries:
-            text = (f"The response hit max_tokens ({state.max_tokens}) and {state.output_recoveries} recoveries did "
-                    "not finish it.")
+                            f"max_tokens {state.max_tokens} hit: escalation {state.escalations + 1} of "
+                            f"{limits.max_escalations}, resend with max_tokens {target}", max_tokens=target)
+        if state.continuations >= limits.max_continuations:
+            text = (f"The response hit max_tokens ({state.max_tokens}) again after "
+                    f"{_count(state.escalations, 'escalation')} and {_count(state.continuations, 'continuation')}; "
+                    "the limit is "
+                    f"{_count(limits.max_continuations, 'continuation')} in a row.")
             return End("max_tokens_give_up", text, subtype="error_max_output_tokens", message=text)
         return ContinueTruncated("max_tokens_continue",
-                                 f"max_tokens hit: continuation {state.output_recoveries + 1} of "
-                                 f"{limits.max_output_recoveries}")
+                                 f"max_tokens hit: continuation {state.continuations + 1} of "
+                                 f"{limits.max_continuations}")
 
     if stop_reason == "model_context_window_exceeded":                              # row 4
         return _compact_or_give_up("model_context_window_exceeded", state, limits)
@@ -364,11 +382,22 @@ def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transitio
 
 
 def _escalate_or_give_up(branch: str, why: str, state: LoopState, limits: Limits) -> Transition:
+    """Row 1: a cut tool call cannot be continued; escalate while an escalation is left, else give up."""
     target = min(max(state.max_tokens * 2, limits.escalated_max_tokens), limits.max_tokens_ceiling)
-    if target > state.max_tokens and state.output_recoveries < limits.max_output_recoveries:
-        return Escalate(branch, f"{why}: resend unchanged with max_tokens {target}", max_tokens=target)
-    text = f"{why}, and max_tokens cannot be raised further ({state.max_tokens})."
+    if state.escalations < limits.max_escalations and target > state.max_tokens:
+        return Escalate(branch, f"{why}: escalation {state.escalations + 1} of {limits.max_escalations}, "
+                        f"resend unchanged with max_tokens {target}", max_tokens=target)
+    if target <= state.max_tokens:
+        cause = f"max_tokens cannot be raised above {state.max_tokens}"
+    else:
+        cause = f"{_count(state.escalations, 'escalation')} used of {limits.max_escalations}"
+    text = (f"The response hit max_tokens ({state.max_tokens}) inside a tool call, which cannot be continued, "
+            f"and {cause}.")
     return End("max_tokens_give_up", text, subtype="error_max_output_tokens", message=text)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _compact_or_give_up(why: str, state: LoopState, limits: Limits) -> Transition:

@@ -33,7 +33,7 @@ RUN_STEP_CAP = 1000          # Run to end gives up after this many steps (a loop
 PLOT_CHOICES = (("tokens · context · budget", "overview"), ("decision path", "path"),
                 ("recoveries vs limits", "recoveries"), ("compactions", "compaction"),
                 ("tokens per call", "tokens"), ("context fill", "context"), ("dashboard (slow)", "dashboard"))
-PLOT_DPI = {"overview": 64, "dashboard": 48}
+PLOT_DPI = {"overview": 64, "dashboard": 80}
 
 # Block styles: a learner tells text, tool calls, tool results and server tools apart at a glance.
 BLOCK_STYLES = {
@@ -130,8 +130,11 @@ def _line(css: str, text: str, color: str = "#444") -> str:
     return f'<div class="{css}" style="font-size:11px;color:{color};margin:2px 0">{text}</div>'
 
 
-def render_event(e: Event) -> str:
-    """The HTML for one event inside a call's box ('' for events the box does not show)."""
+def render_event(e: Event, staged: str | None = None) -> str:
+    """The HTML for one event inside a call's box ('' for events the box does not show).
+
+    ``staged`` says why the scenario stages this call's usage numbers; it is shown next to them.
+    """
     d = e.data
     if e.kind == "request":
         purpose = " · <b>summary request (compaction)</b>" if d.get("purpose") == "summary" else ""
@@ -139,15 +142,19 @@ def render_event(e: Event) -> str:
                      f" · {_e(d.get('messages'))} message(s) · context ≈ {_e(d.get('context_tokens'))} tokens"
                      f"{purpose}", "#555")
     if e.kind == "response":
+        note = (f' <span class="agentlab-staged" style="color:#B06000">(staged by the scenario: {_e(staged)})</span>'
+                if staged else "")
         from .report import _cache_note, prompt_tokens
 
         head = _line("agentlab-response", f"response · stop_reason <b>{_e(d.get('stop_reason'))}</b> · tokens in/out "
-                     f"{_e(prompt_tokens(d))}/{_e(d.get('output_tokens'))}{_e(_cache_note(d))}", "#222")
+                     f"{_e(prompt_tokens(d))}/{_e(d.get('output_tokens'))}{_e(_cache_note(d))}{note}", "#222")
         return head + _render_blocks(d.get("content") or [])
     if e.kind == "api_error":
+        note = (f' <span class="agentlab-staged" style="color:#B06000">(staged by the scenario: {_e(staged)})</span>'
+                if staged else "")
         return (f'<div class="agentlab-api-error" style="background:#FCE8E6;border-left:4px solid #D93025;'
                 f'padding:3px 7px;margin:3px 0">HTTP {_e(d.get("status"))} {_e(d.get("error_type"))}: '
-                f'{_e(_clip(str(d.get("message", "")), 300))}</div>')
+                f'{_e(_clip(str(d.get("message", "")), 300))}{note}</div>')
     if e.kind == "transition":
         return (f'<div class="agentlab-branch" style="margin:4px 0;font-size:12px">'
                 f'<span style="background:#FFF3C4;border:1px solid #E0B800;border-radius:10px;padding:0 7px">'
@@ -181,12 +188,15 @@ def render_event(e: Event) -> str:
     return ""
 
 
-def render_transcript(events: list[Event], *, latest_from: int | None = None) -> str:
+def render_transcript(events: list[Event], *, latest_from: int | None = None,
+                      staged: dict[int, str] | None = None) -> str:
     """The run so far, one box per model call (class ``agentlab-call``), newest at the bottom and in view.
 
     Events before the first call (the prompt) come first; events of the step that began at sequence number
-    ``latest_from`` are outlined so the learner sees what the last Step did.
+    ``latest_from`` are outlined so the learner sees what the last Step did. ``staged`` maps a call number
+    to why the scenario stages its usage numbers.
     """
+    staged = staged or {}
     prompt = [e for e in events if e.call == 0 and e.kind == "append"]
     head = "".join(_render_blocks(e.data.get("content") or []) for e in prompt)
     calls: dict[int, list[Event]] = {}
@@ -200,7 +210,7 @@ def render_transcript(events: list[Event], *, latest_from: int | None = None) ->
                                                      for e in group) else ""
         border = "2px solid #1A73E8" if latest else "1px solid #DADCE0"
         css = "agentlab-call agentlab-call-latest" if latest else "agentlab-call"
-        body = "".join(render_event(e) for e in group)
+        body = "".join(render_event(e, staged.get(n)) for e in group)
         boxes.append(f'<div class="{css}" data-call="{n}" style="border:{border};border-radius:5px;'
                      f'padding:4px 8px;margin:5px 0;background:#FFFFFF">'
                      f'<div style="font-weight:600;font-size:12px">Call {n}{purpose}</div>{body}</div>')
@@ -269,7 +279,8 @@ def _render_counters(loop: AgentLoop | None) -> str:
     s, lim = loop.state, loop.limits
     parts = [f"model {s.model}", f"max_tokens {s.max_tokens}",
              f"turns {s.num_turns}/{lim.max_turns if lim.max_turns is not None else '∞'}",
-             f"output recoveries {s.output_recoveries}/{lim.max_output_recoveries}",
+             f"escalations {s.escalations}/{lim.max_escalations}",
+             f"continuations in a row {s.continuations}/{lim.max_continuations}",
              f"compactions in a row {s.consecutive_compactions}/{lim.max_compactions}",
              f"pause continuations {s.pause_continuations}/{lim.max_pause_continuations}",
              f"Stop-hook blocks {s.stop_hook_blocks}/{lim.stop_hook_block_cap}"]
@@ -278,7 +289,7 @@ def _render_counters(loop: AgentLoop | None) -> str:
 
 
 def render_result(loop: AgentLoop | None, error: str | None = None) -> str:
-    """The banner: running, or the result (subtype, turns, requests, recoveries, the final text)."""
+    """The banner: running, or the result (subtype, turns, requests, the counts that moved, the final text)."""
     if loop is None:
         return ('<div class="agentlab-banner agentlab-no-run" style="padding:6px 10px;background:#EEEEEE;'
                 'border-radius:4px">No run: fix the problem shown above, or pick another scenario.</div>')
@@ -577,7 +588,9 @@ class Stepper(WidgetView):
         events = loop.trace.events if loop is not None else []
         step_events = events[self._step_from:] if self._step_from is not None else []
         self.header.value = _pane(self._render_header())
-        self.transcript_pane.value = _pane(render_transcript(events, latest_from=self._step_from))
+        engine = getattr(loop, "engine", None)
+        staged = engine.staged_calls() if engine is not None and hasattr(engine, "staged_calls") else None
+        self.transcript_pane.value = _pane(render_transcript(events, latest_from=self._step_from, staged=staged))
         self.decision_pane.value = _pane(render_decision(step_events, events, loop))
         self.result_pane.value = _pane(render_result(loop, self.error))
         runnable = loop is not None and not loop.done and self.error is None
