@@ -124,6 +124,23 @@ def _records(frame) -> list[tuple[str, int, dict[str, Any]]]:
     return out
 
 
+def _source_records(source: Any) -> list[tuple[str, int, dict[str, Any]]]:
+    """(kind, call, payload) per event, read straight from the events of a Trace, an AgentLoop or a list of
+    Events (the same records the trace DataFrame gives, without building one: the widgets redraw after
+    every click); anything else through ``as_frame``."""
+    from .trace import Event, Trace
+
+    events = source
+    if not isinstance(source, (list, tuple, Trace)):
+        trace = getattr(source, "trace", None)
+        events = trace if isinstance(trace, Trace) else None
+    if isinstance(events, Trace):
+        events = events.events
+    if isinstance(events, (list, tuple)) and all(isinstance(e, Event) for e in events):
+        return [(str(e.kind), int(e.call or 0), e.data) for e in events]
+    return _records(as_frame(source))
+
+
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
@@ -142,7 +159,7 @@ def read_run(source: Any) -> Run:
             calls[n] = Call(n)
         return calls[n]
 
-    for kind, n, d in _records(as_frame(source)):
+    for kind, n, d in _source_records(source):
         if kind == "start":
             run.limits = dict(d.get("limits") or {})
             run.context_window = _int(d.get("context_window"), 0) or run.context_window
@@ -206,10 +223,14 @@ def _heading(fig: Figure, left: float, top: float, text: str, **kw: Any) -> None
     fig.text(left / fig_w, 1 - top / fig_h, text, ha="left", va="top", **kw)
 
 
-def to_png(fig: Figure, dpi: int | None = None) -> bytes:
-    """The figure as PNG bytes: same figure, same bytes (no timestamp or version in the file)."""
+def to_png(fig: Figure, dpi: int | None = None, *, compress_level: int = 6) -> bytes:
+    """The figure as PNG bytes: same figure, same bytes (no timestamp or version in the file).
+
+    ``compress_level`` is zlib's (0-9): the widgets, which redraw after every click, pass 1, which encodes
+    several times faster for a somewhat larger file; the pixels are the same."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi or fig.dpi, facecolor="white", metadata={"Software": None})
+    fig.savefig(buffer, format="png", dpi=dpi or fig.dpi, facecolor="white", metadata={"Software": None},
+                pil_kwargs={"compress_level": compress_level})
     return buffer.getvalue()
 
 
@@ -260,7 +281,7 @@ def _call_axis(ax, run: Run, *, label: bool = True) -> None:
 def draw_token_usage(ax, run: Run, *, window_note: bool = True) -> None:
     """Stacked input/output tokens per call; the window as a line when a call comes near it, else (with
     ``window_note``) a note of how far away it is."""
-    ax.set_title("Tokens per model call", loc="left", fontsize=11)
+    ax.set_title("Tokens per model call", loc="left", fontsize=11, y=1.0)
     if not run.calls:
         _empty(ax, "no model calls in this run")
         return
@@ -329,7 +350,7 @@ def draw_context_fill(ax, run: Run, *, legend_columns: int = 3) -> None:
     When every request is under a quarter of the window, the scale zooms in on the requests and says how
     far away the window is; otherwise the window is a line and an overflow stands out above it.
     """
-    ax.set_title("Context fill before each call", loc="left", fontsize=11)
+    ax.set_title("Context fill before each call", loc="left", fontsize=11, y=1.0)
     turn_calls = [c for c in run.calls if c.purpose == "turn"]
     if not turn_calls:
         _empty(ax, "no model calls in this run")
@@ -399,7 +420,7 @@ def context_fill(frame: Any, *, save: str | os.PathLike | None = None, dpi: int 
 
 def draw_compaction_bars(ax, run: Run, *, compact: bool = False) -> None:
     ax.set_title("History before / after each compaction" if compact else
-                 "History size before and after each compaction", loc="left", fontsize=9 if compact else 11)
+                 "History size before and after each compaction", loc="left", fontsize=9 if compact else 11, y=1.0)
     if not run.compactions:
         _empty(ax, "no compaction in this run")
         return
@@ -529,7 +550,7 @@ def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True
         at = max(run.count_until(hits, t["call"]) for hits in counts)
         ax.plot([t["call"]], [at], marker="X", color=ERROR_COLOR, markersize=9, linestyle="none",
                 label="the run ended here" if i == 0 else None)
-    ax.set_title(counter.title, loc="left", fontsize=9)
+    ax.set_title(counter.title, loc="left", fontsize=9, y=1.0)
     ax.set_ylim(-0.2, top * 1.7 + 0.6)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
     ax.set_xlim(-0.2, max(last, 1) + 0.4)
@@ -599,7 +620,7 @@ def _call_label(c: Call) -> str:
 
 
 def draw_decision_path(ax, run: Run) -> None:
-    ax.set_title("Path through the decision table", loc="left", fontsize=11)
+    ax.set_title("Path through the decision table", loc="left", fontsize=11, y=1.0)
     labels = [f"{row:>2}  {branch}" for row, branch, _ in ROWS]
     index = {branch: i for i, (_, branch, _) in enumerate(ROWS)}
     ax.set_yticks(range(len(ROWS)), labels, fontsize=8, family="monospace")
@@ -668,7 +689,7 @@ def decision_path(frame: Any, *, save: str | os.PathLike | None = None, dpi: int
 
 def draw_budget(ax, run: Run) -> None:
     """One horizontal bar per bounded count: how much of its limit the run has used so far."""
-    ax.set_title("Recovery budget used", loc="left", fontsize=11)
+    ax.set_title("Recovery budget used", loc="left", fontsize=11, y=1.0)
     labels, used, limits = [], [], []
     for counter in COUNTERS:
         for series in counter.series:
@@ -773,7 +794,7 @@ def _mark_compactions(ax, run: Run, *, label: bool = True) -> None:
 
 def draw_cache_tokens(ax, run: Run) -> None:
     """Per call: uncached input, cache writes, cache reads and output, stacked; compactions marked."""
-    ax.set_title("Tokens per model call, by how they are billed", loc="left", fontsize=11)
+    ax.set_title("Tokens per model call, by how they are billed", loc="left", fontsize=11, y=1.0)
     calls = [c for c in run.calls if c.answered]
     if not calls:
         _empty(ax, "no model call came back")
@@ -808,7 +829,7 @@ def draw_cumulative_cost(ax, run: Run, prices: Any = None) -> None:
     """The run's cost so far after each call; beside it, the same tokens priced with no caching (derived)."""
     from .cost import default_prices, uncached_cost
 
-    ax.set_title("Cumulative cost", loc="left", fontsize=11)
+    ax.set_title("Cumulative cost", loc="left", fontsize=11, y=1.0)
     calls = [c for c in run.calls if c.answered]
     if not calls:
         _empty(ax, "no model call came back")

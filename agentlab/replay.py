@@ -639,7 +639,8 @@ class ReplayStepper(WidgetView):
         if key == self._plot_key:
             return
         fig = plots.PLOTS[self.plot_picker.value](list(events))
-        self.plot_image.value = plots.to_png(fig, dpi=64 if self.plot_picker.value == "overview" else 72)
+        self.plot_image.value = plots.to_png(fig, dpi=64 if self.plot_picker.value == "overview" else 72,
+                                              compress_level=1)
         self._plot_key = key
 
 

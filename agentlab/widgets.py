@@ -625,7 +625,7 @@ class Stepper(WidgetView):
         if key == self._plot_key:
             return
         fig = plots.PLOTS[kind](list(events))
-        self.plot_image.value = plots.to_png(fig, dpi=PLOT_DPI.get(kind, 60))
+        self.plot_image.value = plots.to_png(fig, dpi=PLOT_DPI.get(kind, 60), compress_level=1)
         self._plot_key = key
 
     # -- conveniences -----------------------------------------------------------------------------------
