@@ -51,6 +51,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/scaling.py
+	$(BIN)/python bench/compaction.py
 	$(BIN)/python bench/notebooks.py
 
 # Every gradeable scenario: agentlab's CLI passes every rule, the tutorial loop fails (exit 1 expected), then

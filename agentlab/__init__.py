@@ -9,6 +9,8 @@ core/         the decision and the loop; imports nothing else of agentlab
   compaction    context accounting and the compaction strategies
   tools         the tool registry and the demo tools
   hooks         Claude Code's hook protocol (Python callables and shell commands)
+  caching       cache_control breakpoints, and the scripted backend's prompt cache
+  cost          the dated price table applied to a response's usage (cost_usd)
   events        one frozen dataclass per event kind, with its JSONL form
   trace         the event stream (Trace), JSONL, a pandas frame
   loop          AgentLoop: performs what ``decide()`` says (sync ``run()``, async ``arun()``)

@@ -80,7 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--stop-sequence", action="append", dest="stop_sequences",
                      help="a custom stop sequence (repeat for several)")
     run.add_argument("--tools", choices=["demo", "none"], help="send and run the demo tools")
-    run.add_argument("--stream", action="store_true", help="use the streaming API (same behaviour)")
+    run.add_argument("--stream", action="store_true",
+                     help="stream every request (requests with a large max_tokens stream anyway, as the SDK requires)")
+    run.add_argument("--thinking", type=_positive, metavar="BUDGET",
+                     help="extended thinking with this budget_tokens (at least 1024, below max_tokens)")
+    run.add_argument("--no-cache", dest="cache", action="store_false",
+                     help="send no cache_control breakpoints (prompt caching is on by default)")
     run.add_argument("--settings", help="a Claude Code settings JSON file with hooks")
     run.add_argument("--compaction", help="compaction strategy: auto, clear_tool_results, drop_oldest, summarize")
     run.add_argument("--context-window", type=_positive, help="context window in tokens (default 200000)")
@@ -274,9 +279,14 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
     if args.json:
         out.line(redact(json.dumps(result.to_dict(), sort_keys=True), secrets))
     else:
+        from .core.cost import format_cost
+
+        usage = result.usage
         out.line(f"\n{result.subtype}: {result.num_turns} turn(s), {result.requests} request(s), "
-                 f"stop_reason {result.stop_reason}, usage in/out {result.usage['input_tokens']}/"
-                 f"{result.usage['output_tokens']}")
+                 f"stop_reason {result.stop_reason}, usage in/out {usage['input_tokens']}/{usage['output_tokens']}, "
+                 f"cache read/write {usage.get('cache_read_input_tokens', 0)}/"
+                 f"{usage.get('cache_creation_input_tokens', 0)}, "
+                 f"{format_cost(result.cost_usd, result.unpriced_models)}")
         if result.result:
             out.line(redact(result.result, secrets))
     if trace.write_error is not None:

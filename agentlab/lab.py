@@ -22,6 +22,7 @@ import anthropic
 
 from .backend.scenario import Scenario, load_scenario
 from .backend.scripted import ScenarioEngine, scripted_async_client, scripted_client
+from .core.cost import PriceTable
 from .core.errors import ConfigError
 from .core.hooks import Hooks
 from .core.loop import AgentLoop, Result
@@ -53,6 +54,9 @@ class RunConfig:
     stop_sequences: list[str] | None = None
     compaction: str | tuple[str, ...] = "auto"
     count_tokens: bool = False
+    thinking: int | None = None                # extended thinking budget_tokens; None: thinking off
+    cache: bool = True                         # cache_control breakpoints on tools, system and the latest message
+    prices: PriceTable | None = None           # the price table for cost_usd (None: data/prices.yaml)
     server_tools: list[dict[str, Any]] | None = None   # tools the API runs (web_search, ...), offered as they are
     scenario: Scenario | None = None           # the scripted model, and its Stop hook and test tool
     base_url: str | None = None                # a server to talk to instead of the scripted backend
@@ -67,7 +71,7 @@ class RunConfig:
                                    context_window=sc.context_window or Limits.context_window,
                                    compact_threshold=sc.compact_threshold),
                      stop_sequences=sc.stop_sequences, compaction=sc.compaction or "auto",
-                     server_tools=sc.server_tools or None, scenario=sc)
+                     thinking=sc.thinking, server_tools=sc.server_tools or None, scenario=sc)
         return config.with_overrides(**overrides)
 
     @classmethod
@@ -81,10 +85,10 @@ class RunConfig:
         overrides = {name: getattr(args, name) for name in (
             "prompt", "system", "model", "fallback_model", "refusal_fallback_model", "max_turns", "max_tokens",
             "compaction", "context_window", "compact_threshold", "stop_sequences", "max_retries", "tools",
-            "settings", "base_url") if getattr(args, name) is not None}
+            "settings", "base_url", "thinking") if getattr(args, name, None) is not None}
         if getattr(args, "timeout", None) is not None:
             overrides["request_timeout"] = args.timeout
-        overrides.update(stream=args.stream, count_tokens=args.count_tokens)
+        overrides.update(stream=args.stream, count_tokens=args.count_tokens, cache=getattr(args, "cache", True))
         if args.scenario:
             return cls.from_scenario(scenario or args.scenario, **overrides)
         if not args.base_url and not env.get("ANTHROPIC_API_KEY"):
@@ -174,7 +178,8 @@ class RunConfig:
         loop = AgentLoop(client, prompt=self.prompt, model=self.model, system=self.system, tools=self.build_tools(),
                          max_tokens=self.max_tokens, limits=self.limits, stream=self.stream, hooks=hooks,
                          trace=trace, compaction=self.compaction, stop_sequences=self.stop_sequences,
-                         count_tokens=self.count_tokens, server_tools=self.server_tools, **runtime)
+                         count_tokens=self.count_tokens, thinking=self.thinking, cache=self.cache, prices=self.prices,
+                         server_tools=self.server_tools, **runtime)
         loop.engine, loop.scenario, loop.config = engine, self.scenario, self
         return loop
 

@@ -195,8 +195,9 @@ def start_job(job: Job, folder: Path) -> tuple[Callable[[], Ran], MessagesServer
         return (lambda: agentlab(args)), None, None
     server = MessagesServer(list(job.replies))
     trace = folder / "wire.jsonl"
+    # --no-cache: these jobs compare whole histories; the cache breakpoints have tests of their own
     args = ["run", "--base-url", server.url, "--tools", "demo", "--json", "--prompt", job.prompt,
-            "--trace", str(trace), *args]
+            "--trace", str(trace), "--no-cache", *args]
     return (lambda: agentlab(args, env={"ANTHROPIC_API_KEY": SECRET})), server, trace
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import time
 from typing import Any
 
 import pytest
@@ -640,21 +639,19 @@ def long_history(turns: int) -> list[dict]:
     return messages
 
 
-def test_strategies_handle_ten_thousand_turns_quickly() -> None:
+def test_strategies_handle_ten_thousand_turns() -> None:
+    """Every strategy and the meter work on a 10,000-turn history; their speed is measured by
+    bench/compaction.py (time per turn at 1,000 and 10,000 turns), not asserted here."""
     history = long_history(10_000)
-    start = time.perf_counter()
     cleared = clear_tool_results(history)
     dropped = drop_oldest(history, target_tokens=estimate_tokens(history) // 10)
     summed = summarize(history, lambda older: "summary of the long job", keep_last_turns=2)
-    elapsed = time.perf_counter() - start
     assert cleared.changed and dropped.changed and summed.changed
     assert len(summed.messages) == 5
     assert dropped.tokens_after <= estimate_tokens(history) // 10
-    assert elapsed < 10, f"compaction of 10,000 turns took {elapsed:.1f}s"
+    assert validate_history(dropped.messages) == []
 
     meter = ContextMeter()
-    start = time.perf_counter()
     for message in history:
         meter.appended(message)
     assert meter.tokens == sum(estimate_tokens(m) for m in history)
-    assert time.perf_counter() - start < 5

@@ -103,33 +103,48 @@ def test_lesson01_an_exception_is_reported_as_a_wrong_case() -> None:
 # --- lesson 02 ------------------------------------------------------------------------------------------------
 
 def test_lesson02_continuing_a_cut_tool_call_fails() -> None:
-    def always_continue_after_escalation(message, escalated, recoveries):
-        if not escalated:
+    def always_continue_after_escalation(message, escalations, continuations):
+        if escalations < lesson02.MAX_ESCALATIONS:
             return "escalate"
-        return "continue" if recoveries < lesson02.LIMIT else "give_up"
+        return "continue" if continuations < lesson02.MAX_CONTINUATIONS else "give_up"
 
-    with pytest.raises(AssertionError, match=r"(?s)a tool_use block cut off, after an escalation.*expected 'escalate', "
-                                             r"got 'continue'"):
+    with pytest.raises(AssertionError, match=r"(?s)a tool_use block cut off, after the escalation.*expected "
+                                             r"'give_up', got 'continue'"):
         lesson02.check_on_max_tokens(always_continue_after_escalation)
+
+
+def test_lesson02_escalating_a_cut_tool_call_past_the_limit_fails() -> None:
+    def escalate_every_cut_tool_call(message, escalations, continuations):
+        if message["content"][-1]["type"] == "tool_use":
+            return "escalate"
+        if any(b["type"] == "tool_use" for b in message["content"]):
+            return "run_tools"
+        if escalations < lesson02.MAX_ESCALATIONS:
+            return "escalate"
+        return "continue" if continuations < lesson02.MAX_CONTINUATIONS else "give_up"
+
+    with pytest.raises(AssertionError, match=r"(?s)escalations=1, continuations=0\]: expected 'give_up', "
+                                             r"got 'escalate'"):
+        lesson02.check_on_max_tokens(escalate_every_cut_tool_call)
 
 
 def test_lesson02_an_off_by_one_limit_fails() -> None:
     solution = lesson02.SOLUTION
 
-    def one_too_many(message, escalated, recoveries):
-        answer = solution(message, escalated, recoveries)
-        return "continue" if answer == "give_up" and recoveries == lesson02.LIMIT else answer
+    def one_too_many(message, escalations, continuations):
+        answer = solution(message, escalations, continuations)
+        return "continue" if answer == "give_up" and continuations == lesson02.MAX_CONTINUATIONS else answer
 
-    with pytest.raises(AssertionError, match=r"(?s)all 3 recoveries used.*expected 'give_up', got 'continue'"):
+    with pytest.raises(AssertionError, match=r"(?s)3 continuations in a row \[.*expected 'give_up', got 'continue'"):
         lesson02.check_on_max_tokens(one_too_many)
 
 
 @pytest.mark.parametrize("case", lesson02.CASES, ids=[c[0] for c in lesson02.CASES])
 def test_lesson02_cases_agree_with_decide(case) -> None:
     """The lesson's expected answers are what agentlab's own decide() does."""
-    _, message, escalated, recoveries, expected = case
-    state = LoopState(model="claude-sonnet-4-6", max_tokens=64_000 if escalated else 1024, escalated=escalated,
-                      output_recoveries=recoveries)
+    _, message, escalations, continuations, expected = case
+    state = LoopState(model="claude-sonnet-4-6", max_tokens=64_000 if escalations else 1024, escalations=escalations,
+                      continuations_in_a_row=continuations)
     branch = decide(message, state, Limits()).branch
     assert {"max_tokens_escalate": "escalate", "incomplete_tool_use": "escalate", "max_tokens_continue": "continue",
             "max_tokens_give_up": "give_up", "tool_use": "run_tools"}[branch] == expected

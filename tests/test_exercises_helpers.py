@@ -22,6 +22,7 @@ LESSONS = {
     "lesson09": ("check_once", "check_stop_once_hook"),
     "lesson10": ("my_decide", "check_my_decide"),
     "lesson11": ("after_max_tokens", "check_after_max_tokens"),
+    "lesson13": ("cost_of_call", "check_cost_of_call"),
 }
 
 

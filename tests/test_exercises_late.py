@@ -170,7 +170,7 @@ def test_lesson08_solution_passes(capsys):
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"max_turns": 6}, "ended with error_api after 6 request"),
+    ({"max_turns": 6}, "ended with success after 6 request.*script .* is used up"),
     ({"max_turns": 5}, "after exactly 4"),
     ({"max_turns": 3}, "after exactly 4"),
     ({"max_turns": None}, "set max_turns"),

@@ -100,9 +100,11 @@ def test_wrong_answers_fail_with_a_clear_message(wrong, message):
 
 
 def test_the_lesson_helpers_print_the_records(capsys):
-    show_requests("max_tokens_give_up")
+    show_requests("claude-code/2.1.197/max_tokens_give_up")
     contrast("pause_turn")
     out = capsys.readouterr().out
+    # the 2.1.197 record: its continuation text is plain (2.1.332 wraps the same text in a system-reminder tag)
     assert "continuation  → max_tokens [text]  adds 'Output token limit hit" in out
     assert "claude-code 2.1.197: 1 request; error_during_execution (exit 1)" in out
+    assert "claude-code 2.1.332: 1 request; error_during_execution (exit 1)" in out
     assert "agentlab 0.1.0: 2 requests: resume; success" in out

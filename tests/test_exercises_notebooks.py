@@ -28,6 +28,7 @@ EXERCISES = {
     "lesson09": ("09_hooks", "check_once", "check_stop_once_hook"),
     "lesson10": ("10_the_whole_decision", "my_decide", "check_my_decide"),
     "lesson11": ("11_real_claude_code", "after_max_tokens", "check_after_max_tokens"),
+    "lesson13": ("13_what_a_run_costs", "cost_of_call", "check_cost_of_call"),
 }
 
 

@@ -29,7 +29,8 @@ def test_the_sdk_refuses_a_long_non_streaming_request_from_21334_tokens_on():
     assert "from `max_tokens` = 21,334 on" in text and "Streaming is required for operations that" in text
 
 
-def test_lesson06_reports_the_recorded_2_1_197_ending():
-    record = load_records()[("claude-code", "2.1.197")]["pause_turn"]
-    assert record["result"]["subtype"] == "error_during_execution"
-    assert "as `error_during_execution` in the recorded 2.1.197" in _markdown("06_pause_turn")
+def test_lesson06_reports_the_recorded_claude_code_endings():
+    records = load_records()
+    for version in ("2.1.197", "2.1.332"):
+        assert records[("claude-code", version)]["pause_turn"]["result"]["subtype"] == "error_during_execution"
+    assert "the recorded 2.1.197 and 2.1.332 both end with `error_during_execution`" in _markdown("06_pause_turn")

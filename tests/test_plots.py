@@ -19,7 +19,7 @@ FUNCTIONS = [*SINGLE, plots.dashboard]
 # give-ups at a limit, retries and a fallback, an error with no message at all. (Every scenario goes
 # through every plot in the dashboard test.)
 SAMPLE = ["tour", "context_window_full", "prompt_too_long", "max_tokens_give_up", "stop_hook_cap",
-          "overloaded_fallback", "api_error_fatal", "max_turns"]
+          "overloaded_fallback", "api_error_fatal", "max_turns", "door_code"]
 SAMPLE_PNG = ["tour", "prompt_too_long", "stop_hook_cap", "api_error_fatal"]
 
 
@@ -102,8 +102,55 @@ def test_empty_frames_draw_a_note(function):
 def test_empty_frame_says_so():
     text = axes_text(plots.dashboard(pd.DataFrame(), dpi=30))
     assert "no model calls in this run" in text
-    assert "no compaction in this run" in text
     assert "no decision taken yet" in text
+    # panels with nothing to show are left out, not drawn empty
+    assert "no compaction in this run" not in text and plots.RECOVERY_HEADING not in text
+
+
+def titles(fig) -> list[str]:
+    return [ax.get_title(loc="left") for ax in fig.axes if ax.get_title(loc="left")]
+
+
+def test_the_dashboard_leaves_out_panels_with_nothing_to_show(frames):
+    tour = titles(plots.dashboard(frames["tour"], dpi=30))
+    # the tour has retries, an escalation, a pause and a Stop-hook block, but no compaction
+    assert "History size before and after each compaction" not in tour
+    assert "Recovery budget used" not in tour    # the recovery panels below say the same
+    assert {"API retries and fallbacks", "max_tokens: escalations and continuations", "pause_turn continuations",
+            "Stop-hook blocks"} <= set(tour)
+    assert "compactions" not in tour and "model turns" not in tour
+    given_up = titles(plots.dashboard(frames["max_tokens_give_up"], dpi=30))
+    assert [t for t in given_up if t in {c.title for c in plots.COUNTERS}] == [
+        "max_tokens: escalations and continuations"]
+    compacted = titles(plots.dashboard(frames["door_code"], dpi=30))
+    assert "History before / after each compaction" in compacted and "compactions" in compacted
+    capped = titles(plots.dashboard(frames["max_turns"], dpi=30))
+    assert "model turns" in capped   # max_turns set: the turns count against it
+
+
+def test_the_dashboard_is_readable_at_the_size_the_stepper_shows_it(frames):
+    from agentlab.ui.widgets import PLOT_DPI
+
+    fig = plots.dashboard(frames["tour"])
+    width_px = fig.get_size_inches()[0] * PLOT_DPI["dashboard"]
+    assert width_px <= 1000                        # fits a notebook cell without being scaled down
+    smallest = min(t.get_fontsize() for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels())
+    assert smallest * PLOT_DPI["dashboard"] / 72 >= 7.5   # pixels: the smallest tick label stays legible
+
+
+def test_context_fill_shows_an_overflow_on_a_linear_scale(frames):
+    fig = plots.context_fill(frames["door_code"], dpi=30)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "linear"
+    run = plots.read_run(frames["door_code"])
+    refused = [c for c in run.calls if c.error_status == 400]
+    assert len(refused) == 1
+    size, window = (int(x) for x in plots._TOO_LONG.search(refused[0].error_message).groups())
+    assert window == run.context_window == 2600 and size > window
+    low, high = ax.get_ylim()
+    assert low == 0 and high > size             # the refused request is inside the plot, above the window line
+    text = axes_text(fig)
+    assert f"{size:,} > {window:,}" in text and "context window (2,600)" in text
 
 
 def test_a_run_stopped_before_any_call():
@@ -158,15 +205,24 @@ def test_decision_path_has_a_row_for_every_branch_and_a_dot_per_decision(frames)
 
 def test_recoveries_count_against_their_limits(frames):
     run = plots.read_run(frames["max_tokens_give_up"])
-    counts = {(c.title, label): len(plots._occurrences(run, what)) for c in plots.COUNTERS
-              for label, what in c.series}
-    assert counts["max_tokens recoveries", "escalations"] == 1
-    assert counts["max_tokens recoveries", "continuations"] == 3
+    counts = {(c.title, series.label): len(plots._occurrences(run, series.what)) for c in plots.COUNTERS
+              for series in c.series}
+    assert counts["max_tokens: escalations and continuations", "escalations"] == 1
+    assert counts["max_tokens: escalations and continuations", "continuations"] == 3
     assert counts["pause_turn continuations", "continuations"] == 0
     text = axes_text(plots.recovery_attempts(frames["max_tokens_give_up"], dpi=30))
-    assert "limit on continuations = 3" in text and "the run ended here" in text
+    assert "escalations: limit per run = 1" in text and "continuations: limit in a row = 3" in text
+    assert "the run ended here" in text
+    assert "pause_turn continuations" not in text   # a counter the run never moved gets no panel
     capped = axes_text(plots.recovery_attempts(frames["stop_hook_cap"], dpi=30))
     assert "blocks fed back (8)" in capped and "cap in a row = 8" in capped and "the run ended here" in capped
+
+
+def test_a_run_without_recoveries_says_so_in_one_line():
+    loop = scenario_loop("end_turn")
+    loop.run()
+    text = axes_text(plots.recovery_attempts(loop, dpi=30))
+    assert plots.NO_RECOVERIES in text
 
 
 def test_fallback_is_named_on_the_path(frames):

@@ -42,6 +42,7 @@ def test_every_claude_code_record_replays_into_a_trace_the_plots_draw(version, n
     assert len(requests) == len(record["requests"])
     assert [e.call for e in requests] == [r["n"] for r in record["requests"]]
     # every call has its answer: a response for a 2xx reply, an api_error otherwise, with the recorded stop reason
+    assert record["requests"], name
     for r in record["requests"]:
         answers = [e for e in trace if e.call == r["n"] and e.kind in ("response", "api_error")]
         assert len(answers) == 1, (name, r["n"])

@@ -16,8 +16,8 @@ from agentlab.backend.scripted import ScenarioEngine
 from agentlab.backend.serve import ScenarioServer
 
 USER = [{"role": "user", "content": "hi"}]
-USAGE_KEYS = ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens",
-              "service_tier"]
+USAGE_KEYS = ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "cache_creation",
+              "output_tokens", "service_tier"]
 
 
 def sdk(server: ScenarioServer, **kwargs) -> anthropic.Anthropic:

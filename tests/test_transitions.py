@@ -18,6 +18,7 @@ from agentlab.core.transitions import (
     NUDGE_TEXT,
     ROW_OF,
     ROWS,
+    STOP_HOOK_FEEDBACK,
     Clamp,
     Compact,
     Complete,
@@ -108,19 +109,29 @@ def test_incomplete_tool_use_escalates_max_tokens():
     assert t.max_tokens == LIMITS.escalated_max_tokens > STATE.max_tokens
 
 
-def test_incomplete_tool_use_escalates_again_up_to_the_ceiling_then_gives_up():
+def test_incomplete_tool_use_gives_up_once_the_escalation_is_used():
     m = msg(tool_use(tool_input={}), stop_reason="max_tokens")
-    second = decide(m, replace(STATE, max_tokens=64_000, escalated=True, output_recoveries=1), LIMITS)
-    assert isinstance(second, Escalate) and second.max_tokens == LIMITS.max_tokens_ceiling
-    at_ceiling = replace(STATE, max_tokens=LIMITS.max_tokens_ceiling, escalated=True, output_recoveries=2)
-    end = decide(m, at_ceiling, LIMITS)
+    end = decide(m, replace(STATE, max_tokens=64_000, escalations=1), LIMITS)
     assert isinstance(end, End) and end.terminal
     assert end.branch == "max_tokens_give_up" and end.subtype == "error_max_output_tokens"
+    assert "1 escalation used of 1" in end.message
 
 
-def test_incomplete_tool_use_gives_up_after_the_recovery_limit():
-    state = replace(STATE, output_recoveries=LIMITS.max_output_recoveries)
+def test_incomplete_tool_use_escalates_again_when_the_limit_allows_up_to_the_ceiling():
+    m = msg(tool_use(tool_input={}), stop_reason="max_tokens")
+    two = replace(LIMITS, max_escalations=2)
+    second = decide(m, replace(STATE, max_tokens=64_000, escalations=1), two)
+    assert isinstance(second, Escalate) and second.max_tokens == LIMITS.max_tokens_ceiling
+    end = decide(m, replace(STATE, max_tokens=LIMITS.max_tokens_ceiling, escalations=1), two)
+    assert isinstance(end, End) and "cannot be raised above 128000" in end.message
+
+
+def test_incomplete_tool_use_is_never_continued():
+    # continuations do not count against a cut tool call, and never replace its escalation
+    state = replace(STATE, continuations_in_a_row=LIMITS.max_continuations)
     t = decide(msg(tool_use(tool_input={}), stop_reason="max_tokens"), state, LIMITS)
+    assert isinstance(t, Escalate)
+    t = decide(msg(tool_use(tool_input={}), stop_reason="max_tokens"), STATE, replace(LIMITS, max_escalations=0))
     assert isinstance(t, End) and t.subtype == "error_max_output_tokens"
 
 
@@ -140,29 +151,32 @@ def test_max_tokens_first_escalates():
 
 
 def test_max_tokens_after_escalation_continues():
-    state = replace(STATE, max_tokens=64_000, escalated=True)
+    state = replace(STATE, max_tokens=64_000, escalations=1)
     t = decide(msg(text("partial"), stop_reason="max_tokens"), state, LIMITS)
     assert isinstance(t, ContinueTruncated)
     assert t.branch == "max_tokens_continue" and t.text == CONTINUATION_TEXT
     assert "continue" in t.text.lower()
 
 
-@pytest.mark.parametrize("recoveries", [0, 1, 2])
-def test_max_tokens_continues_below_the_limit(recoveries):
-    state = replace(STATE, escalated=True, output_recoveries=recoveries)
+@pytest.mark.parametrize("continuations", [0, 1, 2])
+def test_max_tokens_continues_below_the_limit(continuations):
+    state = replace(STATE, escalations=1, continuations_in_a_row=continuations)
     assert isinstance(decide(msg(text("x"), stop_reason="max_tokens"), state, LIMITS), ContinueTruncated)
 
 
 def test_max_tokens_gives_up_at_the_limit():
-    state = replace(STATE, escalated=True, output_recoveries=3)
+    state = replace(STATE, max_tokens=64_000, escalations=1, continuations_in_a_row=3)
     t = decide(msg(text("x"), stop_reason="max_tokens"), state, LIMITS)
     assert isinstance(t, End) and t.terminal
     assert t.branch == "max_tokens_give_up" and t.subtype == "error_max_output_tokens"
-    assert LIMITS.max_output_recoveries == 3  # MAX_OUTPUT_TOKENS_RECOVERY_LIMIT
+    assert t.message == ("The response hit max_tokens (64000) again after 1 escalation and 3 continuations; "
+                         "the limit is 3 continuations in a row.")
+    assert LIMITS.max_continuations == 3  # MAX_OUTPUT_TOKENS_RECOVERY_LIMIT
+    assert LIMITS.max_escalations == 1
 
 
 def test_max_tokens_without_escalation_goes_straight_to_continuation():
-    t = decide(msg(text("x"), stop_reason="max_tokens"), STATE, replace(LIMITS, escalate_max_tokens=False))
+    t = decide(msg(text("x"), stop_reason="max_tokens"), STATE, replace(LIMITS, max_escalations=0))
     assert isinstance(t, ContinueTruncated)
 
 
@@ -177,7 +191,7 @@ def test_max_tokens_with_empty_content_is_still_a_max_tokens_recovery():
 
 def test_max_tokens_above_the_models_ceiling_is_clamped():
     # A 400 naming the model's output ceiling: resend with that ceiling instead of ending the run.
-    state = replace(STATE, max_tokens=64_000, escalated=True)
+    state = replace(STATE, max_tokens=64_000, escalations=1)
     t = decide(failure(400, "max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens "
                        "for claude-haiku", "invalid_request_error"), state, LIMITS)
     assert isinstance(t, Clamp)
@@ -520,7 +534,7 @@ PURE_CASES: list[tuple[Any, LoopState, Limits]] = [
     (msg(tool_use(), stop_reason="end_turn"), STATE, LIMITS),
     (msg(text("x"), tool_use(tool_input={}), stop_reason="max_tokens"), STATE, LIMITS),
     (msg(text("x"), stop_reason="max_tokens"), STATE, LIMITS),
-    (msg(text("x"), stop_reason="max_tokens"), replace(STATE, escalated=True), LIMITS),
+    (msg(text("x"), stop_reason="max_tokens"), replace(STATE, escalations=1), LIMITS),
     (msg(stop_reason="model_context_window_exceeded"), STATE, LIMITS),
     (msg(stop_reason="refusal", stop_details={"category": "cyber", "explanation": "e"}), STATE,
      replace(LIMITS, refusal_fallback_model=FALLBACK)),
@@ -548,8 +562,11 @@ def test_gates_are_pure():
     state = replace(STATE, num_turns=3, stop_hook_blocks=7)
     limits = replace(LIMITS, max_turns=3)
     before = copy.deepcopy((state, limits))
-    assert check_turns(state, limits) == check_turns(state, limits)
-    assert after_stop_hooks(True, "r", state, limits) == after_stop_hooks(True, "r", state, limits)
+    gate = check_turns(state, limits)
+    verdict = after_stop_hooks(True, "r", state, limits)
+    assert isinstance(gate, End) and gate.branch == "max_turns" and gate.subtype == "error_max_turns"
+    assert isinstance(verdict, HookBlocked) and verdict.feedback == STOP_HOOK_FEEDBACK.format(reason="r")
+    assert check_turns(state, limits) == gate and after_stop_hooks(True, "r", state, limits) == verdict
     assert (state, limits) == before
 
 
@@ -557,7 +574,7 @@ def test_all_decide_branches_are_reachable():
     """Every branch of ROWS is produced by some input (decide, check_turns, after_stop_hooks or the loop)."""
     seen = {decide(o, s, lim).branch for o, s, lim in PURE_CASES}
     seen |= {
-        decide(msg(text("x"), stop_reason="max_tokens"), replace(STATE, escalated=True, output_recoveries=3),
+        decide(msg(text("x"), stop_reason="max_tokens"), replace(STATE, escalations=1, continuations_in_a_row=3),
                LIMITS).branch,
         decide(msg(stop_reason="model_context_window_exceeded"), replace(STATE, consecutive_compactions=3),
                LIMITS).branch,

@@ -6,7 +6,7 @@ Sources are laid out in ``build/site-src`` with the repository's own folder name
 to ``notebooks/…`` and ``docs/…`` work unchanged, then Sphinx (MyST-NB, furo theme) writes static HTML.
 The lessons are shown with their committed outputs (nothing is executed, except as said next). A widget
 output needs a kernel, so each one is replaced by a static picture of the widget at that point: the cell's
-code is run again on its own (the widget cells construct their widget and show it) and the widget's panes,
+code is run again on its own (or after the cells before it, when it needs their names) and the widget's panes,
 controls and plot are written out as HTML (``agentlab.ui.widgets.static_html``). Each recorded client in
 ``data/observed`` gets a page saying what it did on every scenario.
 """
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import io
 import html
 import shutil
 import subprocess
@@ -40,14 +42,40 @@ class SiteError(Exception):
     pass
 
 
-def widget_from_cell(source: str, where: str):
-    """Run a cell's code on its own and return the value of its last expression (the widget it shows)."""
+def _run_cell(source: str, where: str, namespace: dict, *, value: bool = False):
+    """Run one cell's code in ``namespace``; with ``value``, return its last expression's value."""
     tree = ast.parse(source)
-    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
-        raise SiteError(f"{where}: the cell that shows a widget does not end with an expression")
+    last = tree.body[-1] if value and tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    body = tree.body[:-1] if last is not None else tree.body
+    exec(compile(ast.Module(body, type_ignores=[]), where, "exec"), namespace)  # noqa: S102
+    if value:
+        if last is None:
+            raise SiteError(f"{where}: the cell that shows a widget does not end with an expression")
+        return eval(compile(ast.Expression(last.value), where, "eval"), namespace)  # noqa: S307
+    return None
+
+
+def widget_from_cell(cells: list, index: int, where: str):
+    """The widget a cell shows, as it was then: the cell's code run on its own, or, when it needs names
+    from earlier cells, the notebook's code cells up to it run in order in one namespace."""
+    try:
+        return _run_cell(cells[index].source, where, {}, value=True)
+    except NameError:
+        pass
     namespace: dict = {}
-    exec(compile(ast.Module(tree.body[:-1], type_ignores=[]), where, "exec"), namespace)  # noqa: S102
-    return eval(compile(ast.Expression(tree.body[-1].value), where, "eval"), namespace)  # noqa: S307
+    with contextlib.redirect_stdout(io.StringIO()):   # what those cells print is already in the page
+        return _run_cells(cells, index, where, namespace)
+
+
+def _run_cells(cells: list, index: int, where: str, namespace: dict):
+    for earlier, cell in enumerate(cells[:index]):
+        if cell.cell_type == "code" and cell.source.strip():
+            try:
+                _run_cell(cell.source, f"{where} (running cell {earlier} first)", namespace)
+            except Exception as exc:  # noqa: BLE001 - named and raised as a build error
+                raise SiteError(f"{where}: cell {earlier} failed while re-running the notebook up to the "
+                                f"widget: {type(exc).__name__}: {exc}") from exc
+    return _run_cell(cells[index].source, where, namespace, value=True)
 
 
 def snapshot_widgets(notebook: nbformat.NotebookNode, name: str) -> int:
@@ -61,7 +89,7 @@ def snapshot_widgets(notebook: nbformat.NotebookNode, name: str) -> int:
             if WIDGET_MIME not in data:
                 continue
             where = f"{name}, cell {index}"
-            shown = widget_from_cell(cell.source, where)
+            shown = widget_from_cell(notebook.cells, index, where)
             view = getattr(shown, "view", shown)
             picture = static_html(view)
             if not picture:

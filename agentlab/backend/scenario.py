@@ -62,11 +62,17 @@ class WebSearchResultBlock(_Strict):
 class ThinkingBlock(_Strict):
     type: Literal["thinking"]
     thinking: str
-    signature: str = "scripted-signature"
+    # Left out, the scripted backend signs the text itself (and rejects a thinking block sent back changed).
+    signature: str | None = None
+
+
+class RedactedThinkingBlock(_Strict):
+    type: Literal["redacted_thinking"]
+    data: str = Field(min_length=1)  # opaque: sent back exactly as received
 
 
 Block = Annotated[
-    TextBlock | ToolUseBlock | ServerToolUseBlock | WebSearchResultBlock | ThinkingBlock,
+    TextBlock | ToolUseBlock | ServerToolUseBlock | WebSearchResultBlock | ThinkingBlock | RedactedThinkingBlock,
     Field(discriminator="type"),
 ]
 
@@ -89,6 +95,8 @@ class Predicate(_Strict):
     messages_at_most: int | None = None
     messages_at_least: int | None = None
     smaller_than_previous: bool | None = None  # fewer estimated tokens than the previous message request
+    thinking: bool | None = None  # the request enables extended thinking
+    cache_control: bool | None = None  # the request carries cache_control breakpoints
     tools_include: str | None = None  # a tool (client or server tool) of this name is offered in ``tools``
 
     def failures(self, request: dict[str, Any], stream: bool, previous_tokens: int | None = None) -> list[str]:
@@ -137,6 +145,12 @@ class Predicate(_Strict):
             tokens = estimate_tokens(request_payload(request))
             if not tokens < previous_tokens:
                 out.append(f"a request smaller than the previous one ({previous_tokens} tokens), got {tokens}")
+        if self.thinking is not None:
+            enabled = isinstance(request.get("thinking"), dict) and request["thinking"].get("type") == "enabled"
+            if enabled != self.thinking:
+                out.append(f"a request {'with' if self.thinking else 'without'} thinking enabled")
+        if self.cache_control is not None and ("cache_control" in json.dumps(request)) != self.cache_control:
+            out.append(f"a request {'with' if self.cache_control else 'without'} cache_control breakpoints")
         if self.tools_include is not None:
             names = [t.get("name") for t in request.get("tools") or [] if isinstance(t, dict)]
             if self.tools_include not in names:
@@ -191,11 +205,23 @@ class Reply(_Strict):
     model: str | None = None
     unknown_stop_reason: bool = False  # set to send a stop_reason the API does not (yet) document
     error: ErrorSpec | None = None
+    # Why this reply's usage is staged on purpose (a number the request and the reply do not give); without
+    # it, usage must agree with the request and the reply (see data/scenarios/README.md).
+    staged: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Reply:
         if self.error is not None and self.content is not None:
             raise ValueError("a reply has either 'error' or 'content', not both")
+        if self.staged is not None:
+            if not self.staged.strip():
+                raise ValueError("'staged' says why a number is staged; it cannot be empty")
+            if self.usage is None and self.error is None:
+                raise ValueError("'staged' needs the 'usage' or the 'error' whose numbers it stages")
+        elif (self.usage is not None and not self.usage.staged and self.stop_reason == "max_tokens"
+              and self.usage.output_tokens is not None):
+            raise ValueError("a max_tokens reply reports the request's max_tokens as output_tokens; leave "
+                             "usage.output_tokens out (or say why it is staged with 'staged')")
         if self.error is None and self.content is None:
             self.content = []
         if (self.error is None and self.stop_reason is not None
@@ -249,6 +275,8 @@ class Scenario(_Strict):
     system: str | None = None
     model: str = "claude-sonnet-4-6"
     max_tokens: int = Field(default=1024, ge=1)
+    thinking: int | None = Field(default=None, ge=1024)  # extended thinking budget_tokens for runs of this scenario
+    cache_min_tokens: int = Field(default=1024, ge=0)  # the shortest prefix the scripted prompt cache keeps
     max_turns: int | None = Field(default=None, ge=1)
     stop_sequences: list[str] | None = None
     fallback_model: str | None = None
@@ -273,6 +301,8 @@ class Scenario(_Strict):
     def _check_steps(self) -> Scenario:
         if not self.steps:
             raise ValueError("a scenario needs at least one step")
+        if self.thinking is not None and self.thinking >= self.max_tokens:
+            raise ValueError(f"thinking budget {self.thinking} must be below max_tokens {self.max_tokens}")
         return self
 
 
@@ -282,7 +312,7 @@ def _format_loc(loc: tuple) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         elif part in ("TextBlock", "ToolUseBlock", "text", "tool_use", "server_tool_use",
-                      "web_search_tool_result", "thinking") and out.endswith("]"):
+                      "web_search_tool_result", "thinking", "redacted_thinking") and out.endswith("]"):
             continue  # discriminator names pydantic inserts into the path
         else:
             out += ("." if out else "") + str(part)
@@ -490,8 +520,25 @@ def _system_text(request: dict[str, Any]) -> str:
 
 
 def request_payload(request: dict[str, Any]) -> dict[str, Any]:
-    """The part of a request that fills the context window."""
-    return {k: request.get(k) for k in ("system", "tools", "messages") if request.get(k) is not None}
+    """The part of a request that fills the context window (cache_control markers are not part of it)."""
+    from ..core.caching import without_breakpoints
+
+    payload: dict[str, Any] = {k: request.get(k) for k in ("system", "tools", "messages")
+                               if request.get(k) is not None}
+    # a text the loop turned into one marked block to carry its breakpoint counts as the text it was
+    if _one_marked_text(payload.get("system")):
+        payload["system"] = payload["system"][0]["text"]
+    if isinstance(payload.get("messages"), list) and any(
+            isinstance(m, dict) and _one_marked_text(m.get("content")) for m in payload["messages"]):
+        payload["messages"] = [{**m, "content": m["content"][0]["text"]}
+                               if isinstance(m, dict) and _one_marked_text(m.get("content")) else m
+                               for m in payload["messages"]]
+    return without_breakpoints(payload)
+
+
+def _one_marked_text(content: Any) -> bool:
+    return (isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict)
+            and content[0].keys() == {"type", "text", "cache_control"} and content[0]["type"] == "text")
 
 
 # A request that *asks* for a summary ("create a detailed summary of the conversation", "summarize the

@@ -8,10 +8,13 @@ streaming and error classes run exactly as against the live API.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.caching import PromptCache
 from ..core.compaction import estimate_tokens
 from .scenario import (
     ErrorSpec,
@@ -23,6 +26,11 @@ from .scenario import (
     load_scenario,
     request_payload,
 )
+
+# Hand-written usage must agree with the request and the reply, within this tolerance of the engine's own
+# token estimate (the larger of the two): a scenario may round, not invent. ``staged`` lifts the rule.
+USAGE_TOLERANCE_SHARE = 0.10
+USAGE_TOLERANCE_TOKENS = 8
 
 ERROR_TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -50,6 +58,45 @@ class RecordedRequest:
     status: int
     kind: str
     stop_reason: str | None = None
+    staged: str | None = None          # the reply's usage is staged on purpose, and why
+
+
+def _usage_staged(reply: Reply) -> str | None:
+    """``usage: {staged: true}`` (no reason given) marks the numbers as staged too."""
+    if reply.usage is not None and reply.usage.staged:
+        return "the scenario sets this usage on purpose"
+    return None
+
+
+def within_tolerance(reported: int, estimate: int) -> bool:
+    """Whether a reported token count agrees with the engine's estimate (see USAGE_TOLERANCE_*)."""
+    return abs(reported - estimate) <= max(USAGE_TOLERANCE_TOKENS, USAGE_TOLERANCE_SHARE * estimate)
+
+
+def usage_problems(usage: dict[str, Any], request: dict[str, Any], content: list[dict[str, Any]],
+                   stop_reason: str | None, size: int | None = None) -> list[str]:
+    """How a reply's usage disagrees with its request and content, in words; empty when it agrees.
+
+    A ``max_tokens`` stop used up the request's max_tokens; input_tokens are the request's size (``size``,
+    the engine's estimate; by default of the request as written) and output_tokens the reply's, each within
+    the tolerance of the estimate.
+    """
+    out = []
+    size = estimate_tokens(request_payload(request)) if size is None else size
+    reported_in = sum(int(usage.get(k) or 0)  # the whole prompt: uncached input, cache writes and cache reads
+                      for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    if not within_tolerance(reported_in, size):
+        out.append(f"input_tokens {reported_in}, but the request is about {size} tokens")
+    reported_out = int(usage.get("output_tokens") or 0)
+    if stop_reason == "max_tokens":
+        if reported_out != request.get("max_tokens"):
+            out.append(f"output_tokens {reported_out} on a max_tokens stop, but the request's max_tokens is "
+                       f"{request.get('max_tokens')}")
+    else:
+        written = max(2, estimate_tokens(content)) if content else 2
+        if not within_tolerance(reported_out, written):
+            out.append(f"output_tokens {reported_out}, but the reply is about {written} tokens")
+    return out
 
 
 @dataclass
@@ -62,6 +109,16 @@ class ScenarioEngine:
     failures: list[str] = field(default_factory=list)
     next_step: int = 0
     previous_tokens: int | None = None
+    # A reply cut by max_tokens reports the whole max_tokens as output, though its scripted text is a short
+    # stand-in. When that text comes back in a later request (kept by a continuation), it weighs what was
+    # reported, so the request's size is what it would be with the real reply in it.
+    stand_ins: dict[str, int] = field(default_factory=dict)
+    last_stop_reason: str | None = None   # of the last message this engine answered with
+    cache: PromptCache = field(default_factory=PromptCache)
+
+    def __post_init__(self) -> None:
+        self.cache.min_tokens = self.scenario.cache_min_tokens
+        self._signed = _scenario_signatures(self.scenario)
 
     @classmethod
     def from_name(cls, name_or_path: str) -> ScenarioEngine:
@@ -72,6 +129,29 @@ class ScenarioEngine:
         self.failures.clear()
         self.next_step = 0
         self.previous_tokens = None
+        self.last_stop_reason = None
+        self.cache.clear()
+        self.stand_ins.clear()
+
+    def request_tokens(self, request: dict[str, Any]) -> int:
+        """The engine's estimate of a request's size: what fills the context window, stand-ins at their weight."""
+        tokens = estimate_tokens(request_payload(request))
+        if self.stand_ins:
+            for message in request.get("messages") or []:
+                content = message.get("content") if isinstance(message, dict) else None
+                if message.get("role") != "assistant" or not isinstance(content, list):
+                    continue
+                for block in content:
+                    text = block.get("text") if isinstance(block, dict) and block.get("type") == "text" else None
+                    if text in self.stand_ins:
+                        tokens += self.stand_ins[text] - estimate_tokens(text)
+        return tokens
+
+    def _note_stand_in(self, message: dict[str, Any]) -> None:
+        texts = [b["text"] for b in message["content"] if b.get("type") == "text" and b.get("text")]
+        if message["stop_reason"] == "max_tokens" and texts:
+            rest = sum(estimate_tokens(t) for t in texts[:-1])
+            self.stand_ins[texts[-1]] = max(estimate_tokens(texts[-1]), message["usage"]["output_tokens"] - rest)
 
     # -- HTTP entry point --------------------------------------------------------------------------------
     def handle(self, method: str, path: str, body: bytes | None) -> WireReply:
@@ -100,7 +180,7 @@ class ScenarioEngine:
             return self._record(method, path, request, bool(request.get("stream") is True), None,
                                 _error(400, "invalid_request_error", invalid), kind="invalid_request")
         if route.endswith("count_tokens"):
-            tokens = estimate_tokens(request_payload(normalise_request(request)))
+            tokens = self.request_tokens(normalise_request(request))
             reply = WireReply(200, {"content-type": "application/json"},
                               json.dumps({"input_tokens": tokens}).encode(), "count_tokens")
             return self._record(method, path, request, False, None, reply)
@@ -111,8 +191,12 @@ class ScenarioEngine:
         stream = bool(request.get("stream"))
         normalised = normalise_request(request)
         scenario = self.scenario
-        tokens = estimate_tokens(request_payload(normalised))  # once per request: it is the hot path
+        tokens = self.request_tokens(normalised)  # once per request: it is the hot path (cache markers excluded)
         summary = is_summary_request(normalised)
+        invalid = self._invalid_thinking(normalised)
+        if invalid is not None:
+            return self._record(method, path, request, stream, None, _error(400, "invalid_request_error", invalid),
+                                kind="invalid_thinking")
         if scenario.context_window is not None:
             if tokens > scenario.context_window:
                 if not summary:  # "smaller than previous" compares with this one
@@ -151,21 +235,114 @@ class ScenarioEngine:
                 return self._record(method, path, request, stream, index,
                                     _error(400, "invalid_request_error", message), kind="expect_failed")
         reply = choose_reply(step, normalised, stream)
+        staged = reply.staged or step.staged or _usage_staged(reply) or _usage_staged(step)
         if reply.error is not None:
-            return self._record(method, path, request, stream, index, _error_from_spec(reply.error, normalised))
-        wire = self._message(reply, normalised, stream, f"{index:03d}", tokens)
-        return self._record(method, path, request, stream, index, wire, stop_reason=reply.stop_reason)
+            return self._record(method, path, request, stream, index, _error_from_spec(reply.error, normalised),
+                                staged=staged)
+        built = self._build(reply, normalised, f"{index:03d}", tokens)
+        if staged is None and reply.usage is not None:
+            broken = usage_problems(built["usage"], normalised, built["content"], reply.stop_reason, tokens)
+            if broken:
+                text = (f"scenario {scenario.name!r} step {index}: its usage does not agree with the request and "
+                        f"the reply: " + "; ".join(broken) + " (fix the numbers, or say why they are staged with "
+                        "'staged')")
+                self.failures.append(text)
+                return self._record(method, path, request, stream, index,
+                                    _error(400, "invalid_request_error", text), kind="usage_inconsistent")
+        self._note_stand_in(built)
+        wire = self._wire(built, reply, stream)
+        return self._record(method, path, request, stream, index, wire, stop_reason=reply.stop_reason,
+                            staged=staged)
 
-    def _message(self, reply: Reply, request: dict[str, Any], stream: bool, tag: str, tokens: int) -> WireReply:
-        message = build_message(reply, request, msg_id=f"msg_{reply_slug(self.scenario.name)}_{tag}",
-                                input_tokens=tokens)
+    def usage(self, reply: Reply, request: dict[str, Any], tokens: int,
+              content: list[dict[str, Any]]) -> dict[str, Any]:
+        """The reply's usage, computed in this one place: the scenario's numbers where it gives them, else
+        the prompt split into uncached input, cache writes and cache reads (from the prompt cache), and an
+        estimate of the output. The cache is read and written even when the scenario fixes the numbers."""
+        given = reply.usage.model_dump(exclude_none=True, exclude={"staged"}) if reply.usage else {}
+        cached = self.cache.use(request, tokens)
+        computed = {
+            "input_tokens": tokens - cached.read - cached.written,
+            "cache_creation_input_tokens": cached.written,
+            "cache_read_input_tokens": cached.read,
+            "output_tokens": _output_tokens(reply, request, content),
+        }
+        numbers = {k: given.get(k, v) for k, v in computed.items()}
+        return {  # every field, in the API's order: the cache breakdown sits before output_tokens
+            "input_tokens": numbers["input_tokens"],
+            "cache_creation_input_tokens": numbers["cache_creation_input_tokens"],
+            "cache_read_input_tokens": numbers["cache_read_input_tokens"],
+            "cache_creation": {"ephemeral_5m_input_tokens": numbers["cache_creation_input_tokens"],
+                               "ephemeral_1h_input_tokens": 0},
+            "output_tokens": numbers["output_tokens"],
+            "service_tier": "standard",
+        }
+
+    def _invalid_thinking(self, request: dict[str, Any]) -> str | None:
+        """The 400 message the API gives for a request that breaks the extended-thinking rules; None if valid.
+
+        Checked: the budget (at least 1024, below max_tokens); every thinking block sent back carries the
+        signature it was given for exactly that text, every redacted_thinking block its data unchanged; with
+        thinking on, an assistant turn with tool_use starts with its thinking block, and the request does
+        not end with an assistant prefill (only a paused turn may be sent back as the last message).
+        """
+        thinking = request.get("thinking")
+        enabled = isinstance(thinking, dict) and thinking.get("type") == "enabled"
+        if enabled:
+            budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+            if not isinstance(budget, int) or budget < 1024:
+                return f"thinking.enabled.budget_tokens: Input should be greater than or equal to 1024, got {budget!r}"
+            if budget >= int(request.get("max_tokens") or 0):
+                return (f"`max_tokens` must be greater than `thinking.budget_tokens` "
+                        f"(max_tokens {request.get('max_tokens')}, budget_tokens {budget})")
+        messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
+        for n, message in enumerate(messages):
+            if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
+                continue
+            for k, block in enumerate(message["content"]):
+                kind = block.get("type") if isinstance(block, dict) else None
+                if kind == "thinking":
+                    text, signature = str(block.get("thinking", "")), str(block.get("signature", ""))
+                    if signature != signature_for(text) and ("thinking:" + text, signature) not in self._signed:
+                        return f"messages.{n}.content.{k}: Invalid `signature` in `thinking` block"
+                elif kind == "redacted_thinking" and ("redacted", str(block.get("data", ""))) not in self._signed:
+                    return f"messages.{n}.content.{k}: Invalid `data` in `redacted_thinking` block"
+        if not enabled or not messages:
+            return None
+        last_assistant = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+        blocks = last_assistant.get("content") if last_assistant is not None else None
+        if last_assistant is not None and isinstance(blocks, list) and any(
+                isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks):
+            first = blocks[0].get("type") if isinstance(blocks[0], dict) else None
+            if first not in ("thinking", "redacted_thinking"):
+                index = messages.index(last_assistant)
+                return (f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+                        f"`{first}`. When `thinking` is enabled, a final `assistant` message must start with a "
+                        "thinking block (preceding the lastmost set of `tool_use` and `tool_result` blocks).")
+        if messages[-1].get("role") == "assistant" and self.last_stop_reason not in ("pause_turn", "compaction"):
+            return ("assistant message prefill is not supported when thinking is enabled: end the request with "
+                    "a user message")
+        return None
+
+    def _build(self, reply: Reply, request: dict[str, Any], tag: str, tokens: int) -> dict[str, Any]:
+        msg_id = f"msg_{reply_slug(self.scenario.name)}_{tag}"
+        content = reply_content(reply, msg_id)
+        return build_message(reply, request, msg_id=msg_id, input_tokens=tokens,
+                             usage=self.usage(reply, request, tokens, content))
+
+    def _wire(self, message: dict[str, Any], reply: Reply, stream: bool) -> WireReply:
+        self.last_stop_reason = reply.stop_reason
         if stream:
             return WireReply(200, {"content-type": "text/event-stream", "cache-control": "no-cache"},
                              sse_body(message, reply, self.text_chunk), "stream")
         return WireReply(200, {"content-type": "application/json"}, json.dumps(message).encode(), "message")
 
+    def _message(self, reply: Reply, request: dict[str, Any], stream: bool, tag: str, tokens: int) -> WireReply:
+        return self._wire(self._build(reply, request, tag, tokens), reply, stream)
+
     def _record(self, method: str, path: str, body: dict | None, stream: bool, step: int | None,
-                reply: WireReply, *, kind: str | None = None, stop_reason: str | None = None) -> WireReply:
+                reply: WireReply, *, kind: str | None = None, stop_reason: str | None = None,
+                staged: str | None = None) -> WireReply:
         if kind is not None:
             reply.kind = kind
         # every response carries a request id, as the API's do (SDK errors and clients' logs read it);
@@ -178,8 +355,12 @@ class ScenarioEngine:
             reply.body = json.dumps(error).encode()
         self.requests.append(RecordedRequest(
             index=len(self.requests), method=method, path=path, body=body, stream=stream, step=step,
-            status=reply.status, kind=reply.kind, stop_reason=stop_reason))
+            status=reply.status, kind=reply.kind, stop_reason=stop_reason, staged=staged))
         return reply
+
+    def staged_calls(self) -> dict[int, str]:
+        """Model calls (numbered from 1, as the loop numbers them) whose usage the scenario stages, and why."""
+        return {n: r.staged for n, r in enumerate(self.message_requests, 1) if r.staged}
 
     @property
     def model_requests(self) -> int:
@@ -302,25 +483,61 @@ def _error_from_spec(spec: ErrorSpec, request: dict[str, Any] | None = None) -> 
     return _error(spec.status, error_type, message, headers)
 
 
-def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str,
-                  input_tokens: int | None = None) -> dict[str, Any]:
-    """The Message JSON for a reply; usage is estimated from the request when the scenario leaves it out."""
+def _output_tokens(reply: Reply, request: dict[str, Any], content: list[dict[str, Any]]) -> int:
+    """A max_tokens reply used up the request's max_tokens; any other reply, the estimate of its content."""
+    if reply.stop_reason == "max_tokens" and isinstance(request.get("max_tokens"), int):
+        return request["max_tokens"]
+    return max(2, estimate_tokens(content)) if content else 2
+
+
+def signature_for(thinking: str) -> str:
+    """The scripted backend's signature of a thinking text: deterministic, and any change breaks it."""
+    digest = hashlib.sha256(("agentlab-thinking\x00" + thinking).encode()).digest()
+    return base64.b64encode(digest * 2).decode()
+
+
+def _scenario_signatures(scenario: Scenario) -> set[tuple[str, str]]:
+    """(type, value) pairs a scenario hands out literally: thinking signatures and redacted data."""
+    out: set[tuple[str, str]] = set()
+    for step in scenario.steps:
+        for reply in [step, *(step.cases or [])]:
+            for block in reply.content or []:
+                if block.type == "thinking" and block.signature:
+                    out.add(("thinking:" + block.thinking, block.signature))
+                elif block.type == "redacted_thinking":
+                    out.add(("redacted", block.data))
+    return out
+
+
+def reply_content(reply: Reply, msg_id: str) -> list[dict[str, Any]]:
+    """The content blocks a reply sends: tool ids filled in, thinking blocks signed."""
     content = []
     for i, block in enumerate(reply.content or []):
         data = block.model_dump(exclude_none=True, exclude={"partial_json"})
         if data["type"] in ("tool_use", "server_tool_use") and not data.get("id"):
             prefix = "srvtoolu" if data["type"] == "server_tool_use" else "toolu"
             data["id"] = f"{prefix}_{msg_id.rsplit('_', 1)[-1]}_{i}"
+        if data["type"] == "thinking" and not data.get("signature"):
+            data = {"type": "thinking", "thinking": data["thinking"], "signature": signature_for(data["thinking"])}
         content.append(data)
-    scripted = reply.usage.model_dump(exclude_none=True, exclude={"staged"}) if reply.usage else {}
-    usage = {  # every field the API sends, in its order
-        "input_tokens": scripted.get("input_tokens", input_tokens if input_tokens is not None
-                                     else estimate_tokens(request_payload(request))),
-        "cache_creation_input_tokens": scripted.get("cache_creation_input_tokens", 0),
-        "cache_read_input_tokens": scripted.get("cache_read_input_tokens", 0),
-        "output_tokens": scripted.get("output_tokens", max(2, estimate_tokens(content)) if content else 2),
-        "service_tier": "standard",
-    }
+    return content
+
+
+def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str,
+                  input_tokens: int | None = None, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Message JSON for a reply. ``usage`` is the engine's (``ScenarioEngine.usage``); without it, the
+    scenario's numbers, else estimates from the request, with no cache use."""
+    content = reply_content(reply, msg_id)
+    if usage is None:
+        scripted = reply.usage.model_dump(exclude_none=True, exclude={"staged"}) if reply.usage else {}
+        usage = {  # every field the API sends, in its order
+            "input_tokens": scripted.get("input_tokens", input_tokens if input_tokens is not None
+                                         else estimate_tokens(request_payload(request))),
+            "cache_creation_input_tokens": scripted.get("cache_creation_input_tokens", 0),
+            "cache_read_input_tokens": scripted.get("cache_read_input_tokens", 0),
+            "output_tokens": scripted.get("output_tokens", _output_tokens(reply, request, content)),
+            "service_tier": "standard",
+        }
     return {
         "id": msg_id,
         "type": "message",

@@ -6,6 +6,8 @@ transitions  the decision table, Limits, LoopState and the pure ``decide()``
 compaction   context accounting (ContextMeter) and the history compaction strategies
 tools        the tool registry and the lessons' demo tools
 hooks        Claude Code's hook protocol, for Python callables and shell commands
+caching      where the loop puts cache_control breakpoints, and the prompt cache the scripted backend keeps
+cost         the dated price table (data/prices.yaml) applied to a response's usage
 events       one frozen dataclass per event kind, with its JSONL form
 trace        the event stream: Trace, JSONL, a pandas frame
 loop         AgentLoop: asks ``decide()`` and performs what it says, with a sync or an async client

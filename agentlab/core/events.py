@@ -66,6 +66,8 @@ class Start(Payload):
     context_window: int | None = None
     tools: Sequence[str] = ()
     compaction: Sequence[str] = ()
+    thinking: int | None = None        # extended thinking budget_tokens; None: off
+    cache: bool | None = None          # cache_control breakpoints sent
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ class Request(Payload):
     context_tokens: int = 0
     context_window: int | None = None
     purpose: Purpose = "turn"
+    thinking_budget: int | None = None  # the request's thinking budget_tokens (below its max_tokens)
+    cache_breakpoints: int = 0          # cache_control markers in the request
 
 
 @dataclass(frozen=True)
@@ -94,10 +98,19 @@ class Response(Payload):
     stop_details: Any = None
     blocks: str = ""
     content: Sequence[dict[str, Any]] = ()
-    input_tokens: int = 0
+    input_tokens: int = 0                 # uncached input
     output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cost_usd: float | None = None         # this call's cost; None when its model has no price
+    run_cost_usd: float | None = None     # the run's cost so far; None once a call had no price
     usage: Mapping[str, Any] = field(default_factory=dict)
     context_window: int | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The whole prompt: uncached input plus cache reads and writes."""
+        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
 
 
 @dataclass(frozen=True)
@@ -147,7 +160,8 @@ class TransitionEvent(Payload):
     num_turns: int = 0
     max_tokens: int | None = None
     model: str | None = None
-    output_recoveries: int | None = None
+    escalations: int | None = None        # resends with a higher max_tokens so far in the run
+    continuations: int | None = None      # continuations in a row after max_tokens
     consecutive_compactions: int | None = None
     api_attempts: int | None = None
     stop_hook_blocks: int | None = None
@@ -230,13 +244,14 @@ class ResultEvent(Payload):
     requests: int = 0
     escalations: int = 0
     continuations: int = 0
-    recoveries: int = 0
     compactions: int = 0
     retries: int = 0
     fallbacks: int = 0
     pause_continuations: int = 0
     nudges: int = 0
     stop_hook_blocks: int = 0
+    cost_usd: float | None = None         # None when a model of the run has no price (see unpriced_models)
+    unpriced_models: Sequence[str] = ()
 
 
 EventPayload: TypeAlias = (Start | Request | Response | ApiError | RetryEvent | Fallback | TransitionEvent | Append

@@ -30,7 +30,9 @@ import anthropic
 import httpx2
 
 from . import compaction as compaction_mod
+from .caching import count_breakpoints, with_breakpoints
 from .compaction import ContextMeter, estimate_tokens, text_blocks
+from .cost import PriceTable, default_prices, usage_cost
 from .errors import ConfigError
 from .events import (
     Append,
@@ -77,12 +79,13 @@ from .transitions import (
     check_turns,
     decide,
     finish,
+    note_cost,
     note_request,
     note_success,
     note_usage,
 )
 
-__all__ = ["PLACEHOLDER_KEYS", "SUBTYPES", "AgentLoop", "Result", "StepReport"]
+__all__ = ["PLACEHOLDER_KEYS", "SUBTYPES", "AgentLoop", "Result", "StepReport", "needs_streaming"]
 
 Message = dict[str, Any]
 
@@ -103,9 +106,8 @@ class Result:
     usage: dict[str, int]
     model: str
     requests: int
-    escalations: int
-    continuations: int
-    recoveries: int
+    escalations: int                   # resends with a higher max_tokens (rows 1, 3); see transitions.py
+    continuations: int                 # cut replies kept and continued (row 3)
     compactions: int
     retries: int
     fallbacks: int
@@ -113,6 +115,8 @@ class Result:
     nudges: int
     stop_hook_blocks: int
     messages: list[Message] = field(default_factory=list)
+    cost_usd: float | None = None       # None when a model of the run has no price (see unpriced_models)
+    unpriced_models: list[str] = field(default_factory=list)
 
     @classmethod
     def from_state(cls, state: LoopState, messages: list[Message]) -> Result:
@@ -123,9 +127,10 @@ class Result:
             subtype=state.subtype, is_error=state.subtype != "success", num_turns=state.num_turns,
             stop_reason=state.stop_reason, stop_sequence=state.stop_sequence, result=state.end_text,
             usage=dict(state.usage), model=state.model, requests=state.requests, escalations=state.escalations,
-            continuations=state.continuations, recoveries=state.recoveries, compactions=state.compactions,
+            continuations=state.continuations, compactions=state.compactions,
             retries=state.retries, fallbacks=state.fallbacks, pause_continuations=state.pause_continuations,
-            nudges=state.nudges, stop_hook_blocks=state.stop_hook_blocks, messages=messages)
+            nudges=state.nudges, stop_hook_blocks=state.stop_hook_blocks, messages=messages,
+            cost_usd=state.run_cost, unpriced_models=list(state.unpriced_models))
 
     @classmethod
     def from_event(cls, data: dict[str, Any]) -> Result:
@@ -136,19 +141,19 @@ class Result:
         counts = ("escalations", "continuations", "compactions", "retries", "fallbacks", "pause_continuations",
                   "nudges", "stop_hook_blocks")
         values: dict[str, Any] = {name: int(data.get(name) or 0) for name in counts}
-        recoveries = data.get("recoveries")
+        cost = data.get("cost_usd")
         return cls(
+            cost_usd=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+            unpriced_models=[str(m) for m in data.get("unpriced_models") or []],
             subtype=str(data["subtype"]), is_error=bool(data["is_error"]), num_turns=int(data.get("num_turns") or 0),
             stop_reason=data.get("stop_reason"), stop_sequence=data.get("stop_sequence"),
             result=str(data.get("result") or ""), usage=dict(data.get("usage") or {}),
-            model=str(data.get("model") or ""), requests=int(data.get("requests") or 0),
-            recoveries=int(recoveries) if recoveries is not None else sum(
-                values[n] for n in ("escalations", "continuations", "compactions", "nudges", "pause_continuations")),
-            **values)
+            model=str(data.get("model") or ""), requests=int(data.get("requests") or 0), **values)
 
     def to_dict(self, *, with_messages: bool = False) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "messages"}
         data["usage"] = dict(self.usage)
+        data["unpriced_models"] = list(self.unpriced_models)
         data["type"] = "result"
         if with_messages:
             data["messages"] = copy.deepcopy(self.messages)
@@ -168,9 +173,11 @@ class StepReport:
 
 @dataclass(frozen=True)
 class CallModel:
-    """Send one Messages API request; the answer is the Message as a dict, or a Failure."""
+    """Send one Messages API request (as a stream when ``stream``); the answer is the Message as a dict, or a
+    Failure."""
 
     params: dict[str, Any]
+    stream: bool = False
 
 
 @dataclass(frozen=True)
@@ -243,6 +250,9 @@ class AgentLoop:
         seed: int = 0,
         request_timeout: float | None = None,
         count_tokens: bool = False,
+        thinking: int | None = None,
+        cache: bool = True,
+        prices: PriceTable | None = None,
         server_tools: list[dict[str, Any]] | None = None,
     ) -> None:
         """``context_window``, ``compact_threshold`` and ``request_timeout``, when given, replace the bounds of
@@ -254,6 +264,14 @@ class AgentLoop:
         _check_arguments(client=client, prompt=prompt, messages=messages, tools=tools, hooks=hooks, trace=trace,
                          limits=limits, max_tokens=max_tokens, context_window=context_window,
                          compact_threshold=compact_threshold, request_timeout=request_timeout)
+        if thinking is not None:
+            if isinstance(thinking, bool) or not isinstance(thinking, int) or thinking < 1024:
+                raise ConfigError(f"thinking: a budget of at least 1024 tokens (the API's minimum), got {thinking!r}")
+            if thinking >= max_tokens:
+                raise ConfigError(f"thinking: the budget ({thinking}) must be below max_tokens ({max_tokens})")
+        self.thinking = thinking       # extended thinking budget_tokens; None: thinking off
+        self.cache = bool(cache)       # cache_control breakpoints on tools, system and the latest message
+        self.prices = prices or default_prices()
         self.client = client
         self.is_async = isinstance(client, anthropic.AsyncAnthropic)
         self.system = system
@@ -311,6 +329,21 @@ class AgentLoop:
         return dict(self.state.usage)
 
     @property
+    def cost_usd(self) -> float:
+        """What the priced calls of the run cost so far, in US dollars."""
+        return self.state.cost_usd
+
+    @property
+    def unpriced_models(self) -> list[str]:
+        """Models of calls made in this run that have no price in the table."""
+        return list(self.state.unpriced_models)
+
+    @property
+    def run_cost(self) -> float | None:
+        """The run's cost so far in US dollars; None once a call was made with a model that has no price."""
+        return self.state.run_cost
+
+    @property
     def last_stop_reason(self) -> str | None:
         return self.state.stop_reason
 
@@ -349,8 +382,8 @@ class AgentLoop:
     def _perform(self, effect: Effect) -> Any:
         client = cast(anthropic.Anthropic, self.client)
         match effect:
-            case CallModel(params=params):
-                return _send(client, params, self.stream, self.limits.request_timeout)
+            case CallModel(params=params, stream=stream):
+                return _send(client, params, stream, self.limits.request_timeout)
             case CountTokens(params=params):
                 try:
                     return int(client.messages.count_tokens(**params).input_tokens)
@@ -400,8 +433,8 @@ class AgentLoop:
     async def _aperform(self, effect: Effect) -> Any:
         client = cast(anthropic.AsyncAnthropic, self.client)
         match effect:
-            case CallModel(params=params):
-                return await _asend(client, params, self.stream, self.limits.request_timeout)
+            case CallModel(params=params, stream=stream):
+                return await _asend(client, params, stream, self.limits.request_timeout)
             case CountTokens(params=params):
                 try:
                     return int((await client.messages.count_tokens(**params)).input_tokens)
@@ -466,7 +499,8 @@ class AgentLoop:
         self.trace.emit(Start(
             model=self.state.model, max_tokens=self.state.max_tokens, stream=self.stream, prompt=self.prompt,
             limits=asdict(self.limits), context_window=self.context_window,
-            tools=self.tools.names() if self.tools is not None else [], compaction=list(self.chain)), 0)
+            tools=self.tools.names() if self.tools is not None else [], compaction=list(self.chain),
+            thinking=self.thinking, cache=self.cache), 0)
         if self.prompt is None:
             self._seed_meter()
             return None
@@ -498,7 +532,18 @@ class AgentLoop:
             params["tools"] = self._tool_schemas
         if self.stop_sequences:
             params["stop_sequences"] = self.stop_sequences
-        return params
+        return self._finish_params(params)
+
+    def _finish_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Thinking (its budget kept below this request's max_tokens) and cache breakpoints, when on."""
+        if self.thinking is not None:
+            params["thinking"] = {"type": "enabled", "budget_tokens": min(self.thinking, params["max_tokens"] - 1)}
+        return with_breakpoints(params) if self.cache else params
+
+    def _streams(self, params: dict[str, Any]) -> bool:
+        """Whether this request goes as a stream: always with stream=True, else when the SDK requires it
+        (a max_tokens that implies more than 10 minutes of output), rather than forcing a timeout on it."""
+        return self.stream or needs_streaming(self.client, params)
 
     def _count_context(self) -> Steps[None]:
         """Replace the context estimate by the API's own count of the next request (when it answers)."""
@@ -511,12 +556,15 @@ class AgentLoop:
         self.state = note_request(self.state)
         call = self.requests
         params = self._params()
+        stream = self._streams(params)
         self.trace.emit(Request(
-            model=params["model"], max_tokens=params["max_tokens"], stream=self.stream,
+            model=params["model"], max_tokens=params["max_tokens"], stream=stream,
             messages=len(self.messages), context_tokens=self.meter.tokens,
-            context_window=self.context_window, purpose="turn"), call)
+            context_window=self.context_window, purpose="turn",
+            thinking_budget=(params.get("thinking") or {}).get("budget_tokens"),
+            cache_breakpoints=count_breakpoints(params)), call)
         started = self.clock()
-        outcome: Message | Failure = yield CallModel(params)
+        outcome: Message | Failure = yield CallModel(params, stream)
         wall = (self.clock() - started) * 1000
         self._last_failure = outcome if isinstance(outcome, Failure) else None
         if isinstance(outcome, Failure):
@@ -531,6 +579,9 @@ class AgentLoop:
     def _record_response(self, call: int, message: Message, wall: float, *, purpose: str) -> None:
         usage = message.get("usage") or {}
         self.state = note_usage(self.state, usage)
+        model = message.get("model") or self.state.model
+        cost = usage_cost(usage, model, self.prices)
+        self.state = note_cost(self.state, model, cost)
         content = message.get("content") or []
         if purpose == "turn":
             self.meter.observe_usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
@@ -541,6 +592,9 @@ class AgentLoop:
             stop_reason=message.get("stop_reason"), stop_sequence=message.get("stop_sequence"),
             stop_details=message.get("stop_details"), blocks=",".join(b["type"] for b in content), content=content,
             input_tokens=int(usage.get("input_tokens") or 0), output_tokens=int(usage.get("output_tokens") or 0),
+            cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
+            cache_creation_input_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+            cost_usd=cost, run_cost_usd=self.run_cost,
             usage=usage, context_window=self.context_window), call, wall_ms=wall)
 
     # -- performing a transition --------------------------------------------------------------------------
@@ -813,11 +867,16 @@ class AgentLoop:
                                   "messages": compaction_mod.summary_request_messages(older)}
         if self.system:
             params["system"] = self.system
-        self.trace.emit(Request(model=params["model"], max_tokens=params["max_tokens"], stream=self.stream,
-                                messages=len(params["messages"]), context_tokens=estimate_tokens(params["messages"]),
-                                context_window=self.context_window, purpose="summary"), call)
+        context_tokens = estimate_tokens(params["messages"])  # before the breakpoints: they are not tokens
+        params = self._finish_params(params)
+        stream = self._streams(params)
+        self.trace.emit(Request(model=params["model"], max_tokens=params["max_tokens"], stream=stream,
+                                messages=len(params["messages"]), context_tokens=context_tokens,
+                                context_window=self.context_window, purpose="summary",
+                                thinking_budget=(params.get("thinking") or {}).get("budget_tokens"),
+                                cache_breakpoints=count_breakpoints(params)), call)
         started = self.clock()
-        outcome: Message | Failure = yield CallModel(params)
+        outcome: Message | Failure = yield CallModel(params, stream)
         wall = (self.clock() - started) * 1000
         if isinstance(outcome, Failure):
             self.trace.emit(ApiError(status=outcome.status, error_type=outcome.error_type, message=outcome.message,
@@ -836,7 +895,8 @@ class AgentLoop:
         self.trace.emit(TransitionEvent(
             branch=t.branch, row=t.row, reason=t.reason, type=type(t).__name__,
             subtype=t.subtype if isinstance(t, End) else None, num_turns=s.num_turns, max_tokens=s.max_tokens,
-            model=s.model, output_recoveries=s.output_recoveries, consecutive_compactions=s.consecutive_compactions,
+            model=s.model, escalations=s.escalations, continuations=s.continuations_in_a_row,
+            consecutive_compactions=s.consecutive_compactions,
             api_attempts=s.api_attempts, stop_hook_blocks=s.stop_hook_blocks,
             pause_continuations=s.pauses_in_a_row), self.requests)
 
@@ -858,6 +918,23 @@ class AgentLoop:
 
 
 # --- performing a model call -----------------------------------------------------------------------------------
+
+def needs_streaming(client: Any, params: dict[str, Any]) -> bool:
+    """The SDK's own rule: a non-streaming request whose max_tokens implies more than 10 minutes of
+    generation (or more than the model's non-streaming ceiling) is refused unless a timeout is forced."""
+    check = getattr(client, "_calculate_nonstreaming_timeout", None)
+    if check is None:
+        return False
+    try:
+        from anthropic._constants import MODEL_NONSTREAMING_TOKENS
+    except ImportError:  # pragma: no cover - older SDKs
+        MODEL_NONSTREAMING_TOKENS = {}
+    try:
+        check(params["max_tokens"], MODEL_NONSTREAMING_TOKENS.get(params["model"]))
+    except ValueError:
+        return True
+    return False
+
 
 def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, timeout: float) -> Message | Failure:
     """One request through the SDK; the Message as a dict (converted once), or a Failure.

@@ -54,12 +54,12 @@ TABLE: tuple[tuple[Row, Branch, str], ...] = (
     ("0", "api_fallback", "repeated 529 overloaded: switch to the fallback model"),
     ("0", "api_error", "other 4xx, or retries exhausted: end with error_api"),
     ("0b", "prompt_too_long", "400 'prompt is too long': compact the history, send again"),
-    ("1", "incomplete_tool_use", "max_tokens cut a tool_use block: same request, higher max_tokens"),
+    ("1", "incomplete_tool_use", "max_tokens cut a tool_use block: escalate (same request, higher max_tokens)"),
     ("2", "tool_use", "content has tool_use blocks: run tools, append results, call again"),
-    ("3", "max_tokens_escalate", "max_tokens: first retry the same request with a higher max_tokens"),
-    ("3", "max_tokens_continue", "max_tokens again: keep the partial text, ask the model to continue"),
+    ("3", "max_tokens_escalate", "max_tokens: escalate once (same request, higher max_tokens)"),
+    ("3", "max_tokens_continue", "max_tokens after the escalation: keep the text, ask to continue"),
     ("3", "max_tokens_clamp", "400 'max_tokens: N > M': the model's ceiling is lower; resend with M"),
-    ("3", "max_tokens_give_up", "max_tokens after 3 recoveries: end with error_max_output_tokens"),
+    ("3", "max_tokens_give_up", "max_tokens after 3 continuations: end with error_max_output_tokens"),
     ("4", "context_compact", "model_context_window_exceeded: compact the history, send again"),
     ("4", "context_give_up", "compaction cannot make it fit: end with error_context_window"),
     ("5", "refusal", "refusal: end with error_refusal, explain, never resend to the same model"),
@@ -89,13 +89,28 @@ MAX_TURNS_MARKER = "[max_turns_reached]"
 TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
+# The two recoveries from a reply cut off by max_tokens (rows 1 and 3), each with its own count and limit:
+#
+# - an ESCALATION sends the same request again with a higher max_tokens; the cut reply is thrown away.
+#   Counted per run (max_tokens stays raised), at most ``Limits.max_escalations`` (1, as Claude Code's
+#   source does). Cut text and a cut tool_use block both escalate first; 0 switches escalation off.
+# - a CONTINUATION keeps the cut text and appends a user message asking the model to go on; the answer
+#   is then assembled from the pieces. Only text is continued (a cut tool call cannot be). Counted in a
+#   row (a reply that is not cut starts the count over), at most ``Limits.max_continuations`` (3,
+#   MAX_OUTPUT_TOKENS_RECOVERY_LIMIT in Claude Code).
+#
+# Cut text past both limits, and a cut tool call past the escalation limit (or at the max_tokens
+# ceiling), end the run with error_max_output_tokens. Result, the end message, the stepper and the plots
+# use these two words and these two counts, never a sum of them.
+
+
 @dataclass(frozen=True)
 class Limits:
     """Every bound of the loop in one value: decide() checks them, the loop reads its sizes and timeouts here."""
 
     max_turns: int | None = None
-    max_output_recoveries: int = 3            # MAX_OUTPUT_TOKENS_RECOVERY_LIMIT in Claude Code
-    escalate_max_tokens: bool = True          # one escalation before the continuations, as Claude Code's source does
+    max_escalations: int = 1                  # resends with a higher max_tokens per run (rows 1, 3); 0 = never
+    max_continuations: int = 3                # continuations in a row after max_tokens (row 3)
     escalated_max_tokens: int = 64_000
     max_tokens_ceiling: int = 128_000
     max_api_retries: int = 5                  # Claude Code allows 10; 5 keeps a dead server's worst case near 20 s
@@ -116,8 +131,8 @@ class Limits:
 
     def __post_init__(self) -> None:
         """Refuse a bound that has no meaning, naming it (``Limits(max_turns=-1)`` raises at once)."""
-        for name in ("max_output_recoveries", "max_api_retries", "overloads_before_fallback", "max_compactions",
-                     "max_pause_continuations", "max_empty_nudges", "stop_hook_block_cap"):
+        for name in ("max_escalations", "max_continuations", "max_api_retries", "overloads_before_fallback",
+                     "max_compactions", "max_pause_continuations", "max_empty_nudges", "stop_hook_block_cap"):
             _check_count(name, getattr(self, name), 0)
         for name in ("escalated_max_tokens", "max_tokens_ceiling", "context_window", "max_steps"):
             _check_count(name, getattr(self, name), 1)
@@ -153,15 +168,16 @@ USAGE_KEYS: tuple[str, ...] = ("input_tokens", "output_tokens", "cache_read_inpu
 class LoopState:
     """Everything decide() needs to know about the run so far, and every count the Result reports.
 
-    Only the pure functions of this module make a new state (``note_request``, ``note_success``, ``advance``,
-    ``after_compaction``, ``after_stop_hooks_verdict``, ``finish``); the loop keeps the latest one.
+    Only the pure functions of this module make a new state (``note_request``, ``note_usage``, ``note_cost``,
+    ``note_success``, ``advance``, ``after_append``, ``after_compaction``, ``after_stop_hooks``, ``finish``);
+    the loop keeps the latest one.
     """
 
     model: str
     max_tokens: int
     num_turns: int = 0                 # model calls that returned a message
-    escalated: bool = False
-    output_recoveries: int = 0         # continuations after max_tokens (and escalations past the first) in a row
+    escalations: int = 0               # resends with a higher max_tokens in this run (rows 1, 3)
+    continuations_in_a_row: int = 0    # continuations since the last reply not cut by max_tokens (row 3)
     consecutive_compactions: int = 0
     api_attempts: int = 0              # consecutive failed attempts of the current request
     consecutive_overloads: int = 0
@@ -174,23 +190,26 @@ class LoopState:
     stop_hook_blocks: int = 0          # blocks fed back in this run (every one keeps the run from ending)
     # totals for the Result
     requests: int = 0                  # HTTP requests sent, summary requests included
-    escalations: int = 0
-    continuations: int = 0
+    continuations: int = 0             # in total
     compactions: int = 0
     retries: int = 0
     fallbacks: int = 0
     pause_continuations: int = 0       # in total
     usage: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
+    cost_usd: float = 0.0              # what the priced calls cost, in US dollars
+    unpriced_models: tuple[str, ...] = ()  # models called that have no price: the run's cost is unknown
     stop_reason: str | None = None     # of the last message
     stop_sequence: str | None = None
     final_text: str = ""
+    pieces: tuple[str, ...] = ()       # text of the cut replies kept by continuations, for the answer
     # set once the run has ended
     subtype: Subtype | None = None
     end_text: str = ""
 
     @property
-    def recoveries(self) -> int:
-        return self.escalations + self.continuations + self.compactions + self.nudges + self.pause_continuations
+    def run_cost(self) -> float | None:
+        """The run's cost so far in US dollars; None once a call was made with a model that has no price."""
+        return None if self.unpriced_models else round(self.cost_usd, 8)
 
     @property
     def done(self) -> bool:
@@ -455,17 +474,20 @@ def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transitio
         return RunTools("tool_use", f"{len(uses)} tool_use block(s): {names}{label}", tool_uses=tuple(uses))
 
     if stop_reason == "max_tokens":                                                 # row 3
-        if limits.escalate_max_tokens and not state.escalated and state.max_tokens < limits.escalated_max_tokens:
+        target = min(limits.escalated_max_tokens, limits.max_tokens_ceiling)
+        if state.escalations < limits.max_escalations and target > state.max_tokens:
             return Escalate("max_tokens_escalate",
-                            f"max_tokens {state.max_tokens} hit: retry with {limits.escalated_max_tokens}",
-                            max_tokens=min(limits.escalated_max_tokens, limits.max_tokens_ceiling))
-        if state.output_recoveries >= limits.max_output_recoveries:
-            text = (f"The response hit max_tokens ({state.max_tokens}) and {state.output_recoveries} recoveries did "
-                    "not finish it.")
+                            f"max_tokens {state.max_tokens} hit: escalation {state.escalations + 1} of "
+                            f"{limits.max_escalations}, resend with max_tokens {target}", max_tokens=target)
+        if state.continuations_in_a_row >= limits.max_continuations:
+            text = (f"The response hit max_tokens ({state.max_tokens}) again after "
+                    f"{_count(state.escalations, 'escalation')} and "
+                    f"{_count(state.continuations_in_a_row, 'continuation')}; the limit is "
+                    f"{_count(limits.max_continuations, 'continuation')} in a row.")
             return End("max_tokens_give_up", text, subtype="error_max_output_tokens", message=text)
         return ContinueTruncated("max_tokens_continue",
-                                 f"max_tokens hit: continuation {state.output_recoveries + 1} of "
-                                 f"{limits.max_output_recoveries}")
+                                 f"max_tokens hit: continuation {state.continuations_in_a_row + 1} of "
+                                 f"{limits.max_continuations}")
 
     if stop_reason == "model_context_window_exceeded":                              # row 4
         return _compact_or_give_up("model_context_window_exceeded", state, limits)
@@ -500,11 +522,22 @@ def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transitio
 
 
 def _escalate_or_give_up(branch: EscalateBranch, why: str, state: LoopState, limits: Limits) -> Escalate | End:
+    """Row 1: a cut tool call cannot be continued; escalate while an escalation is left, else give up."""
     target = min(max(state.max_tokens * 2, limits.escalated_max_tokens), limits.max_tokens_ceiling)
-    if target > state.max_tokens and state.output_recoveries < limits.max_output_recoveries:
-        return Escalate(branch, f"{why}: resend unchanged with max_tokens {target}", max_tokens=target)
-    text = f"{why}, and max_tokens cannot be raised further ({state.max_tokens})."
+    if state.escalations < limits.max_escalations and target > state.max_tokens:
+        return Escalate(branch, f"{why}: escalation {state.escalations + 1} of {limits.max_escalations}, "
+                        f"resend unchanged with max_tokens {target}", max_tokens=target)
+    if target <= state.max_tokens:
+        cause = f"max_tokens cannot be raised above {state.max_tokens}"
+    else:
+        cause = f"{_count(state.escalations, 'escalation')} used of {limits.max_escalations}"
+    text = (f"The response hit max_tokens ({state.max_tokens}) inside a tool call, which cannot be continued, "
+            f"and {cause}.")
     return End("max_tokens_give_up", text, subtype="error_max_output_tokens", message=text)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _compact_or_give_up(why: str, state: LoopState, limits: Limits) -> Compact | End:
@@ -548,6 +581,15 @@ def note_usage(state: LoopState, usage: Mapping[str, Any] | None) -> LoopState:
     return replace(state, usage={k: state.usage.get(k, 0) + int(usage.get(k) or 0) for k in USAGE_KEYS})
 
 
+def note_cost(state: LoopState, model: str, cost: float | None) -> LoopState:
+    """A message of ``model`` came back costing ``cost`` (None: the model has no price, so the run's cost is
+    unknown from now on)."""
+    if cost is None:
+        return state if model in state.unpriced_models else replace(
+            state, unpriced_models=(*state.unpriced_models, model))
+    return replace(state, cost_usd=state.cost_usd + cost)
+
+
 def note_success(state: LoopState, message: Message | None = None) -> LoopState:
     """A turn's message came back: one more turn, and the consecutive-failure counters start over."""
     state = replace(state, num_turns=state.num_turns + 1, api_attempts=0, consecutive_overloads=0)
@@ -566,8 +608,8 @@ def advance(state: LoopState, t: Transition, outcome: Message | Failure | None) 
         resets["consecutive_compactions"] = 0
     if not isinstance(t, Resume) and state.pauses_in_a_row:
         resets["pauses_in_a_row"] = 0
-    if message is not None and message.get("stop_reason") != "max_tokens" and state.output_recoveries:
-        resets["output_recoveries"] = 0
+    if message is not None and message.get("stop_reason") != "max_tokens" and state.continuations_in_a_row:
+        resets["continuations_in_a_row"] = 0
     if resets:
         state = replace(state, **resets)
     match t:
@@ -579,14 +621,12 @@ def advance(state: LoopState, t: Transition, outcome: Message | Failure | None) 
             return replace(state, api_attempts=state.api_attempts + 1, consecutive_overloads=t.consecutive_overloads,
                            retries=state.retries + 1)
         case Escalate():
-            recoveries = state.output_recoveries + (1 if t.branch == "incomplete_tool_use" else 0)
-            return replace(state, max_tokens=t.max_tokens, escalated=True, output_recoveries=recoveries,
-                           escalations=state.escalations + 1)
-        case Clamp():
-            return replace(state, max_tokens=t.max_tokens, escalated=True)
+            return replace(state, max_tokens=t.max_tokens, escalations=state.escalations + 1)
+        case Clamp():  # lowered to the model's ceiling: not an escalation
+            return replace(state, max_tokens=t.max_tokens)
         case ContinueTruncated():
-            return replace(state, output_recoveries=state.output_recoveries + 1,
-                           continuations=state.continuations + 1)
+            return replace(state, continuations_in_a_row=state.continuations_in_a_row + 1,
+                           continuations=state.continuations + 1, pieces=(*state.pieces, _text(message)))
         case Resume():
             return replace(state, pauses_in_a_row=state.pauses_in_a_row + 1,
                            pause_continuations=state.pause_continuations + 1)
@@ -594,19 +634,24 @@ def advance(state: LoopState, t: Transition, outcome: Message | Failure | None) 
             return replace(state, nudges=state.nudges + 1)
         case RetryOnModel():
             return replace(state, model=t.model, refusal_fallback_used=True, fallbacks=state.fallbacks + 1)
-        case Complete():
-            text = "".join(str(b.get("text", "")) for b in _blocks(message) if b.get("type") == "text")
-            return replace(state, final_text=text)
+        case Complete():  # the answer: the pieces kept by continuations, then this reply
+            return replace(state, final_text="".join(state.pieces) + _text(message), pieces=())
         case HookBlocked():
             return replace(state, stop_hook_active=True, stop_hook_blocks=state.stop_hook_blocks + 1)
         case End():
             if t.branch == "stop_hook_cap":  # the 9th block was counted too, though not fed back
                 state = replace(state, stop_hook_blocks=state.stop_hook_blocks + 1)
             return finish(state, t.subtype, t.message or t.reason)
-        case RunTools() | Compact():
+        case RunTools():
+            return replace(state, pieces=()) if state.pieces else state
+        case Compact():
             return state
         case _:
             assert_never(t)
+
+
+def _text(message: Message | None) -> str:
+    return "".join(str(b.get("text", "")) for b in _blocks(message) if b.get("type") == "text")
 
 
 def after_append(state: LoopState, message: Message) -> LoopState:

@@ -1,12 +1,15 @@
 """Lesson 02, max_tokens: the recovery policy for a reply cut off by the output limit.
 
-The learner writes ``on_max_tokens(message, escalated, recoveries) -> str`` for a reply whose stop_reason is
-``max_tokens``, answering one of ``"escalate"``, ``"continue"``, ``"give_up"``, ``"run_tools"``:
+The learner writes ``on_max_tokens(message, escalations, continuations) -> str`` for a reply whose stop_reason
+is ``max_tokens``, answering one of ``"escalate"``, ``"continue"``, ``"give_up"``, ``"run_tools"``.
+``escalations`` counts the run's resends with a higher max_tokens so far, ``continuations`` the
+continuations in a row (the two counts of ``LoopState``, with the limits of ``Limits``):
 
-- the last block is a ``tool_use`` block: it was cut off, so resend the same request with a higher
-  max_tokens (a continuation would build on a broken tool call); give up once the recoveries are used up;
-- a complete ``tool_use`` block earlier in the content: run it, as for any tool call;
-- otherwise (text was cut): escalate once, then ask the model to continue, at most ``LIMIT`` times.
+- a complete ``tool_use`` block earlier in the content, and the last block is not a cut one: run it;
+- the last block is a ``tool_use`` block: it was cut off; escalate while an escalation is left (a
+  continuation would build on a broken tool call), else give up;
+- otherwise (text was cut): escalate while an escalation is left, then continue while fewer than
+  ``MAX_CONTINUATIONS`` continuations were made in a row, then give up.
 
 ``check_on_max_tokens`` holds the cases; the tests compare the same cases with agentlab's ``decide()``.
 """
@@ -16,10 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..transitions import Limits
 from . import exercise
 
 Message = dict[str, Any]
-LIMIT = 3  # MAX_OUTPUT_TOKENS_RECOVERY_LIMIT in the article
+MAX_ESCALATIONS = Limits().max_escalations      # 1: resends with a higher max_tokens per run
+MAX_CONTINUATIONS = Limits().max_continuations  # 3: MAX_OUTPUT_TOKENS_RECOVERY_LIMIT in the article
 
 ACTIONS = ("escalate", "continue", "give_up", "run_tools")
 
@@ -32,38 +37,39 @@ TEXT = {"type": "text", "text": "TCP congestion control has four"}
 TOOL = {"type": "tool_use", "id": "toolu_1", "name": "calculator", "input": {"expression": "(17 * 2"}}
 DONE_TOOL = {"type": "tool_use", "id": "toolu_2", "name": "calculator", "input": {"expression": "2 + 2"}}
 
-# (case, reply, escalated, recoveries used, expected action)
-CASES: tuple[tuple[str, Message, bool, int, str], ...] = (
-    ("text cut, first time", _cut(TEXT), False, 0, "escalate"),
-    ("text cut again after the escalation", _cut(TEXT), True, 0, "continue"),
-    ("text cut, 2 continuations used", _cut(TEXT), True, 2, "continue"),
-    ("text cut, all 3 recoveries used", _cut(TEXT), True, 3, "give_up"),
-    ("a tool_use block cut off", _cut(TEXT, TOOL), False, 0, "escalate"),
-    ("a tool_use block cut off, after an escalation", _cut(TOOL), True, 1, "escalate"),
-    ("a tool_use block cut off, recoveries used up", _cut(TOOL), True, 3, "give_up"),
-    ("a complete tool_use, then text cut", _cut(DONE_TOOL, TEXT), False, 0, "run_tools"),
-    ("a complete tool_use, then text cut, late", _cut(DONE_TOOL, TEXT), True, 3, "run_tools"),
+# (case, reply, escalations so far, continuations in a row, expected action)
+CASES: tuple[tuple[str, Message, int, int, str], ...] = (
+    ("text cut, first time", _cut(TEXT), 0, 0, "escalate"),
+    ("text cut again after the escalation", _cut(TEXT), 1, 0, "continue"),
+    ("text cut, 2 continuations in a row", _cut(TEXT), 1, 2, "continue"),
+    ("text cut, 3 continuations in a row", _cut(TEXT), 1, 3, "give_up"),
+    ("a tool_use block cut off", _cut(TEXT, TOOL), 0, 0, "escalate"),
+    ("a tool_use block cut off, after the escalation", _cut(TOOL), 1, 0, "give_up"),
+    ("a tool_use block cut off, after a continuation", _cut(TOOL), 1, 1, "give_up"),
+    ("a complete tool_use, then text cut", _cut(DONE_TOOL, TEXT), 0, 0, "run_tools"),
+    ("a complete tool_use, then text cut, late", _cut(DONE_TOOL, TEXT), 1, 3, "run_tools"),
 )
 
 
 @exercise("lesson02", "on_max_tokens")
-def check_on_max_tokens(on_max_tokens: Callable[[Message, bool, int], str]) -> str:
+def check_on_max_tokens(on_max_tokens: Callable[[Message, int, int], str]) -> str:
     """Raise AssertionError listing every case where ``on_max_tokens`` picks the wrong recovery."""
     wrong = []
-    for case, message, escalated, recoveries, expected in CASES:
+    for case, message, escalations, continuations, expected in CASES:
         try:
-            got = on_max_tokens(message, escalated, recoveries)
+            got = on_max_tokens(message, escalations, continuations)
         except Exception as exc:
             wrong.append(f"- {case}: expected {expected!r}, but it raised {type(exc).__name__}: {exc}")
             continue
         if got != expected:
             blocks = ", ".join(b["type"] for b in message["content"])
-            wrong.append(f"- {case} [{blocks}; escalated={escalated}, recoveries={recoveries}]: "
+            wrong.append(f"- {case} [{blocks}; escalations={escalations}, continuations={continuations}]: "
                          f"expected {expected!r}, got {got!r}")
-    assert not wrong, (f"{len(wrong)} of {len(CASES)} cases are wrong (answers are one of {', '.join(ACTIONS)}):\n"
+    assert not wrong, (f"{len(wrong)} of {len(CASES)} cases are wrong (answers are one of {', '.join(ACTIONS)}; "
+                       f"at most {MAX_ESCALATIONS} escalation, {MAX_CONTINUATIONS} continuations in a row):\n"
                        + "\n".join(wrong))
-    return (f"All {len(CASES)} cases pass: escalate once, continue at most {LIMIT} times, "
-            "never continue a cut tool call.")
+    return (f"All {len(CASES)} cases pass: escalate at most {MAX_ESCALATIONS} time, continue at most "
+            f"{MAX_CONTINUATIONS} times in a row, never continue a cut tool call.")
 
 
 def recovery_table(names: list[str]):
@@ -86,22 +92,23 @@ def recovery_table(names: list[str]):
 # --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
 
 HINT = """
-    Look at the last block first: a tool_use there was cut off, so it can only be sent again with a higher
-    max_tokens ("escalate") while recoveries < LIMIT, else "give_up". A complete tool_use earlier in the
-    content is an ordinary tool call ("run_tools"). Cut text: "escalate" if not escalated yet, then
-    "continue" while recoveries < LIMIT, then "give_up".
+    Look at the last block first: a tool_use there was cut off, and a cut tool call cannot be continued; it
+    can only be sent again with a higher max_tokens ("escalate") while escalations < MAX_ESCALATIONS, else
+    "give_up". A complete tool_use earlier in the content is an ordinary tool call ("run_tools"). Cut text:
+    "escalate" while escalations < MAX_ESCALATIONS, then "continue" while continuations < MAX_CONTINUATIONS,
+    then "give_up".
 """
 
 
-def on_max_tokens(message, escalated, recoveries):
+def on_max_tokens(message, escalations, continuations):
     blocks = message["content"]
     if blocks and blocks[-1]["type"] == "tool_use":
-        return "escalate" if recoveries < LIMIT else "give_up"
+        return "escalate" if escalations < MAX_ESCALATIONS else "give_up"
     if any(block["type"] == "tool_use" for block in blocks):
         return "run_tools"
-    if not escalated:
+    if escalations < MAX_ESCALATIONS:
         return "escalate"
-    return "continue" if recoveries < LIMIT else "give_up"
+    return "continue" if continuations < MAX_CONTINUATIONS else "give_up"
 
 
 SOLUTION = on_max_tokens

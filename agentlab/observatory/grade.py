@@ -498,9 +498,10 @@ def bounded_max_tokens_recovery(run: Run) -> Check | None:
         if j is None:
             if recoveries < MIN_RECOVERIES:
                 return _fail(name, f"request {run.n(i)} was cut off ({_got(r)}); the run ended after "
-                                   f"{_plural(recoveries, 'recovery', 'recoveries')} — raise max_tokens or ask the "
-                                   f"model to continue, up to {MIN_RECOVERIES} times, before giving up")
-            ended = f"; gave up after {recoveries} recoveries"
+                                   f"{_plural(escalations, 'escalation')} and {_plural(continuations, 'continuation')}"
+                                   f" — raise max_tokens or ask the model to continue, at least {MIN_RECOVERIES} "
+                                   f"times in all, before giving up")
+            ended = "; then gave up"
             break
         nxt = run.requests[j]
         diff = _diff(nxt)

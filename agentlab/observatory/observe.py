@@ -486,8 +486,9 @@ def claude_version(binary: Path | None = None) -> str:
 
 
 _STOP_HOOK_SCRIPT = """\
-import json, pathlib, sys
-state = pathlib.Path(sys.argv[1])
+#!{python}
+import json, pathlib
+state = pathlib.Path(__file__).with_name("stop_calls")
 calls = int(state.read_text()) + 1 if state.exists() else 1
 state.write_text(str(calls))
 times = {times!r}
@@ -502,8 +503,11 @@ def _claude_settings(scenario: Scenario, home: Path) -> Path | None:
     if spec is None:
         return None
     script = home / "stop_hook.py"
-    script.write_text(_STOP_HOOK_SCRIPT.format(times=spec.times, reason=spec.reason), encoding="utf-8")
-    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {shlex.quote(str(home / 'stop_calls'))}"
+    script.write_text(_STOP_HOOK_SCRIPT.format(python=sys.executable, times=spec.times, reason=spec.reason),
+                      encoding="utf-8")
+    script.chmod(0o755)
+    # the command is the script alone: short and the same whichever interpreter records (clients quote it)
+    command = shlex.quote(str(script))
     settings = home / "settings.json"
     settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": command}]}]}}),
                         encoding="utf-8")

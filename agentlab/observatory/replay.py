@@ -143,7 +143,7 @@ def client_limits(record: dict[str, Any], scenario: Scenario | None) -> dict[str
     if retries is not None:
         limits = replace(limits, max_api_retries=int(retries))
     if record["client"] == "claude-code":  # no max_tokens raise and no pause_turn branch were observed
-        limits = replace(limits, escalate_max_tokens=False, max_pause_continuations=0)
+        limits = replace(limits, max_escalations=0, max_pause_continuations=0)
     return asdict(limits)
 
 

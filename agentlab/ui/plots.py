@@ -11,7 +11,8 @@ from __future__ import annotations
 import io
 import math
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ..core.transitions import ROWS
 
@@ -58,9 +59,13 @@ class Call:
     input_tokens: int = 0
     output_tokens: int = 0
     cache_tokens: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost_usd: float | None = None       # None: no price for the model (or no answer)
     stop_reason: str | None = None
     error_status: int | None = None
     error_type: str | None = None
+    error_message: str | None = None
     answered: bool = False
 
 
@@ -120,6 +125,23 @@ def _records(frame) -> list[tuple[str, int, dict[str, Any]]]:
     return out
 
 
+def _source_records(source: Any) -> list[tuple[str, int, dict[str, Any]]]:
+    """(kind, call, payload) per event, read straight from the events of a Trace, an AgentLoop or a list of
+    Events (the same records the trace DataFrame gives, without building one: the widgets redraw after
+    every click); anything else through ``as_frame``."""
+    from ..core.trace import Event, Trace
+
+    events = source
+    if not isinstance(source, (list, tuple, Trace)):
+        trace = getattr(source, "trace", None)
+        events = trace if isinstance(trace, Trace) else None
+    if isinstance(events, Trace):
+        events = events.events
+    if isinstance(events, (list, tuple)) and all(isinstance(e, Event) for e in events):
+        return [(str(e.kind), int(e.call or 0), e.data) for e in events]
+    return _records(as_frame(source))
+
+
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
@@ -138,7 +160,7 @@ def read_run(source: Any) -> Run:
             calls[n] = Call(n)
         return calls[n]
 
-    for kind, n, d in _records(as_frame(source)):
+    for kind, n, d in _source_records(source):
         if kind == "start":
             run.limits = dict(d.get("limits") or {})
             run.context_window = _int(d.get("context_window"), 0) or run.context_window
@@ -158,11 +180,15 @@ def read_run(source: Any) -> Run:
             c.stop_reason = d.get("stop_reason")
             c.input_tokens = _int(d.get("input_tokens", usage.get("input_tokens")))
             c.output_tokens = _int(d.get("output_tokens", usage.get("output_tokens")))
-            c.cache_tokens = _int(usage.get("cache_read_input_tokens")) + _int(usage.get("cache_creation_input_tokens"))
+            c.cache_read = _int(usage.get("cache_read_input_tokens"))
+            c.cache_write = _int(usage.get("cache_creation_input_tokens"))
+            c.cache_tokens = c.cache_read + c.cache_write
+            c.cost_usd = None if _missing(d.get("cost_usd")) else float(d["cost_usd"])
         elif kind == "api_error":
             c = call(n)
             c.error_status = None if _missing(d.get("status")) else int(d["status"])
             c.error_type = d.get("error_type")
+            c.error_message = None if _missing(d.get("message")) else str(d.get("message"))
             if d.get("purpose"):
                 c.purpose = str(d["purpose"])
         elif kind == "transition":
@@ -199,10 +225,14 @@ def _heading(fig: Figure, left: float, top: float, text: str, **kw: Any) -> None
     fig.text(left / fig_w, 1 - top / fig_h, text, ha="left", va="top", **kw)
 
 
-def to_png(fig: Figure, dpi: int | None = None) -> bytes:
-    """The figure as PNG bytes: same figure, same bytes (no timestamp or version in the file)."""
+def to_png(fig: Figure, dpi: int | None = None, *, compress_level: int = 6) -> bytes:
+    """The figure as PNG bytes: same figure, same bytes (no timestamp or version in the file).
+
+    ``compress_level`` is zlib's (0-9): the widgets, which redraw after every click, pass 1, which encodes
+    several times faster for a somewhat larger file; the pixels are the same."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi or fig.dpi, facecolor="white", metadata={"Software": None})
+    fig.savefig(buffer, format="png", dpi=dpi or fig.dpi, facecolor="white", metadata={"Software": None},
+                pil_kwargs={"compress_level": compress_level})
     return buffer.getvalue()
 
 
@@ -220,7 +250,7 @@ def _tokens(value: float, _pos: Any = None) -> str:
     if value >= 1_000_000:
         return f"{value / 1_000_000:g}M"
     if value >= 10_000:
-        return f"{value / 1000:g}k"
+        return f"{value / 1000:.1f}".removesuffix(".0") + "k"
     return f"{value:,.0f}"
 
 
@@ -250,8 +280,10 @@ def _call_axis(ax, run: Run, *, label: bool = True) -> None:
 
 # --- token usage ------------------------------------------------------------------------------------------
 
-def draw_token_usage(ax, run: Run) -> None:
-    ax.set_title("Tokens per model call", loc="left", fontsize=11)
+def draw_token_usage(ax, run: Run, *, window_note: bool = True) -> None:
+    """Stacked input/output tokens per call; the window as a line when a call comes near it, else (with
+    ``window_note``) a note of how far away it is."""
+    ax.set_title("Tokens per model call", loc="left", fontsize=11, y=1.0)
     if not run.calls:
         _empty(ax, "no model calls in this run")
         return
@@ -282,10 +314,10 @@ def draw_token_usage(ax, run: Run) -> None:
     if window and top >= 0.25 * window:
         ax.axhline(window, color=WINDOW_COLOR, linestyle="--", linewidth=1.2,
                    label=f"context window ({_tokens(window)})")
-        ax.set_ylim(0, window * 1.08)
+        ax.set_ylim(0, max(window, top) * 1.1)
     else:
-        ax.set_ylim(0, max(top, 4) * 1.25)
-        if window:
+        ax.set_ylim(0, max(top, 4) * 1.4)
+        if window and window_note:
             share = f"the largest call used {100 * top / window:.2g}% of it" if top else "no call used any tokens"
             ax.text(0.99, 0.97, f"context window: {window:,} tokens, far above this scale\n({share})",
                     transform=ax.transAxes, ha="right", va="top", fontsize=8, color=WINDOW_COLOR)
@@ -311,8 +343,16 @@ def token_usage(frame: Any, *, save: str | os.PathLike | None = None, dpi: int =
 
 # --- context fill -----------------------------------------------------------------------------------------
 
-def draw_context_fill(ax, run: Run) -> None:
-    ax.set_title("Context fill before each call", loc="left", fontsize=11)
+_TOO_LONG = re.compile(r"(\d+)\s*tokens\s*>\s*(\d+)")
+
+
+def draw_context_fill(ax, run: Run, *, legend_columns: int = 3) -> None:
+    """The request size before each call against the window, on a linear scale.
+
+    When every request is under a quarter of the window, the scale zooms in on the requests and says how
+    far away the window is; otherwise the window is a line and an overflow stands out above it.
+    """
+    ax.set_title("Context fill before each call", loc="left", fontsize=11, y=1.0)
     turn_calls = [c for c in run.calls if c.purpose == "turn"]
     if not turn_calls:
         _empty(ax, "no model calls in this run")
@@ -320,27 +360,40 @@ def draw_context_fill(ax, run: Run) -> None:
     window = run.context_window or 0
     est = [(c.n, c.context_tokens) for c in turn_calls if c.context_tokens is not None]
     reported = [(c.n, c.input_tokens + c.cache_tokens) for c in turn_calls if c.answered]
+    refused = [(c.n, int(m.group(1))) for c in turn_calls
+               if c.error_status == 400 and (m := _TOO_LONG.search(c.error_message or ""))]
     if est:
-        ax.plot([n for n, _ in est], [max(t, 1) for _, t in est], marker="o", color=STEP_COLOR,
+        ax.plot([n for n, _ in est], [t for _, t in est], marker="o", color=STEP_COLOR,
                 label="estimated before sending")
     if reported:
-        ax.plot([n for n, _ in reported], [max(t, 1) for _, t in reported], marker="s", linestyle="none",
+        ax.plot([n for n, _ in reported], [t for _, t in reported], marker="s", linestyle="none",
                 markerfacecolor="none", color=OUTPUT_COLOR, label="input tokens the API reported")
-    overs = [c for c in turn_calls if c.stop_reason == "model_context_window_exceeded"
-             or (c.error_status == 400 and c.error_type == "invalid_request_error")]
+    if refused:
+        ax.plot([n for n, _ in refused], [t for _, t in refused], marker="X", linestyle="none", markersize=9,
+                color=ERROR_COLOR, label="refused: size the API gave in its 400")
+    overs = [c for c in turn_calls if c.stop_reason == "model_context_window_exceeded"]
+    top = max([t for _, t in est + reported + refused] + [1])
     for c in overs:
-        y = max(c.input_tokens + c.cache_tokens, window or 1) * 1.8   # just above the window, pointing at it
-        ax.plot([c.n], [y], marker="v", color=ERROR_COLOR, markersize=9, linestyle="none")
+        ax.plot([c.n], [c.input_tokens + c.cache_tokens], marker="v", color=ERROR_COLOR, markersize=9,
+                linestyle="none")
     if overs:
-        ax.plot([], [], marker="v", color=ERROR_COLOR, linestyle="none", label="did not fit the window")
-    values = [t for _, t in est + reported] + ([window] if window else [])
-    ax.set_yscale("log")
-    ax.yaxis.set_minor_locator(NullLocator())
-    low = max(1, min(v for v in values if v > 0) / 3) if any(v > 0 for v in values) else 1
-    ax.set_ylim(low, max(values + [10]) * 6)
-    if window:
+        ax.plot([], [], marker="v", color=ERROR_COLOR, linestyle="none",
+                label="model_context_window_exceeded")
+    if window and top >= 0.25 * window:
         ax.axhline(window, color=WINDOW_COLOR, linestyle="--", linewidth=1.2,
                    label=f"context window ({_tokens(window)})")
+        low = 0
+        ax.set_ylim(0, max(top, window) * 1.18)
+        for n, size in refused:
+            ax.annotate(f"{size:,} > {window:,}", (n, size), xytext=(6, 0), textcoords="offset points",
+                        fontsize=7, color=ERROR_COLOR, va="center")
+    else:
+        low = 0
+        ax.set_ylim(0, top * 1.3)
+        if window:
+            ax.text(0.99, 0.97, f"context window: {window:,} tokens, far above this scale\n"
+                    f"(the largest request is {100 * top / window:.2g}% of it)",
+                    transform=ax.transAxes, ha="right", va="top", fontsize=8, color=WINDOW_COLOR)
     last = max(run.last_call, 1)
     for i, comp in enumerate(run.compactions):
         x = comp["call"] + 0.5
@@ -351,10 +404,11 @@ def draw_context_fill(ax, run: Run) -> None:
                     f"≈{_tokens(_int(comp.get('tokens_after')))} tokens", (x, low), xytext=(-3 if right_half else 3, 4),
                     textcoords="offset points", fontsize=7, color=COMPACTION_COLOR, va="bottom",
                     ha="right" if right_half else "left")
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
     ax.yaxis.set_major_formatter(FuncFormatter(_tokens))
-    ax.set_ylabel("tokens (log scale)")
+    ax.set_ylabel("tokens")
     _call_axis(ax, run)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, frameon=False, ncols=3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, frameon=False, ncols=legend_columns)
 
 
 def context_fill(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
@@ -366,8 +420,9 @@ def context_fill(frame: Any, *, save: str | os.PathLike | None = None, dpi: int 
 
 # --- compactions ------------------------------------------------------------------------------------------
 
-def draw_compaction_bars(ax, run: Run) -> None:
-    ax.set_title("History size before and after each compaction", loc="left", fontsize=11)
+def draw_compaction_bars(ax, run: Run, *, compact: bool = False) -> None:
+    ax.set_title("History before / after each compaction" if compact else
+                 "History size before and after each compaction", loc="left", fontsize=9 if compact else 11, y=1.0)
     if not run.compactions:
         _empty(ax, "no compaction in this run")
         return
@@ -382,13 +437,18 @@ def draw_compaction_bars(ax, run: Run) -> None:
         saved = f"−{100 * (b - a) / b:.0f}%" if b else ""
         ax.annotate(f"{saved}\n{c.get('messages_before')} → {c.get('messages_after')} msgs",
                     (x, max(b, a)), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8)
-    ax.set_xticks(xs, [f"#{i + 1} before call {c['call'] + 1}\n{c.get('strategy')}\n({c.get('trigger')})"
-                       for i, c in enumerate(run.compactions)], fontsize=8)
-    ax.set_xlim(-1.2, max(len(xs), 2) - 0.8)
-    ax.set_ylim(0, top * 1.35)
+    if compact:
+        ax.set_xticks(xs, [f"{c.get('strategy')}, call {c['call'] + 1}" for c in run.compactions], fontsize=7)
+        ax.set_xlim(-0.7, len(xs) - 0.3)
+        ax.tick_params(axis="y", labelsize=8)
+    else:
+        ax.set_xticks(xs, [f"#{i + 1} before call {c['call'] + 1}\n{c.get('strategy')}\n({c.get('trigger')})"
+                           for i, c in enumerate(run.compactions)], fontsize=8)
+        ax.set_xlim(-1.2, max(len(xs), 2) - 0.8)
+        ax.set_ylabel("estimated tokens in history")
+    ax.set_ylim(0, top * 1.45)
     ax.yaxis.set_major_formatter(FuncFormatter(_tokens))
-    ax.set_ylabel("estimated tokens in history")
-    ax.legend(loc="upper right", fontsize=8, frameon=False)
+    ax.legend(loc="upper right", fontsize=7 if compact else 8, frameon=False)
 
 
 def compaction_bars(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
@@ -401,29 +461,39 @@ def compaction_bars(frame: Any, *, save: str | os.PathLike | None = None, dpi: i
 # --- recoveries -------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Series:
+    label: str
+    what: str                                    # what to count (see _occurrences)
+    limit_key: str | None = None                 # the field of Limits that bounds it
+    limit_label: str = ""
+
+
+@dataclass(frozen=True)
 class Counter:
     title: str
-    series: tuple[tuple[str, str], ...]          # (label, what to count)
-    limit_key: str | None
-    limit_label: str
-    ends: tuple[str, ...]                        # branches that end the run at this limit
-    limited: int = 0                             # which series the limit applies to
+    series: tuple[Series, ...]
+    ends: tuple[str, ...]                        # branches that end the run at one of these limits
 
 
 COUNTERS = (
-    Counter("max_tokens recoveries", (("escalations", "branch:max_tokens_escalate,incomplete_tool_use"),
-                                      ("continuations", "branch:max_tokens_continue")),
-            "max_output_recoveries", "limit on continuations", ("max_tokens_give_up",), limited=1),
-    Counter("API retries and fallbacks", (("retries", "retry"), ("fallbacks", "fallback")),
-            "max_api_retries", "retry limit per request", ("api_error",)),
-    Counter("pause_turn continuations", (("continuations", "branch:pause_turn"),),
-            "max_pause_continuations", "limit in a row", ("pause_give_up",)),
-    Counter("Stop-hook blocks", (("blocks fed back", "branch:stop_hook_block"),),
-            "stop_hook_block_cap", "cap in a row", ("stop_hook_cap",)),
-    Counter("compactions", (("compactions", "compaction"),),
-            "max_compactions", "limit in a row", ("context_give_up",)),
-    Counter("model turns", (("turns answered", "turns"),),
-            "max_turns", "max_turns", ("max_turns",)),
+    Counter("max_tokens: escalations and continuations",
+            (Series("escalations", "branch:max_tokens_escalate,incomplete_tool_use", "max_escalations",
+                    "escalations: limit per run"),
+             Series("continuations", "branch:max_tokens_continue", "max_continuations",
+                    "continuations: limit in a row")), ("max_tokens_give_up",)),
+    Counter("API retries and fallbacks",
+            (Series("retries", "retry", "max_api_retries", "retries: limit per request"),
+             Series("fallbacks", "fallback")), ("api_error",)),
+    Counter("pause_turn continuations",
+            (Series("continuations", "branch:pause_turn", "max_pause_continuations", "limit in a row"),),
+            ("pause_give_up",)),
+    Counter("Stop-hook blocks",
+            (Series("blocks fed back", "branch:stop_hook_block", "stop_hook_block_cap", "cap in a row"),),
+            ("stop_hook_cap",)),
+    Counter("compactions",
+            (Series("compactions", "compaction", "max_compactions", "limit in a row"),), ("context_give_up",)),
+    Counter("model turns",
+            (Series("turns answered", "turns", "max_turns", "max_turns"),), ("max_turns",)),
 )
 SERIES_STYLES = (dict(color=STEP_COLOR, marker="o"), dict(color=OUTPUT_COLOR, marker="s"))
 
@@ -442,33 +512,48 @@ def _occurrences(run: Run, what: str) -> list[int]:
     return [t["call"] for t in run.transitions if t.get("branch") in branches]
 
 
+def _ended_at(run: Run, counter: Counter) -> list[dict[str, Any]]:
+    return [t for t in run.transitions if t.get("branch") in counter.ends and t.get("type") == TERMINAL_TYPE]
+
+
+def active_counters(run: Run) -> list[Counter]:
+    """The counters this run moved (or ended at); turns only when max_turns bounds them."""
+    out = []
+    for counter in COUNTERS:
+        if counter.series[0].what == "turns":
+            if run.limits.get("max_turns") or _ended_at(run, counter):
+                out.append(counter)
+        elif _ended_at(run, counter) or any(_occurrences(run, s.what) for s in counter.series):
+            out.append(counter)
+    return out
+
+
 def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True) -> None:
     last = run.last_call
     xs = list(range(0, last + 1))
     top = 1
     counts: list[list[int]] = []
-    for (label, what), style in zip(counter.series, SERIES_STYLES, strict=False):
-        hits = _occurrences(run, what)
+    for series, style in zip(counter.series, SERIES_STYLES, strict=False):
+        hits = _occurrences(run, series.what)
         counts.append(hits)
         ys = [run.count_until(hits, x) for x in xs]
         top = max(top, ys[-1] if ys else 0)
-        ax.step(xs, ys, where="post", label=f"{label} ({len(hits)})", linewidth=1.6, color=style["color"])
+        ax.step(xs, ys, where="post", label=f"{series.label} ({len(hits)})", linewidth=1.6, color=style["color"])
         marks = sorted(set(hits))
         ax.plot(marks, [run.count_until(hits, x) for x in marks], linestyle="none", markersize=4, **style)
-    limit = run.limits.get(counter.limit_key) if counter.limit_key else None
-    if limit:
-        ax.axhline(limit, color=LIMIT_COLOR, linestyle="--", linewidth=1,
-                   label=f"{counter.limit_label} = {limit}")
-        top = max(top, limit)
-    elif counter.limit_key == "max_turns":
-        ax.plot([], [], linestyle="none", label="(no max_turns set)")
-    ended = [t for t in run.transitions if t.get("branch") in counter.ends and t.get("type") == TERMINAL_TYPE]
-    for i, t in enumerate(ended):
+        limit = run.limits.get(series.limit_key) if series.limit_key else None
+        if limit:
+            ax.axhline(limit, color=style["color"] if len(counter.series) > 1 else LIMIT_COLOR, linestyle="--",
+                       linewidth=1, label=f"{series.limit_label} = {limit}")
+            top = max(top, limit)
+        elif series.limit_key == "max_turns":
+            ax.plot([], [], linestyle="none", label="(no max_turns set)")
+    for i, t in enumerate(_ended_at(run, counter)):
         at = max(run.count_until(hits, t["call"]) for hits in counts)
         ax.plot([t["call"]], [at], marker="X", color=ERROR_COLOR, markersize=9, linestyle="none",
                 label="the run ended here" if i == 0 else None)
-    ax.set_title(counter.title, loc="left", fontsize=9)
-    ax.set_ylim(-0.2, top * 1.6 + 0.5)
+    ax.set_title(counter.title, loc="left", fontsize=9, y=1.0)
+    ax.set_ylim(-0.2, top * 1.7 + 0.6)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
     ax.set_xlim(-0.2, max(last, 1) + 0.4)
     if last <= 10:
@@ -481,24 +566,54 @@ def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True
     ax.legend(loc="upper left", fontsize=7, frameon=False, handlelength=1.6)
 
 
-def draw_recovery_attempts(fig: Figure, run: Run, left: float, top: float, width: float, height: float) -> None:
-    """The six counters in a 2 × 3 grid filling a box (inches from the top-left corner), under a heading."""
-    _heading(fig, left - 0.4, top, "Recoveries so far (cumulative) against their limits", fontsize=11)
-    gap_x, heading, title, ticks, xlabel = 0.55, 0.4, 0.3, 0.3, 0.5
-    panel_w = (width - 2 * gap_x) / 3
-    panel_h = (height - heading - 2 * title - ticks - xlabel) / 2
-    for i, counter in enumerate(COUNTERS):
-        row, col = divmod(i, 3)
+RECOVERY_HEADING = "Recoveries so far (cumulative) against their limits"
+NO_RECOVERIES = "no recoveries in this run: nothing was retried, escalated, continued, compacted or blocked"
+
+
+def recovery_rows(run: Run, columns: int = 3, extra: int = 0) -> int:
+    return max(1, math.ceil((len(active_counters(run)) + extra) / columns))
+
+
+def _extra_cell(draw: Callable[[Any], None]) -> Callable[[Any, bool], None]:
+    return lambda ax, _last: draw(ax)
+
+
+def _counter_cell(run: Run, counter: Counter) -> Callable[[Any, bool], None]:
+    return lambda ax, last: draw_recovery_counter(ax, run, counter, xlabel=last)
+
+
+def draw_recovery_attempts(fig: Figure, run: Run, left: float, top: float, width: float, height: float,
+                           *, columns: int = 3, extra: tuple[Callable[[Any], None], ...] = ()) -> None:
+    """The counters this run moved, in rows of ``columns`` filling a box (inches from the top-left corner);
+    ``extra`` panels (functions drawing into an axes) take the first cells."""
+    _heading(fig, left - 0.4, top, RECOVERY_HEADING, fontsize=11)
+    counters = active_counters(run)
+    heading, title, ticks, xlabel, gap_x = 0.4, 0.3, 0.3, 0.45, 0.55
+    if not counters and not extra:
+        _empty(place(fig, left, top + heading, width, max(0.4, height - heading - 0.1)), NO_RECOVERIES)
+        return
+    cells = [_extra_cell(draw) for draw in extra] + [_counter_cell(run, c) for c in counters]
+    rows = math.ceil(len(cells) / columns)
+    panel_w = (width - (columns - 1) * gap_x) / columns
+    panel_h = (height - heading - rows * title - (rows - 1) * ticks - xlabel) / rows
+    for i, cell in enumerate(cells):
+        row, col = divmod(i, columns)
         y = top + heading + title + row * (panel_h + ticks + title)
-        ax = place(fig, left + col * (panel_w + gap_x), y, panel_w, panel_h)
-        draw_recovery_counter(ax, run, counter, xlabel=row == 1)
+        cell(place(fig, left + col * (panel_w + gap_x), y, panel_w, panel_h), i + columns >= len(cells))
 
 
 def recovery_attempts(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
     """Escalations, continuations, retries, fallbacks, pause continuations, Stop-hook blocks, compactions
-    and turns, counted over the calls, each against the limit that ends the run."""
-    fig = new_figure(10, 5, dpi)
-    draw_recovery_attempts(fig, read_run(frame), 0.5, 0.15, 9.35, 4.85)
+    and turns, counted over the calls, each against the limit that ends the run: one panel for each kind
+    the run used (a note when it used none)."""
+    run = read_run(frame)
+    panels = len(active_counters(run))
+    columns = max(1, min(3, panels))
+    rows = recovery_rows(run, columns) if panels else 0
+    height = 0.9 + 2.4 * rows if rows else 1.4
+    width = max(5.5, 0.9 + 3.3 * columns) if panels else 10
+    fig = new_figure(width, height, dpi)
+    draw_recovery_attempts(fig, run, 0.5, 0.15, width - 0.65, height - 0.25, columns=columns)
     return _finish(fig, save)
 
 
@@ -514,7 +629,7 @@ def _call_label(c: Call) -> str:
 
 
 def draw_decision_path(ax, run: Run) -> None:
-    ax.set_title("Path through the decision table", loc="left", fontsize=11)
+    ax.set_title("Path through the decision table", loc="left", fontsize=11, y=1.0)
     labels = [f"{row:>2}  {branch}" for row, branch, _ in ROWS]
     index = {branch: i for i, (_, branch, _) in enumerate(ROWS)}
     ax.set_yticks(range(len(ROWS)), labels, fontsize=8, family="monospace")
@@ -582,14 +697,16 @@ def decision_path(frame: Any, *, save: str | os.PathLike | None = None, dpi: int
 # --- the recovery budget at a glance (the widget's live view) ---------------------------------------------
 
 def draw_budget(ax, run: Run) -> None:
-    """One horizontal bar per counter: how much of its limit the run has used so far."""
-    ax.set_title("Recovery budget used", loc="left", fontsize=11)
+    """One horizontal bar per bounded count: how much of its limit the run has used so far."""
+    ax.set_title("Recovery budget used", loc="left", fontsize=11, y=1.0)
     labels, used, limits = [], [], []
     for counter in COUNTERS:
-        label, what = counter.series[counter.limited]
-        labels.append(f"{counter.title}: {label}" if counter.title != label else label)
-        used.append(len(_occurrences(run, what)))
-        limits.append(run.limits.get(counter.limit_key) if counter.limit_key else None)
+        for series in counter.series:
+            if series.limit_key is None:
+                continue
+            labels.append(BUDGET_LABELS.get(series.what, series.label))
+            used.append(len(_occurrences(run, series.what)))
+            limits.append(run.limits.get(series.limit_key))
     ys = list(range(len(labels)))
     shares = [min(n / lim, 1.0) if lim else 0.0 for n, lim in zip(used, limits, strict=True)]
     ax.barh(ys, [1.0] * len(ys), color="#EEEEEE", height=0.6)
@@ -597,7 +714,7 @@ def draw_budget(ax, run: Run) -> None:
     ax.barh(ys, shares, color=colors, height=0.6)
     for y, n, lim in zip(ys, used, limits, strict=True):
         ax.text(1.02, y, f"{n} / {lim}" if lim else f"{n} / none", va="center", fontsize=8)
-    ax.set_yticks(ys, [_short_counter(label) for label in labels], fontsize=8)
+    ax.set_yticks(ys, labels, fontsize=8)
     ax.set_ylim(len(ys) - 0.5, -0.5)
     ax.set_xlim(0, 1)
     ax.set_xticks([0, 0.5, 1], ["0", "half", "limit"], fontsize=8)
@@ -605,13 +722,15 @@ def draw_budget(ax, run: Run) -> None:
         ax.spines[spine].set_visible(False)
 
 
-def _short_counter(label: str) -> str:
-    return {"max_tokens recoveries: continuations": "max_tokens continuations",
-            "API retries and fallbacks: retries": "API retries",
-            "pause_turn continuations: continuations": "pause_turn continuations",
-            "Stop-hook blocks: blocks fed back": "Stop-hook blocks",
-            "compactions": "compactions",
-            "model turns: turns answered": "turns (max_turns)"}.get(label, label)
+BUDGET_LABELS = {
+    "branch:max_tokens_escalate,incomplete_tool_use": "max_tokens escalations",
+    "branch:max_tokens_continue": "max_tokens continuations",
+    "retry": "API retries",
+    "branch:pause_turn": "pause_turn continuations",
+    "branch:stop_hook_block": "Stop-hook blocks",
+    "compaction": "compactions",
+    "turns": "turns (max_turns)",
+}
 
 
 def overview(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
@@ -638,17 +757,139 @@ def run_title(run: Run) -> str:
 
 def dashboard(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI,
               title: str | None = None) -> PlotFigure:
-    """One figure with every plot: tokens, context fill, recovery budget, decision path, compactions,
-    recoveries against their limits."""
+    """One figure with what the run did: tokens per call, context fill, the path through the decision table,
+    and, when the run had any, its compactions and its recoveries against their limits. A panel with
+    nothing to show is left out (the recovery budget bars of ``overview`` are the recovery panels here)."""
     run = read_run(frame)
-    fig = new_figure(15, 15.5, dpi)
+    counters = active_counters(run)
+    extra = (lambda ax: draw_compaction_bars(ax, run, compact=True),) if run.compactions else ()
+    rec_rows = recovery_rows(run, extra=len(extra)) if counters or extra else 0
+    width = 11.0
+    path_h, y_path = 3.6, 4.05
+    y_next = y_path + path_h + 1.05
+    rec_h = (0.95 + 2.15 * rec_rows) if rec_rows else 0.0
+    height = y_next + rec_h + 0.1 if rec_rows else y_next - 0.2
+    fig = new_figure(width, height, dpi)
     _heading(fig, 0.15, 0.15, title or run_title(run), fontsize=13, fontweight="bold")
-    draw_token_usage(place(fig, 0.75, 0.9, 5.0, 3.1), run)
-    draw_context_fill(place(fig, 6.65, 0.9, 4.3, 2.75), run)
-    draw_budget(place(fig, 12.65, 0.9, 1.6, 3.1), run)
-    draw_decision_path(place(fig, 2.0, 5.0, 7.6, 4.4), run)
-    draw_compaction_bars(place(fig, 10.6, 5.0, 4.2, 4.4), run)
-    draw_recovery_attempts(fig, run, 0.55, 10.75, 14.25, 4.65)
+    draw_token_usage(place(fig, 0.7, 0.75, 4.5, 2.55), run, window_note=False)
+    draw_context_fill(place(fig, 6.2, 0.75, 4.6, 2.2), run, legend_columns=2)
+    draw_decision_path(place(fig, 2.0, y_path, width - 2.2, path_h), run)
+    if rec_rows:
+        draw_recovery_attempts(fig, run, 0.6, y_next - 0.1, width - 0.8, rec_h, extra=extra)
+    return _finish(fig, save)
+
+
+# --- cost and the prompt cache ---------------------------------------------------------------------------
+
+UNCACHED_COLOR = "#4C72B0"
+WRITE_COLOR = "#C44E52"
+READ_COLOR = "#55A868"
+
+
+def _mark_compactions(ax, run: Run, *, label: bool = True) -> None:
+    """A dashed line before the first call after each compaction (the history changed between the two)."""
+    seen: set[int] = set()
+    for c in run.compactions:
+        after = int(c["call"]) + 1 if c.get("trigger") != "proactive" else int(c["call"]) + 1
+        if after in seen:
+            continue
+        seen.add(after)
+        ax.axvline(after - 0.5, color=COMPACTION_COLOR, linestyle="--", linewidth=1.2)
+        if label:
+            ax.annotate("compaction:\nthe prefix changed", (after - 0.5, 1), xycoords=("data", "axes fraction"),
+                        xytext=(3, -3), textcoords="offset points", ha="left", va="top", fontsize=8,
+                        color=COMPACTION_COLOR)
+
+
+def draw_cache_tokens(ax, run: Run) -> None:
+    """Per call: uncached input, cache writes, cache reads and output, stacked; compactions marked."""
+    ax.set_title("Tokens per model call, by how they are billed", loc="left", fontsize=11, y=1.0)
+    calls = [c for c in run.calls if c.answered]
+    if not calls:
+        _empty(ax, "no model call came back")
+        return
+    xs = [c.n for c in calls]
+    layers = (("uncached input", [c.input_tokens for c in calls], UNCACHED_COLOR),
+              ("cache writes", [c.cache_write for c in calls], WRITE_COLOR),
+              ("cache reads", [c.cache_read for c in calls], READ_COLOR),
+              ("output", [c.output_tokens for c in calls], OUTPUT_COLOR))
+    bottom = [0] * len(calls)
+    hatches = ["//" if c.purpose == "summary" else "" for c in calls]
+    for label, values, color in layers:
+        ax.bar(xs, values, bottom=bottom, color=color, label=label, hatch=hatches, edgecolor="white")
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    top = max(bottom, default=0)
+    if len(xs) <= 20:
+        for x, total in zip(xs, bottom, strict=True):
+            ax.annotate(_tokens(total), (x, total), xytext=(0, 2), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=7, color="#333333")
+    ax.set_ylim(0, max(top, 4) * 1.3)
+    _mark_compactions(ax, run)
+    ax.yaxis.set_major_formatter(FuncFormatter(_tokens))
+    ax.set_ylabel("tokens")
+    _call_axis(ax, run)
+    handles, _ = ax.get_legend_handles_labels()
+    if any(c.purpose == "summary" for c in calls):
+        handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//", label="summary call (compaction)"))
+    ax.legend(handles=handles, loc="upper left", fontsize=8, frameon=False, ncol=2)
+
+
+def draw_cumulative_cost(ax, run: Run, prices: Any = None) -> None:
+    """The run's cost so far after each call; beside it, the same tokens priced with no caching (derived)."""
+    from ..core.cost import default_prices, uncached_cost
+
+    ax.set_title("Cumulative cost", loc="left", fontsize=11, y=1.0)
+    calls = [c for c in run.calls if c.answered]
+    if not calls:
+        _empty(ax, "no model call came back")
+        return
+    unknown = sorted({str(c.model) for c in calls if c.cost_usd is None})
+    if unknown:
+        _empty(ax, f"cost unknown: no price for {', '.join(unknown)}")
+        return
+    table = prices or default_prices()
+    xs, paid, plain = [], [], []
+    total = total_plain = 0.0
+    for c in calls:
+        usage = {"input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
+                 "cache_read_input_tokens": c.cache_read, "cache_creation_input_tokens": c.cache_write}
+        total += c.cost_usd or 0.0
+        total_plain += uncached_cost(usage, table.price(c.model)) or 0.0
+        xs.append(c.n)
+        paid.append(total)
+        plain.append(total_plain)
+    ax.plot(xs, paid, marker="o", color=INPUT_COLOR, label=f"this run: ${total:.4f}")
+    if any(c.cache_tokens for c in calls):
+        ax.plot(xs, plain, marker=".", linestyle=":", color="#777777",
+                label=f"same tokens, no caching (derived): ${total_plain:.4f}")
+    _mark_compactions(ax, run, label=False)
+    ax.set_ylim(0, max(paid + plain) * 1.25)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"${v:.3f}"))
+    ax.set_ylabel("US dollars")
+    _call_axis(ax, run)
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+
+
+def cache_tokens(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
+    """Tokens per call stacked as uncached input, cache writes, cache reads and output."""
+    fig = new_figure(8, 4, dpi)
+    draw_cache_tokens(place(fig, 0.75, 0.35, 7.05, 3.05), read_run(frame))
+    return _finish(fig, save)
+
+
+def cumulative_cost(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
+    """The run's cost after each call, and the same tokens priced without caching."""
+    fig = new_figure(8, 3.5, dpi)
+    draw_cumulative_cost(place(fig, 0.85, 0.35, 6.95, 2.6), read_run(frame))
+    return _finish(fig, save)
+
+
+def cost_overview(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
+    """Tokens by billing kind per call above, cumulative cost below, compactions marked on both."""
+    run = read_run(frame)
+    fig = new_figure(9, 7.4, dpi)
+    draw_cache_tokens(place(fig, 0.85, 0.35, 7.95, 3.2), run)
+    draw_cumulative_cost(place(fig, 0.85, 4.3, 7.95, 2.55), run)
     return _finish(fig, save)
 
 
@@ -712,6 +953,9 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
 
 PLOTS = {
     "overview": overview,
+    "cost": cost_overview,
+    "cache": cache_tokens,
+    "spend": cumulative_cost,
     "dashboard": dashboard,
     "tokens": token_usage,
     "context": context_fill,

@@ -42,8 +42,23 @@ def _content_summary(blocks: list[dict[str, Any]]) -> str:
     return "; ".join(parts) or "(empty)"
 
 
-def format_event(e: Event) -> str | None:
+def prompt_tokens(d: Response) -> int:
+    """A response's whole prompt: uncached input plus cache reads and writes."""
+    return d.prompt_tokens
+
+
+def cache_note(d: Response) -> str:
+    """" (cache read R, written W)" for a response that read or wrote the prompt cache, else ""."""
+    read, written = d.cache_read_input_tokens, d.cache_creation_input_tokens
+    if not read and not written:
+        return ""
+    return f" (cache read {read}, written {written})"
+
+
+def format_event(e: Event, staged: str | None = None) -> str | None:
+    """One line for an event; ``staged`` (why a scenario stages this call's usage) is shown next to the numbers."""
     head = f"{e.call:>3} {e.kind:<10}"
+    note = f" (staged: {staged})" if staged else ""
     match e.payload:
         case Start() as d:
             return f"{head} model={d.model} max_tokens={d.max_tokens} stream={d.stream} " \
@@ -53,10 +68,10 @@ def format_event(e: Event) -> str | None:
             return (f"{head} {d.model} max_tokens={d.max_tokens} messages={d.messages} "
                     f"context≈{d.context_tokens}{purpose}")
         case Response() as d:
-            return (f"{head} stop_reason={d.stop_reason} in/out={d.input_tokens}/"
-                    f"{d.output_tokens} {_content_summary(list(d.content))}")
+            return (f"{head} stop_reason={d.stop_reason} in/out={d.prompt_tokens}/"
+                    f"{d.output_tokens}{cache_note(d)}{note} {_content_summary(list(d.content))}")
         case ApiError() as d:
-            return f"{head} HTTP {d.status} {d.error_type}: {_clip(d.message)}"
+            return f"{head} HTTP {d.status} {d.error_type}: {_clip(d.message)}{note}"
         case RetryEvent() as d:
             return f"{head} attempt {d.attempt} after {d.delay_s}s on {d.model}"
         case Fallback() as d:
@@ -87,12 +102,17 @@ def format_event(e: Event) -> str | None:
 
 
 def print_trace(source: Any, kinds: tuple[str, ...] | list[str] | set[str] | None = None) -> None:
-    """Print the readable line of every event of a loop's trace (or of a Trace), optionally only some kinds."""
+    """Print the readable line of every event of a loop's trace (or of a Trace), optionally only some kinds.
+
+    For a scenario run, usage numbers the scenario stages on purpose say so.
+    """
     events = getattr(source, "trace", source)
+    engine = getattr(source, "engine", None)
+    staged: dict[int, str] = engine.staged_calls() if engine is not None and hasattr(engine, "staged_calls") else {}
     wanted = set(kinds) if kinds is not None else None
     for event in events:
         if wanted is not None and event.kind not in wanted:
             continue
-        line = format_event(event)
+        line = format_event(event, staged.get(event.call) if event.kind in ("response", "api_error") else None)
         if line:
             print(line)

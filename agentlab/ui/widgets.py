@@ -45,12 +45,13 @@ from ..core.transitions import ROWS
 from ..lab import scenario_loop
 from ..observatory.replay import client_label, load_record, record_to_trace, step_ends
 from . import plots
+from .report import cache_note
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 PLOT_CHOICES = (("tokens · context · budget", "overview"), ("decision path", "path"),
                 ("recoveries vs limits", "recoveries"), ("compactions", "compaction"),
                 ("tokens per call", "tokens"), ("context fill", "context"), ("dashboard (slow)", "dashboard"))
-PLOT_DPI = {"overview": 64, "dashboard": 48}
+PLOT_DPI = {"overview": 64, "dashboard": 80}
 
 # Block styles: a learner tells text, tool calls, tool results and server tools apart at a glance.
 BLOCK_STYLES = {
@@ -61,6 +62,7 @@ BLOCK_STYLES = {
     "server_tool_use": ("#F3E8FD", "#8430CE"),
     "web_search_tool_result": ("#F8F1FE", "#A142F4"),
     "thinking": ("#F5F5F5", "#BDBDBD"),
+    "redacted_thinking": ("#EEEEEE", "#9E9E9E"),
     "marker": ("#FFF4E5", "#E37400"),
 }
 
@@ -105,8 +107,8 @@ def render_block(block: dict[str, Any]) -> str:
         items: list[Any] = found if isinstance(found, list) else []
         body = "<br>".join(f"{_e(i.get('title', ''))} <code>{_e(i.get('url', ''))}</code>"
                            for i in items if isinstance(i, dict)) or "(no results)"
-    elif kind == "thinking":
-        title, body = "thinking", f"<i>{_e(_clip(str(block.get('thinking', ''))))}</i>"
+    elif kind in ("thinking", "redacted_thinking"):
+        return _render_thinking(block, background, border)
     else:
         title, body = kind, f"<code>{_e(_clip(_json(block), 300))}</code>"
     return (f'<div class="agentlab-block agentlab-block-{_e(kind)}" style="background:{background};'
@@ -114,6 +116,25 @@ def render_block(block: dict[str, Any]) -> str:
             f'white-space:pre-wrap;word-break:break-word">'
             f'<div style="font-size:10px;font-weight:600;color:{border};text-transform:none">{title}</div>'
             f'{body}</div>')
+
+
+def _render_thinking(block: dict[str, Any], background: str, border: str) -> str:
+    """A thinking block collapsed to one line (click to open); a redacted one shows only that it is opaque.
+    Either goes back to the API exactly as received, signature and data included."""
+    kind = str(block.get("type"))
+    if kind == "thinking":
+        text = str(block.get("thinking", ""))
+        summary = f"thinking · {len(text)} characters · signed"
+        body = f"<i>{_e(_clip(text))}</i>"
+    else:
+        data = str(block.get("data", ""))
+        summary = f"redacted_thinking · {len(data)} characters of encrypted data"
+        body = "<i>Encrypted by the API: nothing to read, sent back unchanged.</i>"
+    return (f'<details class="agentlab-block agentlab-block-{_e(kind)}" style="background:{background};'
+            f'border-left:4px solid {border};margin:3px 0;padding:3px 7px;border-radius:3px;'
+            f'white-space:pre-wrap;word-break:break-word">'
+            f'<summary style="font-size:10px;font-weight:600;color:{border};cursor:pointer">{_e(summary)}</summary>'
+            f'{body}</details>')
 
 
 def _render_blocks(blocks: Sequence[dict[str, Any]]) -> str:
@@ -127,9 +148,14 @@ def _line(css: str, text: str, color: str = "#444") -> str:
     return f'<div class="{css}" style="font-size:11px;color:{color};margin:2px 0">{text}</div>'
 
 
-def render_event(e: Event) -> str:
-    """The HTML for one event inside a call's box ('' for events the box does not show)."""
+def render_event(e: Event, staged: str | None = None) -> str:
+    """The HTML for one event inside a call's box ('' for events the box does not show).
+
+    ``staged`` says why the scenario stages this call's usage numbers; it is shown next to them.
+    """
     d = e.payload
+    note = (f' <span class="agentlab-staged" style="color:#B06000">(staged by the scenario: {_e(staged)})</span>'
+            if staged else "")
     if isinstance(d, Request):
         purpose = " · <b>summary request (compaction)</b>" if d.purpose == "summary" else ""
         return _line("agentlab-request", f"request · {_e(d.model)} · max_tokens {_e(d.max_tokens)}"
@@ -137,12 +163,12 @@ def render_event(e: Event) -> str:
                      f"{purpose}", "#555")
     if isinstance(d, Response):
         head = _line("agentlab-response", f"response · stop_reason <b>{_e(d.stop_reason)}</b> · tokens in/out "
-                     f"{_e(d.input_tokens)}/{_e(d.output_tokens)}", "#222")
+                     f"{_e(d.prompt_tokens)}/{_e(d.output_tokens)}{_e(cache_note(d))}{note}", "#222")
         return head + _render_blocks(d.content)
     if isinstance(d, ApiError):
         return (f'<div class="agentlab-api-error" style="background:#FCE8E6;border-left:4px solid #D93025;'
                 f'padding:3px 7px;margin:3px 0">HTTP {_e(d.status)} {_e(d.error_type)}: '
-                f'{_e(_clip(str(d.message), 300))}</div>')
+                f'{_e(_clip(str(d.message), 300))}{note}</div>')
     if isinstance(d, TransitionEvent):
         return (f'<div class="agentlab-branch" style="margin:4px 0;font-size:12px">'
                 f'<span style="background:#FFF3C4;border:1px solid #E0B800;border-radius:10px;padding:0 7px">'
@@ -175,12 +201,15 @@ def render_event(e: Event) -> str:
     return ""
 
 
-def render_transcript(events: list[Event], *, latest_from: int | None = None) -> str:
+def render_transcript(events: list[Event], *, latest_from: int | None = None,
+                      staged: dict[int, str] | None = None) -> str:
     """The run so far, one box per model call (class ``agentlab-call``), newest at the bottom and in view.
 
     Events before the first call (the prompt) come first; events of the step that began at sequence number
-    ``latest_from`` are outlined so the learner sees what the last Step did.
+    ``latest_from`` are outlined so the learner sees what the last Step did. ``staged`` maps a call number
+    to why the scenario stages its usage numbers.
     """
+    staged = staged or {}
     prompt = [e for e in events if e.call == 0 and e.kind == "append"]
     head = "".join(_render_blocks(e.payload.content) for e in prompt if isinstance(e.payload, Append))
     calls: dict[int, list[Event]] = {}
@@ -194,7 +223,7 @@ def render_transcript(events: list[Event], *, latest_from: int | None = None) ->
                                                      for e in group) else ""
         border = "2px solid #1A73E8" if latest else "1px solid #DADCE0"
         css = "agentlab-call agentlab-call-latest" if latest else "agentlab-call"
-        body = "".join(render_event(e) for e in group)
+        body = "".join(render_event(e, staged.get(n)) for e in group)
         boxes.append(f'<div class="{css}" data-call="{n}" style="border:{border};border-radius:5px;'
                      f'padding:4px 8px;margin:5px 0;background:#FFFFFF">'
                      f'<div style="font-weight:600;font-size:12px">Call {n}{purpose}</div>{body}</div>')
@@ -263,7 +292,8 @@ def _render_counters(loop: AgentLoop | None) -> str:
     s, lim = loop.state, loop.limits
     parts = [f"model {s.model}", f"max_tokens {s.max_tokens}",
              f"turns {s.num_turns}/{lim.max_turns if lim.max_turns is not None else '∞'}",
-             f"output recoveries {s.output_recoveries}/{lim.max_output_recoveries}",
+             f"escalations {s.escalations}/{lim.max_escalations}",
+             f"continuations in a row {s.continuations_in_a_row}/{lim.max_continuations}",
              f"compactions in a row {s.consecutive_compactions}/{lim.max_compactions}",
              f"pause continuations {s.pauses_in_a_row}/{lim.max_pause_continuations}",
              f"Stop-hook blocks {s.stop_hook_blocks}/{lim.stop_hook_block_cap}"]
@@ -272,7 +302,7 @@ def _render_counters(loop: AgentLoop | None) -> str:
 
 
 def render_result(loop: AgentLoop | _ShownRun | None, error: str | None = None) -> str:
-    """The banner: running, or the result (subtype, turns, requests, recoveries, the final text)."""
+    """The banner: running, or the result (subtype, turns, requests, the counts that moved, the final text)."""
     if loop is None:
         return ('<div class="agentlab-banner agentlab-no-run" style="padding:6px 10px;background:#EEEEEE;'
                 'border-radius:4px">No run: fix the problem shown above, or pick another scenario.</div>')
@@ -572,7 +602,9 @@ class Stepper(WidgetView):
         events = loop.trace.events if loop is not None else []
         step_events = events[self._step_from:] if self._step_from is not None else []
         self.header.value = _pane(self._render_header())
-        self.transcript_pane.value = _pane(render_transcript(events, latest_from=self._step_from))
+        engine = getattr(loop, "engine", None)
+        staged = engine.staged_calls() if engine is not None and hasattr(engine, "staged_calls") else None
+        self.transcript_pane.value = _pane(render_transcript(events, latest_from=self._step_from, staged=staged))
         self.decision_pane.value = _pane(render_decision(step_events, events, loop))
         self.result_pane.value = _pane(render_result(loop, self.error))
         runnable = loop is not None and not loop.done and self.error is None
@@ -607,7 +639,7 @@ class Stepper(WidgetView):
         if key == self._plot_key:
             return
         fig = plots.PLOTS[kind](list(events))
-        self.plot_image.value = plots.to_png(fig, dpi=PLOT_DPI.get(kind, 60))
+        self.plot_image.value = plots.to_png(fig, dpi=PLOT_DPI.get(kind, 60), compress_level=1)
         self._plot_key = key
 
     # -- conveniences -----------------------------------------------------------------------------------
@@ -757,7 +789,8 @@ class ReplayStepper(WidgetView):
         if key == self._plot_key:
             return
         fig = plots.PLOTS[self.plot_picker.value](list(events))
-        self.plot_image.value = plots.to_png(fig, dpi=64 if self.plot_picker.value == "overview" else 72)
+        self.plot_image.value = plots.to_png(fig, dpi=64 if self.plot_picker.value == "overview" else 72,
+                                              compress_level=1)
         self._plot_key = key
 
 

@@ -1,0 +1,147 @@
+"""Prompt caching: where the loop puts ``cache_control`` breakpoints, and how the scripted backend answers them.
+
+The loop marks three breakpoints, as Claude Code does: the last tool, the system prompt and the last block
+of the latest message (``with_breakpoints``). The request's prefix up to a breakpoint is written to the
+cache; a later request that starts with the same prefix reads it back at a tenth of the input price.
+The order is tools → system → messages, so a change anywhere (a compaction rewriting the history, another
+tool set) breaks every prefix after it.
+
+``PromptCache`` is the scripted backend's model of that cache, deterministic: the prefix read is the
+longest prefix, ending at a block boundary at most 20 blocks before one of the request's breakpoints, that
+an earlier request wrote; the prefix written is everything up to the request's last breakpoint beyond
+what was read. Prefixes shorter than the minimum cacheable length are not cached (the API's rule too).
+Entries do not expire (the API's lifetime is 5 minutes, refreshed on every hit).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+EPHEMERAL = {"type": "ephemeral"}
+LOOKBACK_BLOCKS = 20          # the API looks for hits this many blocks before each breakpoint
+UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})  # blocks that cannot carry cache_control
+
+
+def with_breakpoints(params: dict[str, Any]) -> dict[str, Any]:
+    """A copy of request ``params`` with breakpoints on the last tool, the system prompt and the latest
+    message's last cacheable block. The history the loop keeps is not touched."""
+    out = dict(params)
+    tools = params.get("tools")
+    if tools:
+        out["tools"] = [dict(t) for t in tools]
+        out["tools"][-1]["cache_control"] = dict(EPHEMERAL)
+    system = params.get("system")
+    if system:
+        marked: list[dict[str, Any]] = ([{"type": "text", "text": system}] if isinstance(system, str)
+                                        else copy.deepcopy(list(system)))
+        marked[-1]["cache_control"] = dict(EPHEMERAL)
+        out["system"] = marked
+    messages = params.get("messages") or []
+    if messages:
+        last = dict(messages[-1])
+        content = last.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content or []]
+        for block in reversed(blocks):
+            if block.get("type") not in UNCACHEABLE and not (block.get("type") == "text" and not block.get("text")):
+                block["cache_control"] = dict(EPHEMERAL)
+                last["content"] = blocks
+                out["messages"] = list(messages[:-1]) + [last]
+                break
+    return out
+
+
+def without_breakpoints(obj: Any) -> Any:
+    """``obj`` with every ``cache_control`` key left out (the markers are not part of the prompt's tokens);
+    the same object when it has none."""
+    if isinstance(obj, dict):
+        if "cache_control" not in obj and not any(isinstance(v, (dict, list)) for v in obj.values()):
+            return obj
+        return {k: without_breakpoints(v) for k, v in obj.items() if k != "cache_control"}
+    if isinstance(obj, list):
+        return [without_breakpoints(v) for v in obj]
+    return obj
+
+
+def count_breakpoints(request: dict[str, Any]) -> int:
+    return sum(1 for block in _flatten(request) if block[2])
+
+
+def _canonical(block: Any) -> str:
+    if isinstance(block, dict) and "cache_control" in block:
+        block = {k: v for k, v in block.items() if k != "cache_control"}
+    return json.dumps(block, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _flatten(request: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """The request's blocks in cache order: (section, canonical JSON, has a breakpoint)."""
+    out: list[tuple[str, str, bool]] = []
+    for tool in request.get("tools") or []:
+        out.append(("tools", _canonical(tool), isinstance(tool, dict) and "cache_control" in tool))
+    system = request.get("system")
+    if isinstance(system, str) and system:
+        out.append(("system", _canonical({"type": "text", "text": system}), False))
+    elif isinstance(system, list):
+        for block in system:
+            out.append(("system", _canonical(block), isinstance(block, dict) and "cache_control" in block))
+    for message in request.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        role = str(message.get("role"))
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        for i, block in enumerate(blocks):
+            marked = isinstance(block, dict) and "cache_control" in block
+            # the role and a message boundary belong to the prefix: the same text as user or assistant differs
+            out.append(("messages", f"{role}{'+' if i else '|'}{_canonical(block)}", marked))
+    return out
+
+
+@dataclass
+class CacheUsage:
+    read: int = 0       # cache_read_input_tokens
+    written: int = 0    # cache_creation_input_tokens
+
+
+@dataclass
+class PromptCache:
+    """The scripted backend's prompt cache: prefixes written by earlier requests, by hash."""
+
+    min_tokens: int = 1024
+    entries: dict[str, int] = field(default_factory=dict)  # prefix hash -> prefix tokens
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+    def use(self, request: dict[str, Any], total_tokens: int) -> CacheUsage:
+        """Read and write the cache for one request; returns its cache usage (both 0 without breakpoints)."""
+        blocks = _flatten(request)
+        marks = [i for i, (_, _, marked) in enumerate(blocks) if marked]
+        if not marks:
+            return CacheUsage()
+        model = str(request.get("model"))
+        thinking = json.dumps(request.get("thinking"), sort_keys=True)
+        hashes: list[str] = []
+        tokens: list[int] = []
+        digest = hashlib.sha256(model.encode())
+        chars = 0
+        for section, text, _ in blocks:
+            # a change of thinking settings invalidates the messages' prefixes, not tools or system (API rule)
+            digest.update((section + (thinking if section == "messages" else "") + "\x00" + text + "\x00").encode())
+            hashes.append(digest.copy().hexdigest())
+            chars += len(text)
+            tokens.append(min(total_tokens, math.ceil(chars / 4)))
+        candidates = sorted({j for m in marks for j in range(max(0, m - LOOKBACK_BLOCKS + 1), m + 1)}, reverse=True)
+        read = next((tokens[j] for j in candidates if hashes[j] in self.entries), 0)
+        last = marks[-1]
+        written = 0
+        if tokens[last] >= self.min_tokens and tokens[last] > read:
+            written = tokens[last] - read
+        for m in marks:
+            if tokens[m] >= self.min_tokens:
+                self.entries[hashes[m]] = tokens[m]
+        return CacheUsage(read=read, written=written)
