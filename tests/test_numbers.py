@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlab import plots
+from agentlab.ui import plots
 from agentlab.core.errors import ScenarioError
 from agentlab.lab import scenario_loop
 from agentlab.ui.report import format_event, print_trace

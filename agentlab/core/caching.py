@@ -45,7 +45,8 @@ def with_breakpoints(params: dict[str, Any]) -> dict[str, Any]:
     if messages:
         last = dict(messages[-1])
         content = last.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content or []]
+        blocks: list[dict[str, Any]] = ([{"type": "text", "text": content}] if isinstance(content, str)
+                                        else [dict(b) for b in content or []])
         for block in reversed(blocks):
             if block.get("type") not in UNCACHEABLE and not (block.get("type") == "text" and not block.get("text")):
                 block["cache_control"] = dict(EPHEMERAL)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..transitions import Limits
+from ..core.transitions import Limits
 from . import exercise
 
 Message = dict[str, Any]
