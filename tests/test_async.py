@@ -15,17 +15,27 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from agentlab.backend.scenario import scenario_names
+from agentlab.backend.scenario import parse_scenario, scenario_names
+from agentlab.backend.scripted import ScenarioEngine, scripted_async_client
+from agentlab.backend.scenario import load_scenario
 from agentlab.core.errors import ConfigError
 from agentlab.core.hooks import Hooks
+from agentlab.core.loop import AgentLoop, needs_streaming
 from agentlab.lab import scenario_loop
+
+THINKING_AND_COST = ["thinking_tool_use", "thinking_max_tokens", "redacted_thinking", "what_a_run_costs"]
 
 
 def payloads(loop) -> list[tuple[str, int, dict]]:
     return [(e.kind, e.call, e.data) for e in loop.trace]
 
 
-def run_both(name: str, **overrides):
+def wire(loop) -> list[tuple[object, bool, str]]:
+    """What the scripted backend received: every request body, whether it streamed, and what it answered."""
+    return [(r.body, r.stream, r.kind) for r in loop.engine.requests]
+
+
+def run_both(name, **overrides):
     sync_loop = scenario_loop(name, **overrides)
     sync_result = sync_loop.run()
     async_loop = scenario_loop(name, asynchronous=True, **overrides)
@@ -39,13 +49,76 @@ def test_every_scenario_gives_the_same_trace_sync_and_async(name):
     sync_loop, sync_result, async_loop, async_result = run_both(name)
     assert payloads(async_loop) == payloads(sync_loop)
     assert async_result.to_dict(with_messages=True) == sync_result.to_dict(with_messages=True)
+    assert wire(async_loop) == wire(sync_loop)   # the same requests on the wire, streamed alike
 
 
-@pytest.mark.parametrize("name", ["tour", "max_tokens_continue", "pause_turn", "api_errors"])
+@pytest.mark.parametrize("name", ["tour", "max_tokens_continue", "pause_turn", "api_errors", *THINKING_AND_COST])
 def test_streaming_async_matches_sync(name):
     sync_loop, sync_result, async_loop, async_result = run_both(name, stream=True)
     assert payloads(async_loop) == payloads(sync_loop)
-    assert async_result.to_dict() == sync_result.to_dict()
+    assert async_result.to_dict(with_messages=True) == sync_result.to_dict(with_messages=True)
+    assert wire(async_loop) == wire(sync_loop)
+    assert all(stream for _, stream, _ in wire(async_loop))
+
+
+def test_thinking_and_cost_scenarios_async_carry_thinking_cache_and_cost():
+    """Thinking blocks go back unchanged, breakpoints are placed and every call is priced, as in the sync run."""
+    for name in THINKING_AND_COST:
+        _, sync_result, async_loop, async_result = run_both(name)
+        assert async_loop.engine.failures == [], (name, async_loop.engine.failures)
+        assert async_result.cost_usd is not None and async_result.cost_usd == sync_result.cost_usd > 0
+        bodies = [r.body for r in async_loop.engine.requests if r.body is not None]
+        assert all(any("cache_control" in json.dumps(m) for m in b["messages"]) for b in bodies), name
+    tool_use = run_both("thinking_tool_use")[2]
+    first = [e.data["content"] for e in tool_use.trace if e.kind == "response"][0]
+    second = [r.body for r in tool_use.engine.requests][1]
+    assert first[0]["type"] == "thinking" and second["messages"][1] == {"role": "assistant", "content": first}
+
+
+def test_async_caching_off_and_an_unpriced_model_match_the_sync_run():
+    for overrides in ({"cache": False}, {"model": "claude-scripted-unpriced"}, {"thinking": 1024, "max_tokens": 2048}):
+        sync_loop, sync_result, async_loop, async_result = run_both("what_a_run_costs", **overrides)
+        assert payloads(async_loop) == payloads(sync_loop), overrides
+        assert wire(async_loop) == wire(sync_loop), overrides
+        assert async_result.to_dict() == sync_result.to_dict(), overrides
+
+
+def test_async_escalation_to_64000_streams_as_the_sdk_requires():
+    """AsyncAnthropic refuses a large non-streaming request too; the async loop streams it, like the sync one."""
+    client = scripted_async_client(ScenarioEngine(load_scenario("end_turn")))
+    assert needs_streaming(client, {"model": "claude-sonnet-4-6", "max_tokens": 64_000})
+    assert not needs_streaming(client, {"model": "claude-sonnet-4-6", "max_tokens": 21_333})
+    with pytest.raises(ValueError, match="Streaming is required"):
+        asyncio.run(client.messages.create(model="claude-sonnet-4-6", max_tokens=64_000,
+                                           messages=[{"role": "user", "content": "hi"}]))
+    sync_loop, sync_result, async_loop, async_result = run_both("max_tokens_escalate")
+    assert [r.stream for r in async_loop.engine.requests] == [False, True]
+    assert [e.data["stream"] for e in async_loop.trace if e.kind == "request"] == [False, True]
+    assert wire(async_loop) == wire(sync_loop)
+    assert async_result.to_dict(with_messages=True) == sync_result.to_dict(with_messages=True)
+    engine = ScenarioEngine(load_scenario("end_turn"))
+    loop = AgentLoop(scripted_async_client(engine), prompt="hi", max_tokens=64_000)
+    assert asyncio.run(loop.arun()).subtype == "success" and engine.requests[-1].stream is True
+
+
+def test_async_thinking_survives_a_compaction_like_the_sync_loop():
+    steps = []
+    for i, name in enumerate(["building_manual.txt", "handbook.txt", "it_guide.txt", "building_manual.txt"]):
+        steps.append({"content": [{"type": "thinking", "thinking": f"Step {i}: read {name} next."},
+                                  {"type": "tool_use", "id": f"toolu_read_{i}", "name": "read_file",
+                                   "input": {"path": name}}], "stop_reason": "tool_use"})
+    steps.append({"content": [{"type": "thinking", "thinking": "Enough read."},
+                              {"type": "text", "text": "Done."}], "stop_reason": "end_turn"})
+    sc = parse_scenario({"name": "thinking_compaction", "description": "thinking across a compaction",
+                         "tools": "demo", "max_tokens": 4096, "thinking": 2048, "context_window": 4000,
+                         "compact_threshold": 0.7, "compaction": "clear_tool_results", "steps": steps},
+                        "thinking_compaction.yaml")
+    for stream in (False, True):
+        sync_loop, sync_result, async_loop, async_result = run_both(sc, stream=stream)
+        assert async_loop.engine.failures == []
+        assert async_result.compactions >= 1 and async_result.subtype == "success"
+        assert payloads(async_loop) == payloads(sync_loop)
+        assert wire(async_loop) == wire(sync_loop)
 
 
 def test_asteps_yields_one_report_per_step_like_iterating_the_sync_loop():
