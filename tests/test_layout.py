@@ -113,3 +113,26 @@ def test_the_package_docstring_maps_every_subpackage():
     doc = ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text())) or ""
     for name in ("core/", "backend/", "lab", "observatory/", "ui/", "exercises/", "cli"):
         assert any(line.startswith(name) for line in doc.splitlines()), name
+
+
+def _readme_layout() -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Layout\n", 1)[1]
+    return section.split("```", 2)[1]
+
+
+def test_the_readme_layout_matches_the_tree():
+    """Every subpackage and module of agentlab is in the README's layout section, and everything it names exists."""
+    import re
+
+    layout = _readme_layout()
+    named_dirs = set(re.findall(r"^  (\w+)/", layout, flags=re.M))
+    named_modules = set(re.findall(r"\b(\w+)\.py\b", layout))
+    subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert named_dirs == subpackages, f"README layout names {sorted(named_dirs)}, the tree has {sorted(subpackages)}"
+    modules = {p.stem for sub in ("core", "backend", "observatory", "ui") for p in (PACKAGE / sub).glob("*.py")
+               if p.stem != "__init__"} | {p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    assert modules <= named_modules, f"README layout does not name {sorted(modules - named_modules)}"
+    assert named_modules <= modules, f"README layout names modules that do not exist: {sorted(named_modules - modules)}"
+    for folder in re.findall(r"^([\w.]+/(?:[\w.]+/?)?)", layout, flags=re.M):
+        assert (REPO / folder).exists(), f"README layout names {folder}, which does not exist"

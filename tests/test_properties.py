@@ -357,7 +357,7 @@ def test_streaming_behaves_like_non_streaming(case):
     assert strip == [{k: v for k, v in body.items() if k != "stream"} for body in streamed.bodies]
 
 
-# Known bugs in agentlab/loop.py, each with an explicit example; see the reasons.
+# Known bugs in agentlab/core/loop.py, each with an explicit example; see the reasons.
 
 REFUSAL_WITH_TOOL_USE = build_case([
     {"content": [{"type": "text", "text": "I'll run it."}, dict(TOOL_CALLS[0])], "stop_reason": "refusal"}])

@@ -3,7 +3,8 @@
 The learner writes ``on_max_tokens(message, escalations, continuations) -> str`` for a reply whose stop_reason
 is ``max_tokens``, answering one of ``"escalate"``, ``"continue"``, ``"give_up"``, ``"run_tools"``.
 ``escalations`` counts the run's resends with a higher max_tokens so far, ``continuations`` the
-continuations in a row (the two counts of ``LoopState``, with the limits of ``Limits``):
+continuations in a row (``LoopState.escalations`` and ``LoopState.continuations_in_a_row``, with the limits
+of ``Limits``):
 
 - a complete ``tool_use`` block earlier in the content, and the last block is not a cut one: run it;
 - the last block is a ``tool_use`` block: it was cut off; escalate while an escalation is left (a
