@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
@@ -42,9 +43,10 @@ class Event:
     def kind(self) -> EventKind:
         return self.payload.kind
 
-    @property
+    @cached_property
     def data(self) -> dict[str, Any]:
-        """The payload's JSONL form (a fresh dict)."""
+        """The payload's JSONL form, made once per event (plots and tables read it on every redraw); read it,
+        never change it: the payload is the event."""
         return self.payload.to_data()
 
     def to_json(self) -> str:
