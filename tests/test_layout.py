@@ -131,7 +131,8 @@ def test_the_readme_layout_matches_the_tree():
     subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
     assert named_dirs == subpackages, f"README layout names {sorted(named_dirs)}, the tree has {sorted(subpackages)}"
     modules = {p.stem for sub in ("core", "backend", "observatory", "ui") for p in (PACKAGE / sub).glob("*.py")
-               if p.stem != "__init__"} | {p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
+               if p.stem != "__init__"}
+    modules |= {p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
     assert modules <= named_modules, f"README layout does not name {sorted(modules - named_modules)}"
     assert named_modules <= modules, f"README layout names modules that do not exist: {sorted(named_modules - modules)}"
     for folder in re.findall(r"^([\w.]+/(?:[\w.]+/?)?)", layout, flags=re.M):
