@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agentlab.exercises import lesson06, lesson07, lesson09, lesson10
 from agentlab.exercises.lesson06 import check_finish_turn
 from agentlab.exercises.lesson07 import check_retry_delay
 from agentlab.exercises.lesson08 import check_runaway_scenario
@@ -13,15 +14,7 @@ from agentlab.exercises.lesson10 import check_my_decide
 # --- lesson 06: finish a paused turn -------------------------------------------------------------------------
 
 
-def finish_turn(call_model, messages, max_continuations=3):
-    response = call_model(messages)
-    turn = []
-    for _ in range(max_continuations):
-        if response["stop_reason"] != "pause_turn":
-            break
-        turn = turn + response["content"]
-        response = call_model(messages + [{"role": "assistant", "content": turn}])
-    return response
+finish_turn = lesson06.SOLUTION
 
 
 def finish_turn_separate_messages(call_model, messages, max_continuations=3):
@@ -107,14 +100,7 @@ def test_lesson06_wrong_answers_fail(wrong, message):
 TRANSIENT = {408, 409, 429, 500, 502, 503, 504, 529}
 
 
-def retry_delay(status, attempt, retry_after=None, should_retry=None):
-    if should_retry is False:
-        return None
-    if status is not None and status not in TRANSIENT:
-        return None
-    if retry_after is not None:
-        return min(retry_after, 60.0)
-    return min(0.5 * 2 ** (attempt - 1), 32.0)
+retry_delay = lesson07.SOLUTION
 
 
 def test_lesson07_solution_passes(capsys):
@@ -194,10 +180,7 @@ def test_lesson08_not_a_dict():
 # --- lesson 09: a Stop hook that asks once --------------------------------------------------------------------
 
 
-def check_once(payload):
-    if payload["stop_hook_active"]:
-        return None
-    return {"decision": "block", "reason": "Double-check your work before finishing."}
+check_once = lesson09.SOLUTION
 
 
 def test_lesson09_solution_passes(capsys):
@@ -220,21 +203,7 @@ def test_lesson09_wrong_answers_fail(wrong, message):
 # --- lesson 10: assemble the decision -------------------------------------------------------------------------
 
 
-def my_decide(message, after_tool_results):
-    reason, kinds = message["stop_reason"], [b["type"] for b in message["content"]]
-    if reason == "refusal":
-        return "refusal"
-    if reason == "max_tokens" and kinds[-1:] == ["tool_use"]:
-        return "incomplete_tool_use"
-    if "tool_use" in kinds:
-        return "tool_use"
-    by_reason = {"max_tokens": "max_tokens_escalate", "model_context_window_exceeded": "context_compact",
-                 "pause_turn": "pause_turn"}
-    if reason in by_reason:
-        return by_reason[reason]
-    if reason == "end_turn" and not kinds and after_tool_results:
-        return "empty_nudge"
-    return "stop_sequence" if reason == "stop_sequence" else "complete"
+my_decide = lesson10.SOLUTION
 
 
 def test_lesson10_solution_passes(capsys):

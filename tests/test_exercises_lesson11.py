@@ -44,14 +44,7 @@ def test_the_cases_cover_every_answer():
     assert all(c["diff"] is None for c in cases if c["expected"] == "stop")
 
 
-def solution(diff):
-    if diff is None:
-        return "stop"
-    if diff["tool_results"]:
-        return "run_tools"
-    if diff["same_messages"]:
-        return "escalate"
-    return "continue"
+solution = SOLUTION
 
 
 def never_escalates(diff):
