@@ -206,3 +206,25 @@ def test_async_trace_file_is_the_same_jsonl(tmp_path: Path):
                 for line in path.read_text().splitlines()]
 
     assert lines(tmp_path / "async.jsonl") == lines(tmp_path / "sync.jsonl")
+
+
+@pytest.mark.parametrize("name", ["thinking_tool_use", "redacted_thinking"])
+def test_async_loop_streams_thinking_over_http_like_the_sync_loop(name):
+    """Through ``agentlab serve`` over real HTTP: the AsyncAnthropic loop streams (thinking_delta and
+    signature_delta on the wire), sends the same requests and ends with the same trace as the sync loop."""
+    from agentlab.backend.serve import ScenarioServer
+    from agentlab.lab import RunConfig
+
+    config = RunConfig.from_scenario(name, stream=True)
+    runs = []
+    for asynchronous in (False, True):
+        with ScenarioServer(load_scenario(name)) as server:
+            http = config.with_overrides(base_url=server.base_url)
+            loop = http.loop(asynchronous=asynchronous)
+            result = asyncio.run(loop.arun()) if asynchronous else loop.run()
+            bodies = [(x.request.body, x.request.stream) for x in server.exchanges]
+            raw = "".join(x.reply.body.decode() for x in server.exchanges)
+        assert isinstance(loop.client, anthropic.AsyncAnthropic) == asynchronous
+        assert '"signature_delta"' in raw or '"redacted_thinking"' in raw
+        runs.append((payloads(loop), result.to_dict(with_messages=True), bodies))
+    assert runs[1] == runs[0]
