@@ -7,6 +7,11 @@ client, and ``astep()``/``arun()``/``asteps()`` with an ``anthropic.AsyncAnthrop
 asyncio subprocesses). Both run the same decisions, state updates, hooks and compaction, so a scenario
 gives the same trace either way.
 
+With thinking on, every request carries the budget (kept below its max_tokens); unless switched off, prompt
+cache breakpoints too. A request goes as a stream when ``stream=True`` or when the SDK requires it for its max_tokens
+(``needs_streaming``), a choice the step makes and the drivers follow. Every response is priced
+(``cost.py``), so the Result and the trace carry ``cost_usd``.
+
 ``step()`` makes one model call (sending the request, retrying it, or compacting first) and performs the
 transition that follows. The choices (which branch, and every counter) are the pure functions of
 ``transitions.py``; the loop keeps the latest ``LoopState``, the history and the trace, and derives its
