@@ -87,7 +87,8 @@ def _never_calls(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
 @pytest.mark.parametrize("loop, scenarios, message", [
     (_content_only, ["mislabel_end_turn", "max_tokens_give_up"],
      r"^max_tokens_give_up · rule bounded_max_tokens_recovery \(row 3\): a careful loop raises max_tokens or keeps "
-     r"the partial answer .*; yours: request 1 was cut off \(max_tokens \[text\]\); the run ended after 0 escalations and 0 continuations"),
+     r"the partial answer .*; yours: request 1 was cut off \(max_tokens \[text\]\); the run ended after "
+     r"0 escalations and 0 continuations"),
     (_resends, ["max_tokens_give_up"],
      r"^max_tokens_give_up · rule bounded_max_tokens_recovery .*yours: request 1 was cut off; request 2 sent it "
      r"again at the same max_tokens \(1024\)"),
