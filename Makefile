@@ -93,11 +93,17 @@ record: $(STAMP)
 	    || echo "make record: npm could not install Claude Code $$v"; \
 	done
 	@$(MAKE) --no-print-directory $(CLIENTS_STAMP) || echo "make record: could not install the clients extra into $(CLIENTS_VENV)"
-	@py=$(BIN)/python; if [ -f $(CLIENTS_STAMP) ]; then py=$(CLIENTS_VENV)/bin/python; fi; status=0; \
+	@py=$(BIN)/python; if [ -f $(CLIENTS_STAMP) ]; then py=$(CLIENTS_VENV)/bin/python; fi; failed=""; logs=$$(mktemp -d); \
 	for client in $(RECORD_CLIENTS); do \
 	  echo "== $$client"; \
-	  $$py -m agentlab observe $$client --skip-missing $(if $(UPDATE),,--check) || status=1; \
-	done; exit $$status
+	  $$py -m agentlab observe $$client --skip-missing $(if $(UPDATE),,--check) >$$logs/$$client.log 2>&1; rc=$$?; \
+	  cat $$logs/$$client.log; [ $$rc -eq 0 ] || failed="$$failed $$client"; \
+	done; \
+	if [ -n "$$failed" ]; then \
+	  echo "make record: these clients did not reproduce their committed records:$$failed"; \
+	  for client in $$failed; do grep -E '^DRIFT|^Traceback|^[A-Za-z_.]*(Error|Exception):' $$logs/$$client.log | sed "s/^/  $$client: /" | head -20; done; \
+	  rm -rf $$logs; exit 1; \
+	fi; rm -rf $$logs; echo "make record: every client reproduces its committed records"
 
 lint: $(STAMP)
 	$(BIN)/ruff check agentlab tests bench

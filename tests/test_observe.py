@@ -352,6 +352,31 @@ def test_any_agent_is_observed_through_one_runner_function(tmp_path: Path) -> No
         observe("naive-loop", ["end_turn"], out=tmp_path, runner=naive)
 
 
+def test_a_record_is_the_same_on_another_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that writes its working folder and the OS release into its system prompt (as Claude Code
+    does) gives the same record, request sizes included, on two machines with different OS releases."""
+    import platform
+
+    import anthropic
+
+    from agentlab.observe import ClientOutcome, comparable, observe_scenario
+
+    def environment_aware(scenario, base_url, workdir, timeout):
+        client = anthropic.Anthropic(base_url=base_url, api_key="k", max_retries=0)
+        system = f"Primary working directory: {workdir}/work\nOS Version: Linux {platform.release()}"
+        client.messages.create(model=scenario.model, max_tokens=scenario.max_tokens, system=system,
+                               messages=[{"role": "user", "content": scenario.prompt}])
+        return ClientOutcome({"exit_code": 0})
+
+    records = []
+    for release in ("6.1.0-18-amd64", "6.18.44-fc-v1045-longer-build-name"):
+        monkeypatch.setattr(platform, "release", lambda release=release: release)
+        records.append(observe_scenario("env-aware", "end_turn", runner=environment_aware, version="1"))
+    first, second = records
+    assert first["requests"][0]["tokens"] == second["requests"][0]["tokens"]
+    assert comparable(first) == comparable(second)
+
+
 def test_clients_resolve_by_name_and_claude_code_by_version() -> None:
     from agentlab.observatory.observe import CLIENTS, resolve_client
 

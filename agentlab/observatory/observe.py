@@ -29,16 +29,19 @@ and ``timing`` (wall time and when each request arrived, left out of comparisons
 ``path``, ``model``, ``max_tokens``, ``stream``, ``step``, ``kind`` (the engine's: ``message``, ``stream``, ``error``,
 ``summary``, ``prompt_too_long``, ``unexpected`` for a request beyond the script, ...), ``action``,
 ``reply`` (status, stop_reason, block types or error type), ``appended`` (:func:`diff_requests`),
-``tokens`` (the request's estimated size), ``expect_unmet`` when a step's check did not
-hold, and for an error reply ``error`` (its message), ``headers`` (the retry-steering headers sent:
-``x-should-retry``, ``retry-after``) and ``api_headers`` (what the real API sends in that case, from the
-scenario). Fields are only ever added, never renamed.
+``tokens`` (the request's estimated size, measured with what differs between machines replaced by
+placeholders: ``<tmp>``, ``<python>``, ``<repo>``, ``<os-release>``, ``<date>``; see
+:func:`machine_replacements`), ``expect_unmet`` when a step's check did not hold, and for an error reply
+``error`` (its message), ``headers`` (the retry-steering headers sent: ``x-should-retry``, ``retry-after``)
+and ``api_headers`` (what the real API sends in that case, from the scenario). Fields are only ever added,
+never renamed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -539,7 +542,8 @@ def run_claude_code(scenario: Scenario, base_url: str, workdir: Path, timeout: f
         args += ["--settings", str(settings)]
     env = {**client_env(), "HOME": str(home), "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "dummy",
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-           "CLAUDE_CODE_MAX_RETRIES": "2"}
+           "CLAUDE_CODE_MAX_RETRIES": "2",
+           "SHELL": "/bin/bash"}  # its system prompt names the shell: the same on every machine
     code, out, err = _subprocess([str(binary), *args], env, cwd, timeout)
     result: dict[str, Any] = {"exit_code": code}
     if code is None:
@@ -573,7 +577,7 @@ def run_claude_code(scenario: Scenario, base_url: str, workdir: Path, timeout: f
         notes.append("Claude Code offers web search as its own WebSearch tool, which asks the API in a separate "
                      "request; the main loop never offers the server tool")
     env_shown = {k: env[k] for k in ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_TELEMETRY",
-                                     "DISABLE_AUTOUPDATER", "CLAUDE_CODE_MAX_RETRIES")}
+                                     "DISABLE_AUTOUPDATER", "CLAUDE_CODE_MAX_RETRIES", "SHELL")}
     return ClientOutcome(result, {"command": ["claude", *shown], "env": env_shown}, notes)
 
 
@@ -809,8 +813,14 @@ def lenient(scenario: Scenario) -> Scenario:
 
 
 def build_record(scenario: Scenario, server: ScenarioServer, client: str, version: str,
-                 outcome: ClientOutcome, wall_s: float) -> dict[str, Any]:
-    """The behaviour record of one run, from the requests the server saw and the replies it gave."""
+                 outcome: ClientOutcome, wall_s: float,
+                 replacements: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """The behaviour record of one run, from the requests the server saw and the replies it gave.
+
+    ``replacements`` (old, new) are applied to each request before its size is estimated, so that what
+    differs from machine to machine (the temporary folder, the OS release a client writes into its system
+    prompt) does not change the ``tokens`` of a record.
+    """
     requests: list[dict[str, Any]] = []
     arrivals: list[float] = []
     probes: list[str] = []
@@ -835,15 +845,15 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
         if exchange.thread is not None:
             entry["thread"] = exchange.thread.get("type")
             entry["sent_messages"] = len((exchange.sent or {}).get("messages") or [])
+        tokens = estimate_tokens(request_payload(_scrub(normalised, replacements or [])))
         if recorded.step is not None:
-            tokens = estimate_tokens(request_payload(normalised))
             step = scenario.steps[recorded.step]
             if step.expect is not None:
                 unmet = step.expect.failures(normalised, recorded.stream, prev_step_tokens)
                 if unmet:
                     entry["expect_unmet"] = unmet
             prev_step_tokens = tokens
-        entry["tokens"] = estimate_tokens(request_payload(normalised))
+        entry["tokens"] = tokens
         if reply.status >= 400:
             try:
                 entry["error"] = _short(json.loads(reply.body)["error"]["message"], 300)
@@ -936,6 +946,19 @@ def _scrub(value: Any, replacements: list[tuple[str, str]]) -> Any:
     return json.loads(text)
 
 
+def machine_replacements(tmp: str | Path) -> list[tuple[str, str]]:
+    """What differs from one machine or run to the next, and the placeholder that stands for it in a record:
+    the interpreter (which venv records), the temporary folder, the checkout, and the OS release (Claude Code
+    writes ``OS Version: Linux <release>`` into its system prompt)."""
+    tmp = str(tmp)
+    found = [(str(Path(sys.executable).resolve()), "<python>"), (sys.executable, "<python>"),
+             (str(Path(tmp).resolve()), "<tmp>"), (tmp, "<tmp>"), (str(REPO), "<repo>")]
+    release = platform.release()
+    if release:
+        found.append((release, "<os-release>"))
+    return found
+
+
 def observe_scenario(client: str, scenario: str | Scenario, *, version: str | None = None,
                      timeout: float = DEFAULT_TIMEOUT, runner: Runner | None = None) -> dict[str, Any]:
     """Run ``client`` once against a fresh server for ``scenario`` and return its behaviour record.
@@ -955,11 +978,9 @@ def observe_scenario(client: str, scenario: str | Scenario, *, version: str | No
             started = time.perf_counter()
             outcome = runner(sc, server.base_url, Path(tmp), timeout)
             wall = time.perf_counter() - started
-        record = build_record(sc, server, name, version, outcome, wall)
-        real_tmp = str(Path(tmp).resolve())
-        # the interpreter (which venv records) and the temporary folder must not make two runs differ
-        pythons = [(str(Path(sys.executable).resolve()), "<python>"), (sys.executable, "<python>")]
-        return _scrub(record, [*pythons, (real_tmp, "<tmp>"), (tmp, "<tmp>"), (str(REPO), "<repo>")])
+        replacements = machine_replacements(tmp)
+        record = build_record(sc, server, name, version, outcome, wall, replacements)
+        return _scrub(record, replacements)
 
 
 def record_path(out: Path, client: str, version: str, scenario: str) -> Path:
