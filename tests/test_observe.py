@@ -359,7 +359,7 @@ def test_a_record_is_the_same_on_another_machine(tmp_path: Path, monkeypatch: py
 
     import anthropic
 
-    from agentlab.observe import ClientOutcome, comparable, observe_scenario
+    from agentlab.observatory.observe import ClientOutcome, comparable, observe_scenario
 
     def environment_aware(scenario, base_url, workdir, timeout):
         client = anthropic.Anthropic(base_url=base_url, api_key="k", max_retries=0)
