@@ -77,10 +77,12 @@ claude-code:
 # The other agent frameworks that are observed (the `clients` extra), in their own venv: never in .venv
 CLIENTS_VENV  := .venv-clients
 CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
-$(CLIENTS_STAMP): pyproject.toml
+# at the versions the committed records are of (a new release upstream would otherwise look like drift)
+CLIENTS_PINS  := data/observed/clients-constraints.txt
+$(CLIENTS_STAMP): pyproject.toml $(CLIENTS_PINS)
 	$(PYTHON) -m venv $(CLIENTS_VENV)
 	$(CLIENTS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(CLIENTS_VENV)/bin/python -m pip install --quiet -e '.[clients]'
+	$(CLIENTS_VENV)/bin/python -m pip install --quiet -e '.[clients]' -c $(CLIENTS_PINS)
 	touch $(CLIENTS_STAMP)
 
 # Re-record every client on every scenario and compare with the committed records (exit 1 on a difference).

@@ -27,12 +27,14 @@ from agentlab.observatory.compare import (
     signature,
 )
 from agentlab.observatory.observe import (
+    CLIENTS_PINS,
     OBSERVED_DIR,
     classify,
     claude_bin,
     client_version,
     comparable,
     diff_requests,
+    drift,
     load_records,
     observe,
     reply_summary,
@@ -179,6 +181,28 @@ def test_rerecorded_observations_match_the_committed_ones(client: str, rerecorde
     assert not drifted, (f"{client} behaves differently from its committed records (re-record with "
                          f"`agentlab observe {client} {' '.join(drifted)}` if intended): "
                          + json.dumps(detail, indent=1, ensure_ascii=False))
+
+
+def test_the_pinned_framework_versions_are_the_recorded_ones() -> None:
+    """`make record` installs the frameworks at the versions in the pins file; each pin must be a version with
+    committed records, or a new release would be compared with nothing and the check would fail in CI."""
+    pins = dict(line.split("==") for line in CLIENTS_PINS.read_text(encoding="utf-8").splitlines()
+                if line and not line.startswith("#"))
+    recorded = {client: sorted(v for c, v in load_records() if c == client)
+                for client in ("tool-runner", "pydantic-ai", "langchain")}
+    assert [pins["anthropic"]] == recorded["tool-runner"]
+    assert [pins["pydantic-ai-slim"]] == recorded["pydantic-ai"]
+    assert [pins["langchain"]] == recorded["langchain"]
+    langchain = load_records()[("langchain", pins["langchain"])]
+    assert {r["settings"]["langchain-anthropic"] for r in langchain.values()} == {pins["langchain-anthropic"]}
+
+
+def test_a_version_without_records_is_one_line_that_says_how_to_observe_it() -> None:
+    saved = next(iter(load_records()[("tool-runner", "2.14.0")].values()))
+    fresh = [{**saved, "version": "9.9.9", "scenario": name} for name in ("end_turn", "tool_use", "refusal")]
+    [line] = drift(fresh)
+    assert line.startswith("tool-runner 9.9.9 has no committed records (committed: 2.14.0)")
+    assert "clients-constraints.txt" in line and "make record UPDATE=1" in line
 
 
 def test_the_agentlab_client_runs_as_a_subprocess_with_the_same_record(tmp_path: Path) -> None:

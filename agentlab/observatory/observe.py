@@ -64,6 +64,7 @@ from ..core.paths import observed_dir, project_dir, sandbox_dir
 
 REPO = project_dir()
 OBSERVED_DIR = observed_dir()
+CLIENTS_PINS = OBSERVED_DIR / "clients-constraints.txt"  # the framework versions the records are of
 SANDBOX_DIR = sandbox_dir()
 CLAUDE_DIR = REPO / "tool" / "claude-code"  # make claude-code: tool/claude-code/<version>/node_modules/...
 CLAUDE_BIN = CLAUDE_DIR / "node_modules" / ".bin" / "claude"  # an older single-version install
@@ -1051,8 +1052,18 @@ def drift(fresh: list[dict[str, Any]], out: str | Path | None = None) -> list[st
     """What differs between fresh records and the committed ones, one line per scenario (empty: none)."""
     committed = load_records(out)
     lines = []
+    unrecorded: set[tuple[str, str]] = set()
     for record in fresh:
-        saved = committed.get((record["client"], record["version"]), {}).get(record["scenario"])
+        key = (record["client"], record["version"])
+        if key not in committed:
+            if key not in unrecorded:  # a whole version without records: one line that says what to do
+                unrecorded.add(key)
+                others = sorted(v for c, v in committed if c == key[0])
+                lines.append(f"{key[0]} {key[1]} has no committed records (committed: {', '.join(others) or 'none'})"
+                             f"; the records are of the versions in {CLIENTS_PINS.name}, which `make record` "
+                             f"installs; to observe {key[1]}, pin it there and run `make record UPDATE=1`")
+            continue
+        saved = committed[key].get(record["scenario"])
         if saved is None:
             lines.append(f"{record['scenario']}: no committed {record['client']} {record['version']} record")
         elif comparable(saved) != comparable(record):
