@@ -1,4 +1,4 @@
-"""The ``agentlab`` command, run as a subprocess: offline scenarios, bad usage, and ``--base-url`` runs against
+"""The ``agentlab`` command, run in its own process: offline scenarios, bad usage, and ``--base-url`` runs against
 a tiny Messages API server written here from the API's JSON and SSE shapes (not agentlab's scripted engine).
 The server answers with canned replies in order and records every request, so the tests assert on the wire.
 """
@@ -6,7 +6,6 @@ The server answers with canned replies in order and records every request, so th
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 from agentlab.backend.scenario import load_scenario, scenario_names
+from forked import run_forked
 
 SECRET = "sk-ant-test-SECRET123456"
 REPO = Path(__file__).resolve().parent.parent
@@ -146,8 +146,8 @@ class MessagesServer:
 
 # --- running the command ---------------------------------------------------------------------------------
 #
-# Starting Python and importing the SDK takes most of a second, so every run the tests need is declared
-# below as a Job and all of them run at once, in a module fixture; each test then reads its job's outcome.
+# Every run the tests need is declared below as a Job and all of them run at once, in a module fixture, each
+# in a fork of this process (forked.py: no Python start or SDK import per run); each test reads its outcome.
 
 @dataclass
 class Ran:
@@ -179,11 +179,8 @@ class Outcome:
 
 
 def agentlab(args: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None) -> Ran:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_MODEL")}
-    full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-m", "agentlab", *args], capture_output=True, text=True,
-                          timeout=180, env=full_env, cwd=cwd or REPO)
-    return Ran(proc.returncode, proc.stdout, proc.stderr)
+    ran = run_forked(args, env=env, cwd=cwd or REPO)
+    return Ran(ran.code, ran.stdout, ran.stderr)
 
 
 def start_job(job: Job, folder: Path) -> tuple[Callable[[], Ran], MessagesServer | None, Path | None]:

@@ -1,11 +1,11 @@
 """The command under bad input and faults: one clear line and the documented exit code, no traceback, and no
-file of the user's emptied or left behind. All runs start at once in a module fixture (each is a subprocess).
+file of the user's emptied or left behind. All runs start at once in a module fixture, each in a fork of the
+test process (forked.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from forked import run_forked
 from test_faults import FaultServer, Raw, message, ok, sse_events, text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,11 +76,8 @@ JOBS: dict[str, Job] = {
 
 
 def agentlab(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
-    full = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_MODEL")}
-    full.update(env)
-    proc = subprocess.run([sys.executable, "-m", "agentlab", *args], capture_output=True, text=True, timeout=180,
-                          env=full, cwd=REPO)
-    return proc.returncode, proc.stdout, proc.stderr
+    ran = run_forked(args, env=env, cwd=REPO)
+    return ran.code, ran.stdout, ran.stderr
 
 
 def start(job: Job, folder: Path) -> tuple[Callable[[], tuple[int, str, str]], FaultServer | None]:

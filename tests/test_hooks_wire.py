@@ -7,13 +7,13 @@ POST /v1/messages with canned messages in order and records every request body.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from forked import run_forked
 
 
 def _message(content, stop_reason):
@@ -62,12 +62,10 @@ class CannedServer:
 
 
 def run_cli(url: str, settings: Path, tmp_path: Path, *extra: str) -> tuple[int, dict, str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentlab", "run", "--base-url", url, "--settings", str(settings), "--tools", "demo",
-         "--json", "--prompt", "Do the task.", "--trace", str(tmp_path / "trace.jsonl"), *extra],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    lines = proc.stdout.strip().splitlines()
-    return proc.returncode, json.loads(lines[-1]) if lines else {}, proc.stderr
+    ran = run_forked(["run", "--base-url", url, "--settings", str(settings), "--tools", "demo", "--json", "--prompt",
+                      "Do the task.", "--trace", str(tmp_path / "trace.jsonl"), *extra], cwd=tmp_path, timeout=60)
+    lines = ran.stdout.strip().splitlines()
+    return ran.code, json.loads(lines[-1]) if lines else {}, ran.stderr
 
 
 def write_settings(tmp_path: Path, event: str, command: str, *, matcher: str | None = None,
