@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from forked import run_forked
-from test_faults import FaultServer, Raw, message, ok, sse_events, text
+from wire import MessagesServer, Raw, message, ok, sse_events, text
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = "description: mine\nprompt: hi\nsteps:\n  - content: [{type: text, text: hello}]\n"
@@ -31,7 +31,7 @@ class Job:
     args: tuple[str, ...]
     files: dict[str, str | bytes] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
-    replies: list[Raw] | None = None  # set: a FaultServer answers, its URL replaces {url}
+    replies: list[Raw] | None = None  # set: a MessagesServer answers, its URL replaces {url}
 
 
 @dataclass
@@ -80,12 +80,12 @@ def agentlab(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     return ran.code, ran.stdout, ran.stderr
 
 
-def start(job: Job, folder: Path) -> tuple[Callable[[], tuple[int, str, str]], FaultServer | None]:
+def start(job: Job, folder: Path) -> tuple[Callable[[], tuple[int, str, str]], MessagesServer | None]:
     folder.mkdir(parents=True)
     (folder / "tmp").mkdir()
     for name, content in job.files.items():
         (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
-    server = FaultServer(list(job.replies)) if job.replies is not None else None
+    server = MessagesServer(list(job.replies)) if job.replies is not None else None
     url = server.url if server else ""
     args = [a.replace("{dir}", str(folder)).replace("{url}", url) for a in job.args]
     env = {k: v.replace("{dir}", str(folder)) for k, v in job.env.items()}
