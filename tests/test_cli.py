@@ -1,4 +1,4 @@
-"""The ``agentlab`` command, run as a subprocess: offline scenarios, bad usage, and ``--base-url`` runs against
+"""The ``agentlab`` command, run in its own process: offline scenarios, bad usage, and ``--base-url`` runs against
 a tiny Messages API server written here from the API's JSON and SSE shapes (not agentlab's scripted engine).
 The server answers with canned replies in order and records every request, so the tests assert on the wire.
 """
@@ -6,148 +6,30 @@ The server answers with canned replies in order and records every request, so th
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentlab.backend.scenario import load_scenario, scenario_names
+from forked import run_forked
+from wire import MessagesServer, asks_for_a_summary, error, message, text
 
 SECRET = "sk-ant-test-SECRET123456"
 REPO = Path(__file__).resolve().parent.parent
 RESULT_KEYS = {"subtype", "is_error", "num_turns", "stop_reason", "usage"}
 
 
-# --- an independent Messages API server ----------------------------------------------------------------------
-
-def message(content: list[dict[str, Any]], stop_reason: str | None = "end_turn", **extra: Any) -> dict[str, Any]:
-    return {"id": "msg_canned", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
-            "content": content, "stop_reason": stop_reason, "stop_sequence": None,
-            "usage": {"input_tokens": 25, "output_tokens": 10}, **extra}
-
-
-def error(status: int, error_type: str, text: str, **headers: str) -> tuple[int, dict[str, Any], dict[str, str]]:
-    return status, {"type": "error", "error": {"type": error_type, "message": text}}, headers
-
-
-def text(t: str) -> dict[str, Any]:
-    return {"type": "text", "text": t}
-
-
-def sse(msg: dict[str, Any]) -> bytes:
-    """The Messages API event stream for a finished message."""
-    def event(name: str, data: dict[str, Any]) -> str:
-        return f"event: {name}\ndata: {json.dumps(data)}\n\n"
-
-    start = {**msg, "content": [], "stop_reason": None, "stop_sequence": None,
-             "usage": {**msg["usage"], "output_tokens": 1}}
-    out = [event("message_start", {"type": "message_start", "message": start})]
-    for i, block in enumerate(msg["content"]):
-        if block["type"] == "text":
-            out.append(event("content_block_start", {"type": "content_block_start", "index": i,
-                                                     "content_block": {"type": "text", "text": ""}}))
-            out.append(event("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                     "delta": {"type": "text_delta", "text": block["text"]}}))
-        else:
-            head = {**block, "input": {}}
-            out.append(event("content_block_start", {"type": "content_block_start", "index": i,
-                                                     "content_block": head}))
-            out.append(event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {
-                "type": "input_json_delta", "partial_json": json.dumps(block["input"])}}))
-        out.append(event("content_block_stop", {"type": "content_block_stop", "index": i}))
-    out.append(event("message_delta", {"type": "message_delta",
-                                       "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
-                                       "usage": {"output_tokens": msg["usage"]["output_tokens"]}}))
-    out.append(event("message_stop", {"type": "message_stop"}))
-    return "".join(out).encode()
-
-
-def last_user_text(body: dict[str, Any]) -> str:
-    for m in reversed(body.get("messages") or []):
-        if m.get("role") == "user":
-            content = m["content"]
-            if isinstance(content, str):
-                return content
-            return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    return ""
-
-
-@dataclass
-class Seen:
-    body: dict[str, Any]
-    headers: dict[str, str]
-    summary: bool
-
-
-@dataclass
-class MessagesServer:
-    """Answers POST /v1/messages with ``replies`` in order (a Message dict, or (status, body, headers)).
-    A compaction summary request (no tools, asking for a summary) gets a canned summary and uses no reply."""
-
-    replies: list[Any]
-    seen: list[Seen] = field(default_factory=list)
-    summary: Callable[[dict[str, Any]], bool] = lambda body: (
-        "tools" not in body and "summar" in last_user_text(body).lower())
-
-    def __post_init__(self) -> None:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the http.server API
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
-                is_summary = server.summary(body)
-                server.seen.append(Seen(body, {k.lower(): v for k, v in self.headers.items()}, is_summary))
-                if is_summary:
-                    reply: Any = message([text("Summary: the user asked for the weather in Oslo and Lima; "
-                                               "both were fetched.")])
-                elif server.replies:
-                    reply = server.replies.pop(0)
-                else:
-                    reply = error(400, "invalid_request_error", "no more canned replies")
-                status, payload, headers = (200, reply, {}) if isinstance(reply, dict) else reply
-                if status == 200 and body.get("stream"):
-                    data, ctype = sse(payload), "text/event-stream"
-                else:
-                    data, ctype = json.dumps(payload).encode(), "application/json"
-                self.send_response(status)
-                self.send_header("content-type", ctype)
-                self.send_header("content-length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    @property
-    def turns(self) -> list[dict[str, Any]]:
-        return [s.body for s in self.seen if not s.summary]
-
-
 # --- running the command ---------------------------------------------------------------------------------
 #
-# Starting Python and importing the SDK takes most of a second, so every run the tests need is declared
-# below as a Job and all of them run at once, in a module fixture; each test then reads its job's outcome.
+# Every run the tests need is declared below as a Job and all of them run at once, in a module fixture, each
+# in a fork of this process (forked.py: no Python start or SDK import per run); each test reads its outcome.
 
 @dataclass
 class Ran:
@@ -179,11 +61,8 @@ class Outcome:
 
 
 def agentlab(args: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None) -> Ran:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_MODEL")}
-    full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-m", "agentlab", *args], capture_output=True, text=True,
-                          timeout=180, env=full_env, cwd=cwd or REPO)
-    return Ran(proc.returncode, proc.stdout, proc.stderr)
+    ran = run_forked(args, env=env, cwd=cwd or REPO)
+    return Ran(ran.code, ran.stdout, ran.stderr)
 
 
 def start_job(job: Job, folder: Path) -> tuple[Callable[[], Ran], MessagesServer | None, Path | None]:
@@ -193,7 +72,7 @@ def start_job(job: Job, folder: Path) -> tuple[Callable[[], Ran], MessagesServer
     args = [a.replace("{dir}", str(folder)) for a in job.args]
     if job.replies is None:
         return (lambda: agentlab(args)), None, None
-    server = MessagesServer(list(job.replies))
+    server = MessagesServer(job.replies, summary=asks_for_a_summary)
     trace = folder / "wire.jsonl"
     # --no-cache: these jobs compare whole histories; the cache breakpoints have tests of their own
     args = ["run", "--base-url", server.url, "--tools", "demo", "--json", "--prompt", job.prompt,

@@ -1,11 +1,11 @@
 """The command under bad input and faults: one clear line and the documented exit code, no traceback, and no
-file of the user's emptied or left behind. All runs start at once in a module fixture (each is a subprocess).
+file of the user's emptied or left behind. All runs start at once in a module fixture, each in a fork of the
+test process (forked.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_faults import FaultServer, Raw, message, ok, sse_events, text
+from forked import run_forked
+from wire import MessagesServer, Raw, message, ok, sse_events, text
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = "description: mine\nprompt: hi\nsteps:\n  - content: [{type: text, text: hello}]\n"
@@ -30,7 +31,7 @@ class Job:
     args: tuple[str, ...]
     files: dict[str, str | bytes] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
-    replies: list[Raw] | None = None  # set: a FaultServer answers, its URL replaces {url}
+    replies: list[Raw] | None = None  # set: a MessagesServer answers, its URL replaces {url}
 
 
 @dataclass
@@ -75,19 +76,16 @@ JOBS: dict[str, Job] = {
 
 
 def agentlab(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
-    full = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_MODEL")}
-    full.update(env)
-    proc = subprocess.run([sys.executable, "-m", "agentlab", *args], capture_output=True, text=True, timeout=180,
-                          env=full, cwd=REPO)
-    return proc.returncode, proc.stdout, proc.stderr
+    ran = run_forked(args, env=env, cwd=REPO)
+    return ran.code, ran.stdout, ran.stderr
 
 
-def start(job: Job, folder: Path) -> tuple[Callable[[], tuple[int, str, str]], FaultServer | None]:
+def start(job: Job, folder: Path) -> tuple[Callable[[], tuple[int, str, str]], MessagesServer | None]:
     folder.mkdir(parents=True)
     (folder / "tmp").mkdir()
     for name, content in job.files.items():
         (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
-    server = FaultServer(list(job.replies)) if job.replies is not None else None
+    server = MessagesServer(list(job.replies)) if job.replies is not None else None
     url = server.url if server else ""
     args = [a.replace("{dir}", str(folder)).replace("{url}", url) for a in job.args]
     env = {k: v.replace("{dir}", str(folder)) for k, v in job.env.items()}

@@ -9,122 +9,26 @@ wrong field types, a stream that stalls. The loop must treat every one as a fail
 from __future__ import annotations
 
 import json
-import threading
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anthropic
 import pytest
+from wire import MessagesServer, Raw, event, message, ok, sse_events, streamed, text
 
 from agentlab.core.loop import AgentLoop
 from agentlab.core.tools import ToolRegistry
 from agentlab.core.transitions import Limits
 
 
-def message(content: list[dict[str, Any]], stop_reason: str | None = "end_turn") -> dict[str, Any]:
-    return {"id": "msg_fault", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
-            "content": content, "stop_reason": stop_reason, "stop_sequence": None,
-            "usage": {"input_tokens": 25, "output_tokens": 10}}
-
-
-def text(t: str) -> dict[str, Any]:
-    return {"type": "text", "text": t}
-
-
 TOOL_CALL = {"type": "tool_use", "id": "toolu_cut", "name": "record", "input": {"note": "ran"}}
-
-
-def event(name: str, data: dict[str, Any]) -> bytes:
-    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-
-
-def sse_events(msg: dict[str, Any]) -> list[bytes]:
-    """The whole event stream of a finished message, one element per SSE event."""
-    start = {**msg, "content": [], "stop_reason": None, "usage": {**msg["usage"], "output_tokens": 1}}
-    out = [event("message_start", {"type": "message_start", "message": start})]
-    for i, block in enumerate(msg["content"]):
-        if block["type"] == "text":
-            out.append(event("content_block_start", {"type": "content_block_start", "index": i,
-                                                     "content_block": {"type": "text", "text": ""}}))
-            out.append(event("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                     "delta": {"type": "text_delta", "text": block["text"]}}))
-        else:
-            out.append(event("content_block_start", {"type": "content_block_start", "index": i,
-                                                     "content_block": {**block, "input": {}}}))
-            out.append(event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {
-                "type": "input_json_delta", "partial_json": json.dumps(block["input"])}}))
-        out.append(event("content_block_stop", {"type": "content_block_stop", "index": i}))
-    out.append(event("message_delta", {"type": "message_delta",
-                                       "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
-                                       "usage": {"output_tokens": msg["usage"]["output_tokens"]}}))
-    out.append(event("message_stop", {"type": "message_stop"}))
-    return out
-
-
-@dataclass
-class Raw:
-    """One reply exactly as sent. ``body`` None with ``stall`` set: send the headers, then wait."""
-
-    status: int = 200
-    body: bytes = b""
-    content_type: str = "application/json"
-    stall: bool = False
-
-
-def ok(msg: dict[str, Any]) -> Raw:
-    return Raw(body=json.dumps(msg).encode())
-
-
-def streamed(events: list[bytes]) -> Raw:
-    return Raw(body=b"".join(events), content_type="text/event-stream")
-
-
-@dataclass
-class FaultServer:
-    """Answers each POST with the next Raw reply; the body ends when the connection closes (HTTP/1.0)."""
-
-    replies: list[Raw]
-    seen: list[dict[str, Any]] = field(default_factory=list)
-    release: threading.Event = field(default_factory=threading.Event)
-
-    def __post_init__(self) -> None:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the http.server API
-                server.seen.append(json.loads(self.rfile.read(int(self.headers.get("content-length") or 0))))
-                reply = server.replies.pop(0) if server.replies else Raw(
-                    400, json.dumps({"type": "error", "error": {"type": "invalid_request_error",
-                                                                "message": "no more replies"}}).encode())
-                self.send_response(reply.status)
-                self.send_header("content-type", reply.content_type)
-                self.end_headers()
-                self.wfile.write(reply.body)
-                self.wfile.flush()
-                if reply.stall:
-                    server.release.wait(30)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
 def serve():
-    servers: list[FaultServer] = []
+    servers: list[MessagesServer] = []
 
-    def start(*replies: Raw) -> FaultServer:
-        server = FaultServer(list(replies))
+    def start(*replies: Raw) -> MessagesServer:
+        server = MessagesServer(list(replies))
         servers.append(server)
         return server
 
@@ -145,7 +49,7 @@ def recording_tools(ran: list[Any]) -> ToolRegistry:
     return tools
 
 
-def run_against(server: FaultServer, *, stream: bool, retries: int = 2, tools: ToolRegistry | None = None,
+def run_against(server: MessagesServer, *, stream: bool, retries: int = 2, tools: ToolRegistry | None = None,
                 timeout: float = 30.0) -> AgentLoop:
     client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
     loop = AgentLoop(client, prompt="Go.", stream=stream, tools=tools, sleep=lambda s: None,

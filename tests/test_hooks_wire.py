@@ -1,73 +1,25 @@
 """Hooks checked on the wire: the agentlab CLI against a minimal, independent Messages API server.
 
-The server below is written from the API's JSON shapes only (not agentlab's scripted engine): it answers
+The server (wire.py) is written from the API's JSON shapes only, not from agentlab's scripted engine: it answers
 POST /v1/messages with canned messages in order and records every request body.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
-
-def _message(content, stop_reason):
-    return {"id": "msg_wire", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
-            "content": content, "stop_reason": stop_reason, "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": 5}}
-
-
-class CannedServer:
-    def __init__(self, replies):
-        self.replies = list(replies)
-        self.bodies: list[dict] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                server.bodies.append(body)
-                if server.replies:
-                    payload, status = server.replies.pop(0), 200
-                else:
-                    payload = {"type": "error", "error": {"type": "invalid_request_error",
-                                                          "message": "no more canned replies"}}
-                    status = 400
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from forked import run_forked
+from wire import MessagesServer, last_user_text, message
 
 
 def run_cli(url: str, settings: Path, tmp_path: Path, *extra: str) -> tuple[int, dict, str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentlab", "run", "--base-url", url, "--settings", str(settings), "--tools", "demo",
-         "--json", "--prompt", "Do the task.", "--trace", str(tmp_path / "trace.jsonl"), *extra],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    lines = proc.stdout.strip().splitlines()
-    return proc.returncode, json.loads(lines[-1]) if lines else {}, proc.stderr
+    ran = run_forked(["run", "--base-url", url, "--settings", str(settings), "--tools", "demo", "--json", "--prompt",
+                      "Do the task.", "--trace", str(tmp_path / "trace.jsonl"), *extra], cwd=tmp_path, timeout=60)
+    lines = ran.stdout.strip().splitlines()
+    return ran.code, json.loads(lines[-1]) if lines else {}, ran.stderr
 
 
 def write_settings(tmp_path: Path, event: str, command: str, *, matcher: str | None = None,
@@ -89,11 +41,6 @@ def script(tmp_path: Path, name: str, body: str) -> str:
     return f"{sys.executable} {path}"
 
 
-def last_user_text(body: dict) -> str:
-    content = body["messages"][-1]["content"]
-    return content if isinstance(content, str) else " ".join(b.get("text", "") for b in content)
-
-
 @pytest.mark.parametrize("form", ["json", "exit2"])
 def test_stop_hook_block_is_fed_back_on_the_wire(tmp_path, form):
     state = tmp_path / "stops"
@@ -108,9 +55,9 @@ def test_stop_hook_block_is_fed_back_on_the_wire(tmp_path, form):
                 "payload = json.load(sys.stdin)\n"
                 "if n == 0:\n    sys.stderr.write('run the tests first')\n    sys.exit(2)\n")
     settings = write_settings(tmp_path, "Stop", script(tmp_path, "stop.py", body))
-    replies = [_message([{"type": "text", "text": "Done."}], "end_turn"),
-               _message([{"type": "text", "text": "Tests run, done."}], "end_turn")]
-    with CannedServer(replies) as server:
+    replies = [message([{"type": "text", "text": "Done."}], "end_turn"),
+               message([{"type": "text", "text": "Tests run, done."}], "end_turn")]
+    with MessagesServer(replies) as server:
         code, result, stderr = run_cli(server.url, settings, tmp_path)
     assert code == 0, stderr
     assert result["subtype"] == "success" and result["stop_hook_blocks"] == 1
@@ -127,9 +74,9 @@ def test_stop_hook_sees_stop_hook_active_after_a_block(tmp_path):
             "if not payload['stop_hook_active']:\n"
             "    print(json.dumps({'decision': 'block', 'reason': 'once more'}))\n")
     settings = write_settings(tmp_path, "Stop", script(tmp_path, "stop.py", body))
-    replies = [_message([{"type": "text", "text": "A."}], "end_turn"),
-               _message([{"type": "text", "text": "B."}], "end_turn")]
-    with CannedServer(replies) as server:
+    replies = [message([{"type": "text", "text": "A."}], "end_turn"),
+               message([{"type": "text", "text": "B."}], "end_turn")]
+    with MessagesServer(replies) as server:
         code, result, _ = run_cli(server.url, settings, tmp_path)
     inputs = [json.loads(line) for line in log.read_text().splitlines()]
     assert [i["stop_hook_active"] for i in inputs] == [False, True]
@@ -144,8 +91,8 @@ def test_pre_tool_use_deny_becomes_an_error_tool_result(tmp_path):
             "'permissionDecision': 'deny', 'permissionDecisionReason': 'weather is off limits'}}))\n")
     settings = write_settings(tmp_path, "PreToolUse", script(tmp_path, "deny.py", body), matcher="get_weather")
     tool_use = {"type": "tool_use", "id": "toolu_w1", "name": "get_weather", "input": {"location": "Oslo"}}
-    replies = [_message([tool_use], "tool_use"), _message([{"type": "text", "text": "OK."}], "end_turn")]
-    with CannedServer(replies) as server:
+    replies = [message([tool_use], "tool_use"), message([{"type": "text", "text": "OK."}], "end_turn")]
+    with MessagesServer(replies) as server:
         code, result, _ = run_cli(server.url, settings, tmp_path)
     assert code == 0
     results = server.bodies[1]["messages"][-1]["content"]
@@ -158,8 +105,8 @@ def test_matcher_leaves_other_tools_alone(tmp_path):
     body = "print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PreToolUse', 'permissionDecision': 'deny'}}))\n"
     settings = write_settings(tmp_path, "PreToolUse", script(tmp_path, "deny.py", body), matcher="get_weather")
     tool_use = {"type": "tool_use", "id": "toolu_c1", "name": "calculator", "input": {"expression": "6 * 7"}}
-    replies = [_message([tool_use], "tool_use"), _message([{"type": "text", "text": "42."}], "end_turn")]
-    with CannedServer(replies) as server:
+    replies = [message([tool_use], "tool_use"), message([{"type": "text", "text": "42."}], "end_turn")]
+    with MessagesServer(replies) as server:
         code, _, _ = run_cli(server.url, settings, tmp_path)
     result_block = server.bodies[1]["messages"][-1]["content"][0]
     assert code == 0 and result_block["content"] == "42" and not result_block.get("is_error")
@@ -168,8 +115,8 @@ def test_matcher_leaves_other_tools_alone(tmp_path):
 def test_a_hanging_hook_is_killed_at_its_timeout_and_the_run_goes_on(tmp_path):
     body = "import time\njson.load(sys.stdin)\ntime.sleep(60)\n"
     settings = write_settings(tmp_path, "Stop", script(tmp_path, "hang.py", body), timeout=1)
-    replies = [_message([{"type": "text", "text": "Done."}], "end_turn")]
-    with CannedServer(replies) as server:
+    replies = [message([{"type": "text", "text": "Done."}], "end_turn")]
+    with MessagesServer(replies) as server:
         code, result, _ = run_cli(server.url, settings, tmp_path)
     assert code == 0 and result["subtype"] == "success" and len(server.bodies) == 1
     events = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from forked import run_forked
 
 from agentlab.ui import plots
 from agentlab.core.errors import ScenarioError
@@ -108,10 +107,9 @@ def test_the_answer_after_a_continuation_is_the_whole_text(stream: bool, tmp_pat
 
 
 def test_the_cli_prints_the_whole_answer_in_its_json() -> None:
-    proc = subprocess.run([sys.executable, "-m", "agentlab", "run", "max_tokens_continue", "--json"],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    ran = run_forked(["run", "max_tokens_continue", "--json"], cwd=REPO)
+    assert ran.code == 0, ran.stderr
+    data = json.loads(ran.stdout.strip().splitlines()[-1])
     assert data["result"] == "".join(PIECES) and data["continuations"] == 1
 
 

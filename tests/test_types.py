@@ -41,7 +41,10 @@ def test_a_transition_kind_the_loop_does_not_handle_fails_type_checking(tmp_path
     source = source.replace(union + "RunTools |", teleport + union + "Teleport | RunTools |")
     transitions.write_text(source)
     (tmp_path / "mypy.ini").write_text("[mypy]\nignore_missing_imports = true\n")
+    # mypy's cache outlives the temporary copy, so a second run re-checks only what changed since the first
+    cache = REPO / ".mypy_cache" / "unhandled-transition"
     proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file", str(tmp_path / "mypy.ini"),
-                           "-p", "agentlab.core"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+                           "--cache-dir", str(cache), "-p", "agentlab.core"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=900)
     assert proc.returncode == 1, proc.stdout
     assert 'agentlab/core/loop.py' in proc.stdout and '"assert_never" has incompatible type "Teleport"' in proc.stdout
