@@ -682,12 +682,15 @@ def draw_decision_path(ax, run: Run) -> None:
         points.append((t["call"] + 0.18 * k, index[branch], t))
     ax.plot([p[0] for p in points], [p[1] for p in points], color="#AAAAAA", linewidth=1, zorder=1)
     end = run.result.get("subtype") if run.result else None
-    for i, (x, y, t) in enumerate(points):
+    colors = []
+    for i, (_x, _y, t) in enumerate(points):
         subtype = t.get("subtype") if t.get("type") == TERMINAL_TYPE else None
         if i == len(points) - 1 and end is not None:
             subtype = end   # the last decision ended the run (a completion the Stop hooks let through)
-        color = STEP_COLOR if subtype is None else OK_COLOR if subtype == "success" else ERROR_COLOR
-        ax.scatter([x], [y], s=70, color=color, zorder=3, edgecolor="white", linewidth=0.8)
+        colors.append(STEP_COLOR if subtype is None else OK_COLOR if subtype == "success" else ERROR_COLOR)
+    if points:   # one collection, drawn in the order of the decisions
+        ax.scatter([p[0] for p in points], [p[1] for p in points], s=70, c=colors, zorder=3, edgecolor="white",
+                   linewidth=0.8)
     if end is not None:
         x, y, _ = points[-1]
         ax.annotate(f"end: {end}", (x, y), xytext=(-9, 0), textcoords="offset points", ha="right",
@@ -1091,6 +1094,34 @@ def _tick_copy(axis: Any, major: bool) -> Any:
     return tick
 
 
+# What Line2D.update_from copies besides the Artist properties; the marker is shared rather than copied
+# (MarkerStyle objects are not changed in place: Line2D.set_marker makes a new one), which is most of the
+# cost of Axis._copy_tick_props.
+_LINE_PROPS = ("_linestyle", "_linewidth", "_color", "_gapcolor", "_markersize", "_markerfacecolor",
+               "_markerfacecoloralt", "_markeredgecolor", "_markeredgewidth", "_unscaled_dash_pattern",
+               "_dash_pattern", "_dashcapstyle", "_dashjoinstyle", "_solidcapstyle", "_solidjoinstyle", "_marker",
+               "_drawstyle")
+
+
+def _reset_tick(src: Any, dest: Any) -> None:
+    """``Axis._copy_tick_props(src, dest)``, with the tick lines' markers shared instead of deep-copied."""
+    from matplotlib.artist import Artist
+
+    dest.label1.update_from(src.label1)
+    dest.label2.update_from(src.label2)
+    for name in ("tick1line", "tick2line", "gridline"):
+        line_src, line_dest = getattr(src, name), getattr(dest, name)
+        Artist.update_from(line_dest, line_src)
+        values = vars(line_src)
+        for prop in _LINE_PROPS:
+            if prop in values:
+                setattr(line_dest, prop, values[prop])
+        line_dest.stale = True
+    dest.update_from(src)
+    for prop in ("_loc", "_size", "_width", "_base_pad", "_labelrotation", "_zorder", "_tickdir"):
+        setattr(dest, prop, getattr(src, prop))
+
+
 def _empty_axes(ax: Any) -> None:
     """Axes back to the state new axes have (what ``Axes.clear`` resets, and the spines), keeping their tick
     objects, whose properties go back to those of a new tick."""
@@ -1139,9 +1170,9 @@ def _empty_axes(ax: Any) -> None:
         axis._reset_major_tick_kw()
         axis._reset_minor_tick_kw()
         for tick in axis.majorTicks:
-            axis._copy_tick_props(major, tick)
+            _reset_tick(major, tick)
         for tick in axis.minorTicks:
-            axis._copy_tick_props(minor, tick)
+            _reset_tick(minor, tick)
     ax.set_axis_on()
     for axis in (ax.xaxis, ax.yaxis):
         axis._set_lim(0, 1, auto=True)
