@@ -50,7 +50,7 @@ class TextCache:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
         self.bitmaps: dict[tuple[Any, ...], tuple[np.ndarray, float, float, float]] = {}
-        self.metrics: dict[tuple[Any, ...], tuple[float, float, float]] = {}
+        self.metrics: dict[tuple[Any, ...], Any] = {}   # text extents; font heights
         self.hits = 0
         self.misses = 0
 
@@ -103,7 +103,7 @@ class CachingRenderer(RendererAgg):
         self._renderer.draw_text_image(image, round(x + xo + xd), round(y + yo + yd) + 1, angle, gc)
         return None
 
-    def _get_font_height_metrics(self, prop: FontProperties) -> tuple[float | None, float | None, float | None]:
+    def _get_font_height_metrics(self, prop: FontProperties) -> Any:
         """Ascent, descent and line gap of the font (what ``Text`` reads from its sfnt tables at every layout
         when the renderer does not say), computed as ``Text`` does and kept per font and dpi."""
         cache = self.text_cache
@@ -111,7 +111,7 @@ class CachingRenderer(RendererAgg):
         found = cache.metrics.get(key)
         if found is None:
             found = (None, None, None)
-            font = get_font(fontManager._find_fonts_by_props(prop))
+            font: Any = get_font(fontManager._find_fonts_by_props(prop))
             for table_name, gap_key, ascent_key, descent_key in (
                     ("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"),
                     ("hhea", "lineGap", "ascent", "descent")):
@@ -152,5 +152,5 @@ class CachingCanvas(FigureCanvasAgg):
         key = w, h, self.figure.dpi
         if self._lastKey != key:
             self.renderer = CachingRenderer(w, h, self.figure.dpi, self.text_cache)
-            self._lastKey = key
+            self._lastKey = key  # type: ignore[assignment]
         return self.renderer

@@ -254,7 +254,7 @@ def png_of_canvas(fig: Figure, *, compress_level: int = 1) -> bytes:
     are white, so no alpha channel); what the widgets show, without ``savefig``'s canvas and dpi swaps."""
     from PIL import Image
 
-    canvas = fig.canvas
+    canvas: Any = fig.canvas
     canvas.draw()
     width, height = canvas.get_width_height(physical=True)
     image = Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
@@ -1067,7 +1067,7 @@ class LiveFigure:
         i = self._placed
         self._placed += 1
         if i < len(self._pool):
-            ax = self._pool[i]
+            ax: Any = self._pool[i]
             if ax._agentlab_box == box:
                 if ax._agentlab_rect != rect:   # same box in inches, in a figure of another size
                     ax.set_position(rect)
@@ -1127,7 +1127,7 @@ def _empty_axes(ax: Any) -> None:
     objects, whose properties go back to those of a new tick."""
     import matplotlib as mpl
     from matplotlib import cbook
-    from matplotlib.axes._base import _process_plot_var_args
+    from matplotlib.axes._base import _process_plot_var_args  # type: ignore[attr-defined]
     from matplotlib.transforms import Bbox
 
     rc = mpl.rcParams
