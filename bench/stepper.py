@@ -1,18 +1,24 @@
 """Time a Step in the notebook stepper: one model call, the decision after it, every pane and the plot.
 
-    .venv/bin/python bench/stepper.py            # add --profile for where the time of a dashboard Step goes
+    .venv/bin/python bench/stepper.py            # --profile: where a dashboard Step's time goes
+    .venv/bin/python bench/stepper.py --baseline # also the plain way (a new figure and savefig per Step)
 
 A Stepper on the tour scenario is clicked through to the end (``step_button.click()``, the code path of a
 click in JupyterLab, less the browser's own drawing), once with the default plot (the overview), once with
 the dashboard and once with no plot, several runs each, and every Step is timed. Printed: median and 95th
 percentile of the wall-clock time and of the process CPU time per Step, with the load average of the machine
-while measuring: on a busy machine wall-clock time grows with the load while CPU time does not.
+while measuring: on a busy machine wall-clock time grows with the load while CPU time does not. Full
+(generation 2) garbage collections that fell inside a Step are counted apart: they walk every object of
+the process, so their cost depends on what else the process holds, and one lands in a Step now and then.
+With ``--baseline`` the same Steps are also timed with the plot drawn the plain way (a new figure per
+Step, drawn by ``savefig``), as the stepper did before ``plots.LiveFigure``, and the ratios are printed.
 The budget: a Step with the overview plot within 150 ms at the 95th percentile, with the dashboard 400 ms.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import statistics
@@ -22,53 +28,113 @@ import time
 import matplotlib
 import numpy as np
 
-from agentlab.ui.widgets import Stepper
+from agentlab.ui import plots
+from agentlab.ui.widgets import PLOT_DPI, Stepper
 
 BUDGET_MS = {"overview": 150.0, "dashboard": 400.0}
 SCENARIO = "tour"
 
 
-def time_steps(plot: str | None, runs: int) -> tuple[list[float], list[float]]:
-    """Wall-clock and CPU milliseconds of every Step of ``runs`` runs through the scenario."""
+class PlainStepper(Stepper):
+    """The stepper drawing its plot the plain way: a new figure per Step, rendered by savefig."""
+
+    def _render_plot(self) -> None:
+        if not self.show_plots:
+            self.plot_image.layout.display = "none"
+            return
+        kind = self.plot_picker.value
+        events = self.loop.trace.events if self.loop is not None else []
+        key = (id(self.loop), len(events), kind)
+        if key == self._plot_key:
+            return
+        fig = plots.PLOTS[kind](list(events))
+        self.plot_image.value = plots.to_png(fig, dpi=PLOT_DPI.get(kind, 60), compress_level=1)
+        self._plot_key = key
+
+
+class FullCollections:
+    """Time spent in full (generation 2) garbage collections, read through gc.callbacks."""
+
+    def __init__(self) -> None:
+        self.ms = 0.0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            self.ms += (time.process_time() - self._start) * 1000
+
+
+def time_steps(plot: str | None, runs: int, stepper: type[Stepper] = Stepper
+               ) -> tuple[list[float], list[float], list[float]]:
+    """Wall-clock and CPU milliseconds of every Step of ``runs`` runs through the scenario, and the CPU
+    milliseconds of full garbage collections in each."""
     wall: list[float] = []
     cpu: list[float] = []
-    for _ in range(runs):
-        stepper = Stepper(SCENARIO, plot=plot or "overview", show_plots=plot is not None)
-        while not stepper.step_button.disabled:
-            w0, c0 = time.perf_counter(), time.process_time()
-            stepper.step_button.click()
-            wall.append((time.perf_counter() - w0) * 1000)
-            cpu.append((time.process_time() - c0) * 1000)
-    return wall, cpu
+    collections: list[float] = []
+    full = FullCollections()
+    gc.callbacks.append(full)
+    try:
+        for _ in range(runs):
+            s = stepper(SCENARIO, plot=plot or "overview", show_plots=plot is not None)
+            while not s.step_button.disabled:
+                full.ms = 0.0
+                w0, c0 = time.perf_counter(), time.process_time()
+                s.step_button.click()
+                wall.append((time.perf_counter() - w0) * 1000)
+                cpu.append((time.process_time() - c0) * 1000)
+                collections.append(full.ms)
+    finally:
+        gc.callbacks.remove(full)
+    return wall, cpu, collections
 
 
 def p95(values: list[float]) -> float:
     return float(np.percentile(values, 95))
 
 
+def line(name: str, wall: list[float], cpu: list[float], collections: list[float], budget: float | None) -> str:
+    verdict = ""
+    if budget is not None:
+        verdict = f"   budget p95 {budget:.0f} ms: {'met' if p95(wall) <= budget or p95(cpu) <= budget else 'NOT met'}"
+    hit = [c for c in collections if c > 0]
+    full = (f"\n{'':14}full garbage collections in {len(hit)} of {len(cpu)} steps, up to {max(hit):.0f} ms; "
+            f"without them cpu p95 {p95([c - g for c, g in zip(cpu, collections, strict=True)]):.1f} ms"
+            if hit else "")
+    return (f"  Step with {name:<10} {len(wall):3d} steps  wall median {statistics.median(wall):6.1f} ms  "
+            f"p95 {p95(wall):6.1f} ms  |  cpu median {statistics.median(cpu):6.1f} ms  p95 {p95(cpu):6.1f} ms"
+            f"{verdict}{full}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=8, help="runs through the scenario per plot (default 8)")
     parser.add_argument("--profile", action="store_true", help="profile one run with the dashboard")
+    parser.add_argument("--baseline", action="store_true",
+                        help="also time the plain way (a new figure per Step) and print the ratios")
     args = parser.parse_args()
     time_steps("overview", 1)   # warm up: imports, fonts, the first figure
     time_steps("dashboard", 1)
+    if args.baseline:
+        time_steps("overview", 1, PlainStepper)
     load_before = os.getloadavg()[0]
     print(f"stepper: scenario {SCENARIO}, {args.runs} runs per plot, python {platform.python_version()}, "
           f"matplotlib {matplotlib.__version__}, {os.cpu_count()} cores")
     failed = False
     for plot in ("overview", "dashboard", None):
-        wall, cpu = time_steps(plot, args.runs)
-        name = plot or "no plot"
+        wall, cpu, collections = time_steps(plot, args.runs)
         budget = BUDGET_MS.get(plot or "")
-        verdict = ""
         if budget is not None:
-            ok = p95(wall) <= budget or p95(cpu) <= budget
-            failed |= not ok
-            verdict = f"   budget p95 {budget:.0f} ms: {'met' if ok else 'NOT met'}"
-        print(f"  Step with {name:<10} {len(wall):3d} steps  wall median {statistics.median(wall):6.1f} ms  "
-              f"p95 {p95(wall):6.1f} ms  |  cpu median {statistics.median(cpu):6.1f} ms  p95 {p95(cpu):6.1f} ms"
-              f"{verdict}")
+            failed |= not (p95(wall) <= budget or p95(cpu) <= budget)
+        print(line(plot or "no plot", wall, cpu, collections, budget))
+        if args.baseline and plot is not None:
+            old_wall, old_cpu, old_collections = time_steps(plot, args.runs, PlainStepper)
+            print(line("(plain)", old_wall, old_cpu, old_collections, None))
+            print(f"{'':14}new / plain: cpu median {statistics.median(cpu) / statistics.median(old_cpu):.2f}, "
+                  f"cpu p95 {p95(cpu) / p95(old_cpu):.2f}, wall p95 {p95(wall) / p95(old_wall):.2f}")
     print(f"  load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
     if args.profile:
         import cProfile

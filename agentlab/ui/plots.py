@@ -13,6 +13,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ COMPACTION_COLOR = "#8172B3"
 LIMIT_COLOR = "#C44E52"
 
 TERMINAL_TYPE = "End"   # the Transition type that ends a run
+
+_LIVE: ContextVar[LiveFigure | None] = ContextVar("agentlab_live_figure", default=None)
 
 
 class PlotFigure(Figure):
@@ -208,16 +211,26 @@ def read_run(source: Any) -> Run:
 # --- figures ----------------------------------------------------------------------------------------------
 
 def new_figure(width: float, height: float, dpi: int = DPI) -> PlotFigure:
-    """A white figure with no layout engine: axes are placed at fixed inches (fast, and always the same)."""
+    """A white figure with no layout engine: axes are placed at fixed inches (fast, and always the same).
+
+    Inside ``LiveFigure.render`` this is the live figure itself, emptied, when it has this size and dpi."""
+    live = _LIVE.get()
+    if live is not None:
+        return live._figure(width, height, dpi)
     fig = PlotFigure(figsize=(width, height), dpi=dpi)
     fig.patch.set_facecolor("white")
     return fig
 
 
 def place(fig: Figure, left: float, top: float, width: float, height: float):
-    """New axes at a box given in inches from the figure's top-left corner."""
+    """New axes at a box given in inches from the figure's top-left corner (inside ``LiveFigure.render``,
+    the axes that stood at this box in the previous drawing, emptied)."""
     fig_w, fig_h = fig.get_size_inches()
-    return fig.add_axes((left / fig_w, 1 - (top + height) / fig_h, width / fig_w, height / fig_h))
+    rect = (left / fig_w, 1 - (top + height) / fig_h, width / fig_w, height / fig_h)
+    live = _LIVE.get()
+    if live is not None and live.figure is fig:
+        return live._axes((left, top, width, height), rect)
+    return fig.add_axes(rect)
 
 
 def _heading(fig: Figure, left: float, top: float, text: str, **kw: Any) -> None:
@@ -233,6 +246,20 @@ def to_png(fig: Figure, dpi: int | None = None, *, compress_level: int = 6) -> b
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi or fig.dpi, facecolor="white", metadata={"Software": None},
                 pil_kwargs={"compress_level": compress_level})
+    return buffer.getvalue()
+
+
+def png_of_canvas(fig: Figure, *, compress_level: int = 1) -> bytes:
+    """Draw the figure on its own canvas at its own dpi and encode the pixels as an opaque PNG (the figures
+    are white, so no alpha channel); what the widgets show, without ``savefig``'s canvas and dpi swaps."""
+    from PIL import Image
+
+    canvas: Any = fig.canvas
+    canvas.draw()
+    width, height = canvas.get_width_height(physical=True)
+    image = Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+    buffer = io.BytesIO()
+    image.convert("RGB").save(buffer, format="png", compress_level=compress_level)
     return buffer.getvalue()
 
 
@@ -655,12 +682,15 @@ def draw_decision_path(ax, run: Run) -> None:
         points.append((t["call"] + 0.18 * k, index[branch], t))
     ax.plot([p[0] for p in points], [p[1] for p in points], color="#AAAAAA", linewidth=1, zorder=1)
     end = run.result.get("subtype") if run.result else None
-    for i, (x, y, t) in enumerate(points):
+    colors = []
+    for i, (_x, _y, t) in enumerate(points):
         subtype = t.get("subtype") if t.get("type") == TERMINAL_TYPE else None
         if i == len(points) - 1 and end is not None:
             subtype = end   # the last decision ended the run (a completion the Stop hooks let through)
-        color = STEP_COLOR if subtype is None else OK_COLOR if subtype == "success" else ERROR_COLOR
-        ax.scatter([x], [y], s=70, color=color, zorder=3, edgecolor="white", linewidth=0.8)
+        colors.append(STEP_COLOR if subtype is None else OK_COLOR if subtype == "success" else ERROR_COLOR)
+    if points:   # one collection, drawn in the order of the decisions
+        ax.scatter([p[0] for p in points], [p[1] for p in points], s=70, c=colors, zorder=3, edgecolor="white",
+                   linewidth=0.8)
     if end is not None:
         x, y, _ = points[-1]
         ax.annotate(f"end: {end}", (x, y), xytext=(-9, 0), textcoords="offset points", ha="right",
@@ -963,6 +993,191 @@ PLOTS = {
     "recoveries": recovery_attempts,
     "path": decision_path,
 }
+
+
+# -- one figure, drawn again after every Step ---------------------------------------------------------------
+
+class LiveFigure:
+    """One plot kind drawn again and again into the same figure: the stepper's plot after every Step.
+
+    ``render(source)`` runs the same plot function as ``PLOTS[kind](source)``, but ``new_figure`` hands it
+    this object's figure, emptied, and ``place`` the axes that stood at the same box the previous time,
+    emptied back to the state of new axes while keeping their tick objects (building ticks, spines and
+    titles is most of the cost of new axes). The figure draws on a ``CachingCanvas``, so a label drawn
+    before is not laid out and rasterised again. When the layout changes (another figure size, a panel
+    more or less), the axes from the changed box on are made anew. The picture is the one a new figure
+    of the same kind and dpi gives on a CachingCanvas, pixel for pixel (the tests compare them).
+    """
+
+    def __init__(self, kind: str, dpi: int = DPI) -> None:
+        from .canvas import TextCache
+
+        if kind not in PLOTS:
+            raise KeyError(f"no plot called {kind!r}; the plots are {', '.join(PLOTS)}")
+        self.kind, self.dpi = kind, dpi
+        self.figure: PlotFigure | None = None
+        self.text_cache = TextCache()
+        self._pool: list[Any] = []      # axes in the order the plot function placed them
+        self._placed = 0
+        self.rebuilt = 0                # how many times a figure or axes had to be made anew (for tests)
+
+    def render(self, source: Any, *, compress_level: int = 1) -> bytes:
+        """The plot of ``source`` (what ``PLOTS[kind]`` takes) as PNG bytes."""
+        return png_of_canvas(self.draw(source), compress_level=compress_level)
+
+    def draw(self, source: Any) -> PlotFigure:
+        """The figure with the plot of ``source`` built into it (not yet drawn)."""
+        self._placed = 0
+        token = _LIVE.set(self)
+        try:
+            fig = PLOTS[self.kind](source, dpi=self.dpi)
+        except BaseException:
+            self.figure, self._pool = None, []   # half built: start over next time
+            raise
+        finally:
+            _LIVE.reset(token)
+        for ax in self._pool[self._placed:]:
+            fig.delaxes(ax)
+        del self._pool[self._placed:]
+        return fig
+
+    # called by new_figure and place while render runs
+    def _figure(self, width: float, height: float, dpi: int) -> PlotFigure:
+        from .canvas import CachingCanvas
+
+        fig = self.figure
+        if fig is None or fig.dpi != dpi:
+            fig = PlotFigure(figsize=(width, height), dpi=dpi)
+            fig.patch.set_facecolor("white")
+            CachingCanvas(fig, self.text_cache)
+            self.figure, self._pool = fig, []
+            self.rebuilt += 1
+            return fig
+        if tuple(fig.get_size_inches()) != (width, height):
+            fig.set_size_inches(width, height)   # the axes kept are moved to their boxes by _axes
+        for artist in (*fig.texts, *fig.lines, *fig.patches, *fig.images, *fig.legends):
+            artist.remove()
+        return fig
+
+    def _axes(self, box: tuple[float, float, float, float], rect: tuple[float, float, float, float]):
+        """The axes for the next ``place``: ``box`` in inches from the top-left corner, ``rect`` the same
+        box in figure coordinates."""
+        fig = self.figure
+        assert fig is not None
+        i = self._placed
+        self._placed += 1
+        if i < len(self._pool):
+            ax: Any = self._pool[i]
+            if ax._agentlab_box == box:
+                if ax._agentlab_rect != rect:   # same box in inches, in a figure of another size
+                    ax.set_position(rect)
+                    ax._agentlab_rect = rect
+                _empty_axes(ax)
+                return ax
+            for stale in self._pool[i:]:   # the layout changed from here on
+                fig.delaxes(stale)
+            del self._pool[i:]
+        ax = fig.add_axes(rect)
+        ax._agentlab_box, ax._agentlab_rect = box, rect
+        ax._agentlab_pristine = {axis: (_tick_copy(axis, True), _tick_copy(axis, False))
+                                 for axis in (ax.xaxis, ax.yaxis)}
+        self._pool.append(ax)
+        self.rebuilt += 1
+        return ax
+
+
+def _tick_copy(axis: Any, major: bool) -> Any:
+    """A detached copy of the axis's first tick, taken while the axes are new: the tick state to go back to."""
+    first = axis.majorTicks[0] if major else axis.minorTicks[0]
+    tick = axis._get_tick(major=major)
+    axis._copy_tick_props(first, tick)
+    return tick
+
+
+# What Line2D.update_from copies besides the Artist properties; the marker is shared rather than copied
+# (MarkerStyle objects are not changed in place: Line2D.set_marker makes a new one), which is most of the
+# cost of Axis._copy_tick_props.
+_LINE_PROPS = ("_linestyle", "_linewidth", "_color", "_gapcolor", "_markersize", "_markerfacecolor",
+               "_markerfacecoloralt", "_markeredgecolor", "_markeredgewidth", "_unscaled_dash_pattern",
+               "_dash_pattern", "_dashcapstyle", "_dashjoinstyle", "_solidcapstyle", "_solidjoinstyle", "_marker",
+               "_drawstyle")
+
+
+def _reset_tick(src: Any, dest: Any) -> None:
+    """``Axis._copy_tick_props(src, dest)``, with the tick lines' markers shared instead of deep-copied."""
+    from matplotlib.artist import Artist
+
+    dest.label1.update_from(src.label1)
+    dest.label2.update_from(src.label2)
+    for name in ("tick1line", "tick2line", "gridline"):
+        line_src, line_dest = getattr(src, name), getattr(dest, name)
+        Artist.update_from(line_dest, line_src)
+        values = vars(line_src)
+        for prop in _LINE_PROPS:
+            if prop in values:
+                setattr(line_dest, prop, values[prop])
+        line_dest.stale = True
+    dest.update_from(src)
+    for prop in ("_loc", "_size", "_width", "_base_pad", "_labelrotation", "_zorder", "_tickdir"):
+        setattr(dest, prop, getattr(src, prop))
+
+
+def _empty_axes(ax: Any) -> None:
+    """Axes back to the state new axes have (what ``Axes.clear`` resets, and the spines), keeping their tick
+    objects, whose properties go back to those of a new tick."""
+    import matplotlib as mpl
+    from matplotlib import cbook
+    from matplotlib.axes._base import _process_plot_var_args  # type: ignore[attr-defined]
+    from matplotlib.transforms import Bbox
+
+    rc = mpl.rcParams
+    old, ax._children = ax._children, []
+    for child in old:
+        child._remove_method = None
+        child.axes = None
+    old.clear()
+    ax._mouseover_set.clear()
+    ax.child_axes = []
+    ax._current_image = None
+    ax.legend_ = None
+    ax.containers = []
+    ax.ignore_existing_data_limits = True
+    ax.dataLim.set(Bbox.null())
+    ax.callbacks = cbook.CallbackRegistry(signals=["xlim_changed", "ylim_changed", "zlim_changed"])
+    ax._xmargin, ax._ymargin = rc["axes.xmargin"], rc["axes.ymargin"]
+    ax._tight = None
+    ax._use_sticky_edges = True
+    ax._get_lines = _process_plot_var_args()
+    ax._get_patches_for_fill = _process_plot_var_args("Polygon")
+    ax._gridOn = rc["axes.grid"]
+    ax._autotitlepos = rc["axes.titley"] is None
+    for title in (ax.title, ax._left_title, ax._right_title):
+        title.set_text("")
+    for spine in ax.spines.values():
+        spine.set_visible(True)
+        spine.set_edgecolor(rc["axes.edgecolor"])
+        spine.set_linewidth(rc["axes.linewidth"])
+    for axis, (major, minor) in ax._agentlab_pristine.items():
+        axis.label._reset_visual_defaults()
+        axis.label.set_color(rc["axes.labelcolor"])
+        axis.label.set_fontsize(rc["axes.labelsize"])
+        axis.label.set_fontweight(rc["axes.labelweight"])
+        axis.offsetText._reset_visual_defaults()
+        axis.labelpad = rc["axes.labelpad"]
+        axis._init()
+        axis._set_scale("linear")
+        axis.callbacks = cbook.CallbackRegistry(signals=["units"])
+        axis._reset_major_tick_kw()
+        axis._reset_minor_tick_kw()
+        for tick in axis.majorTicks:
+            _reset_tick(major, tick)
+        for tick in axis.minorTicks:
+            _reset_tick(minor, tick)
+    ax.set_axis_on()
+    for axis in (ax.xaxis, ax.yaxis):
+        axis._set_lim(0, 1, auto=True)
+    ax._update_transScale()
+    ax.stale = True
 
 
 # -- side by side -----------------------------------------------------------------------------------------------

@@ -373,6 +373,7 @@ class Stepper(WidgetView):
         self._custom: dict[str, str | Scenario] = {}
         self._step_from: int | None = None       # trace length before the last step
         self._plot_key: tuple[Any, ...] | None = None
+        self._live: dict[str, plots.LiveFigure] = {}   # a figure per plot kind, drawn again at every Step
         self._quiet = False                      # set while controls are changed from code
         self._build_view(plot)
         choice = self._register(scenario_or_loop)
@@ -638,8 +639,7 @@ class Stepper(WidgetView):
         key = (id(self.loop), len(events), kind)
         if key == self._plot_key:
             return
-        fig = plots.PLOTS[kind](list(events))
-        self.plot_image.value = plots.to_png(fig, dpi=PLOT_DPI.get(kind, 60), compress_level=1)
+        self.plot_image.value = _live_figure(self._live, kind, PLOT_DPI.get(kind, 60)).render(list(events))
         self._plot_key = key
 
     # -- conveniences -----------------------------------------------------------------------------------
@@ -647,6 +647,14 @@ class Stepper(WidgetView):
     def call_count(self) -> int:
         """Model calls shown in the transcript."""
         return self.transcript_pane.value.count('class="agentlab-call')
+
+
+def _live_figure(figures: dict[str, plots.LiveFigure], kind: str, dpi: int) -> plots.LiveFigure:
+    """The widget's figure for a plot kind, made on first use and drawn again at every Step after that."""
+    live = figures.get(kind)
+    if live is None:
+        live = figures[kind] = plots.LiveFigure(kind, dpi=dpi)
+    return live
 
 
 def _pane(body: str) -> str:
@@ -703,6 +711,7 @@ class ReplayStepper(WidgetView):
         self.show_plots = show_plots
         self._step_from: int | None = None
         self._plot_key: tuple[Any, ...] | None = None
+        self._live: dict[str, plots.LiveFigure] = {}
         self.header = widgets.HTML()
         self.step_button = widgets.Button(description="Step", button_style="primary", icon="step-forward",
                                           tooltip="reveal the next recorded model call and what the client did")
@@ -788,9 +797,8 @@ class ReplayStepper(WidgetView):
         key = (self.shown, self.plot_picker.value)
         if key == self._plot_key:
             return
-        fig = plots.PLOTS[self.plot_picker.value](list(events))
-        self.plot_image.value = plots.to_png(fig, dpi=64 if self.plot_picker.value == "overview" else 72,
-                                              compress_level=1)
+        kind = self.plot_picker.value
+        self.plot_image.value = _live_figure(self._live, kind, 64 if kind == "overview" else 72).render(list(events))
         self._plot_key = key
 
 

@@ -1,0 +1,149 @@
+"""The stepper's figure, drawn again at every Step: the same pixels as a figure drawn afresh, labels never stale.
+
+``plots.LiveFigure`` keeps one figure and its axes between Steps and draws on ``canvas.CachingCanvas``, which
+rasterises each distinct text once. Neither may change the picture: after any number of Steps the live
+figure must give the PNG that a new figure of the same kind and dpi gives, drawn on a canvas with an empty
+cache, and a text that changed must be drawn as it is now.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+from PIL import Image
+
+from agentlab.lab import scenario_loop
+from agentlab.ui import plots
+from agentlab.ui.canvas import CachingCanvas, TextCache
+from agentlab.ui.widgets import PLOT_DPI, Stepper
+
+
+def pixels(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def fresh_png(kind: str, events, dpi: int) -> bytes:
+    """The plot drawn the long way: a new figure, a new canvas, nothing cached."""
+    fig = plots.PLOTS[kind](list(events), dpi=dpi)
+    CachingCanvas(fig)
+    return plots.png_of_canvas(fig)
+
+
+def assert_same_picture(live: bytes, fresh: bytes, where: str) -> None:
+    a, b = pixels(live), pixels(fresh)
+    assert a.shape == b.shape, f"{where}: size {a.shape} != {b.shape}"
+    differing = int((a != b).any(axis=2).sum())
+    assert differing == 0, f"{where}: {differing} pixels differ from a fresh drawing"
+
+
+# tour: the layout of the dashboard changes on the way (recovery panels appear, a second row of them);
+# context_window_full: a compaction panel appears, a call fails; stop_hook_cap: the run ends at a limit.
+@pytest.mark.parametrize("kind", ["overview", "dashboard"])
+@pytest.mark.parametrize("scenario", ["tour", "context_window_full", "stop_hook_cap"])
+def test_the_live_figure_draws_what_a_new_figure_draws_after_every_step(kind, scenario):
+    loop = scenario_loop(scenario)
+    dpi = PLOT_DPI[kind]
+    live = plots.LiveFigure(kind, dpi=dpi)
+    steps = 0
+    while True:
+        assert_same_picture(live.render(list(loop.trace.events)), fresh_png(kind, loop.trace.events, dpi),
+                            f"{kind} of {scenario} after {steps} step(s)")
+        if loop.done:
+            break
+        loop.step()
+        steps += 1
+    assert steps >= 3
+    assert live.text_cache.hits > live.text_cache.misses   # the labels did come from the cache
+
+
+@pytest.mark.parametrize("kind", [k for k in plots.PLOTS if k not in ("overview", "dashboard")])
+def test_every_other_plot_kind_draws_the_same_live_and_fresh(kind):
+    loop = scenario_loop("tour")
+    live = plots.LiveFigure(kind, dpi=60)
+    for steps in range(4):
+        assert_same_picture(live.render(list(loop.trace.events)), fresh_png(kind, loop.trace.events, 60),
+                            f"{kind} after {steps} step(s)")
+        loop.step()
+
+
+def test_the_live_figure_keeps_its_figure_and_axes_between_steps():
+    loop = scenario_loop("tour")
+    live = plots.LiveFigure("overview", dpi=64)
+    first = live.draw(list(loop.trace.events))
+    axes = list(first.axes)
+    loop.step()
+    loop.step()
+    again = live.draw(list(loop.trace.events))
+    assert again is first and again.axes == axes
+
+
+def test_the_live_figure_starts_over_after_a_failed_drawing():
+    live = plots.LiveFigure("overview", dpi=64)
+    with pytest.raises(TypeError):
+        live.render(object())
+    loop = scenario_loop("tour")
+    loop.step()
+    assert_same_picture(live.render(list(loop.trace.events)), fresh_png("overview", loop.trace.events, 64),
+                        "after a failure")
+
+
+def text_figure(text: str, **props) -> Figure:
+    fig = Figure(figsize=(2, 1), dpi=72)
+    fig.patch.set_facecolor("white")
+    fig.text(0.1, 0.4, text, **props)
+    return fig
+
+
+def test_a_changed_text_is_rasterised_again_never_taken_from_the_cache():
+    cache = TextCache()
+    fig = text_figure("1,200 tokens", fontsize=9)
+    CachingCanvas(fig, cache)
+    first = plots.png_of_canvas(fig)
+    label = fig.texts[0]
+    for change, expected in ((lambda: label.set_text("1,400 tokens"), text_figure("1,400 tokens", fontsize=9)),
+                             (lambda: label.set_fontsize(11), text_figure("1,400 tokens", fontsize=11)),
+                             (lambda: label.set_fontweight("bold"),
+                              text_figure("1,400 tokens", fontsize=11, fontweight="bold")),
+                             (lambda: label.set_color("#C44E52"),
+                              text_figure("1,400 tokens", fontsize=11, fontweight="bold", color="#C44E52")),
+                             (lambda: label.set_rotation(45),
+                              text_figure("1,400 tokens", fontsize=11, fontweight="bold", color="#C44E52",
+                                          rotation=45))):
+        misses = cache.misses
+        change()
+        now = plots.png_of_canvas(fig)
+        CachingCanvas(expected)
+        assert_same_picture(now, plots.png_of_canvas(expected), f"after changing the label to {label}")
+        assert now != first
+        if label.get_rotation() == 0 and label.get_color() == "black":
+            assert cache.misses > misses   # a new string or font: drawn afresh
+    # the first text again: from the cache, and as it was
+    label.set_text("1,200 tokens")
+    label.set(fontsize=9, fontweight="normal", color="black", rotation=0)
+    misses = cache.misses
+    assert_same_picture(plots.png_of_canvas(fig), first, "back to the first label")
+    assert cache.misses == misses
+
+
+def test_the_cache_is_per_canvas_and_bounded():
+    cache = TextCache(max_entries=3)
+    fig = Figure(figsize=(2, 2), dpi=50)
+    for i in range(5):
+        fig.text(0.1, 0.1 + i * 0.15, f"label {i}")
+    CachingCanvas(fig, cache)
+    plots.png_of_canvas(fig)
+    assert len(cache.bitmaps) <= 3 and len(cache.metrics) <= 3
+    assert CachingCanvas(Figure()).text_cache is not cache
+
+
+def test_the_stepper_shows_the_live_figure():
+    stepper = Stepper("tour", plot="dashboard")
+    for _ in range(3):
+        stepper.step_button.click()
+    shown = stepper.plot_image.value
+    assert_same_picture(shown, fresh_png("dashboard", stepper.loop.trace.events, PLOT_DPI["dashboard"]),
+                        "the stepper's image")
+    assert stepper._live["dashboard"].figure is not None
