@@ -47,14 +47,20 @@ def axes_text(fig) -> str:
     return "\n".join(parts)
 
 
+@pytest.fixture(scope="module")
+def live_dashboard():
+    """One dashboard figure drawn again for each scenario, as the stepper does (the same plot function; that
+    it gives a new figure's pixels is tests/test_live_figure.py's job)."""
+    return plots.LiveFigure("dashboard", dpi=30)
+
+
 @pytest.mark.parametrize("name", scenario_names())
-def test_every_scenario_renders_in_the_dashboard(name, tmp_path):
+def test_every_scenario_renders_in_the_dashboard(name, live_dashboard):
     # The dashboard draws every plot (tokens, context, budget, path, compactions, recoveries) into one figure.
     loop = finished(name)
-    path = tmp_path / f"{name}.png"
-    fig = plots.dashboard(loop.trace.to_frame(), save=path, dpi=30)
-    assert path.read_bytes().startswith(PNG)
-    assert f"Run ended: {loop.result.subtype}" in axes_text(fig)
+    png = live_dashboard.render(loop.trace.to_frame())
+    assert png.startswith(PNG)
+    assert f"Run ended: {loop.result.subtype}" in axes_text(live_dashboard.figure)
 
 
 @pytest.mark.parametrize("function", SINGLE, ids=lambda f: f.__name__)
