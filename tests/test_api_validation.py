@@ -36,6 +36,11 @@ def client():
     ({"max_tokens": 0}, "max_tokens="),
     ({"max_tokens": 1.5}, "max_tokens="),
     ({"context_window": -5}, "context_window="),
+    ({"model": 5}, "model="),
+    ({"model": ""}, "model="),
+    ({"system": 5}, "system="),
+    ({"stream": "yes"}, "stream="),
+    ({"stream": 1}, "stream="),
 ])
 def test_agent_loop_rejects_a_bad_argument_naming_it(client, kwargs, named) -> None:
     with pytest.raises(ConfigError, match=named.replace("=", r"=\.\.\.")):
@@ -82,3 +87,15 @@ def test_many_retries_do_not_overflow_the_backoff() -> None:
 
 def test_a_scenario_loop_passes_the_request_timeout_through() -> None:
     assert scenario_loop("end_turn", request_timeout=3).request_timeout == 3
+
+
+@pytest.mark.parametrize("timeout", [math.nan, -1, 0, 1e7, math.inf, True, "30"])
+def test_hooks_refuse_a_default_timeout_that_is_not_a_finite_span_up_to_a_day(timeout) -> None:
+    with pytest.raises(ConfigError, match=r"Hooks\(default_timeout=\.\.\.\)"):
+        Hooks(default_timeout=timeout)
+
+
+def test_hooks_take_a_default_timeout_up_to_a_day() -> None:
+    assert Hooks(default_timeout=86_400).default_timeout == 86_400.0
+    assert Hooks(default_timeout=0.5).default_timeout == 0.5
+

@@ -168,7 +168,11 @@ class Hooks:
         self.cwd = os.path.abspath(cwd or os.getcwd())
         self.session_id = session_id
         self.transcript_path = transcript_path
-        self.default_timeout = default_timeout
+        if (isinstance(default_timeout, bool) or not isinstance(default_timeout, int | float)
+                or not 0 < default_timeout <= MAX_TIMEOUT_S):  # also refuses nan and inf
+            raise ConfigError(f"Hooks(default_timeout=...): expected a number of seconds above 0 and at most "
+                              f"{MAX_TIMEOUT_S:g}, got {default_timeout!r}")
+        self.default_timeout = float(default_timeout)
         self.interactive = interactive
         self._clock = clock
         self.ignored_events: list[str] = []

@@ -267,7 +267,7 @@ class AgentLoop:
         if isinstance(trace, str | os.PathLike):
             trace = Trace(trace)  # a path: the JSONL file the trace is written to
         _check_arguments(client=client, prompt=prompt, messages=messages, tools=tools, hooks=hooks, trace=trace,
-                         limits=limits, max_tokens=max_tokens, context_window=context_window,
+                         model=model, system=system, stream=stream, limits=limits, max_tokens=max_tokens, context_window=context_window,
                          compact_threshold=compact_threshold, request_timeout=request_timeout)
         if thinking is not None:
             if isinstance(thinking, bool) or not isinstance(thinking, int) or thinking < 1024:
@@ -1082,8 +1082,8 @@ def _failure_from_status(exc: anthropic.APIStatusError) -> Failure:
     return Failure(status, str(error.get("type") or "api_error"), message, retry_after, should_retry)
 
 
-def _check_arguments(*, client: Any, prompt: Any, messages: Any, tools: Any, hooks: Any, trace: Any, limits: Any,
-                     max_tokens: Any, context_window: Any, compact_threshold: Any, request_timeout: Any) -> None:
+def _check_arguments(*, client: Any, prompt: Any, messages: Any, tools: Any, hooks: Any, trace: Any, model: Any,
+                     system: Any, stream: Any, limits: Any, max_tokens: Any, context_window: Any, compact_threshold: Any, request_timeout: Any) -> None:
     """Refuse, at construction, an argument the loop could only fail on later; the message names it."""
     def whole(name: str, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -1095,6 +1095,12 @@ def _check_arguments(*, client: Any, prompt: Any, messages: Any, tools: Any, hoo
                           f"got {type(client).__name__}")
     if prompt is not None and not isinstance(prompt, str):
         raise ConfigError(f"AgentLoop(prompt=...): expected a string, got {type(prompt).__name__}")
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"AgentLoop(model=...): expected a model name (a non-empty string), got {model!r}"[:200])
+    if system is not None and not isinstance(system, str):
+        raise ConfigError(f"AgentLoop(system=...): expected a string or None, got {type(system).__name__}")
+    if not isinstance(stream, bool):
+        raise ConfigError(f"AgentLoop(stream=...): expected True or False, got {stream!r}"[:200])
     if messages is not None and not (isinstance(messages, list) and messages
                                      and all(isinstance(m, dict) and m.get("role") in ("user", "assistant")
                                              and "content" in m for m in messages)):
