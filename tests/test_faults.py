@@ -147,6 +147,24 @@ def test_a_200_that_is_not_a_message_is_a_failed_call(serve, name) -> None:
     assert len(errors(loop)) == 1 and errors(loop)[0]["error_type"] == "invalid_response"
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_wrong_field_types_in_a_200_print_no_warnings(serve, stream, capfd) -> None:
+    import warnings
+
+    bad = {**message([text("x")]), "usage": {"input_tokens": "x", "output_tokens": 1}}
+    good = message([text("Fine.")])
+    replies = (streamed(sse_events(bad)), streamed(sse_events(good))) if stream else (ok(bad), ok(good))
+    server = serve(*replies)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loop = run_against(server, stream=stream)
+    assert loop.result.subtype == "success" and loop.result.result == "Fine.", errors(loop)
+    assert [e["error_type"] for e in errors(loop)] == ["invalid_response"]
+    assert "input_tokens" in errors(loop)[0]["message"]
+    assert [str(w.message) for w in caught] == []
+    assert capfd.readouterr().err == ""
+
+
 def test_bad_200s_every_time_end_error_api_with_the_cause(serve) -> None:
     server = serve(*[Raw(body=b"not json") for _ in range(3)])
     loop = run_against(server, stream=False)

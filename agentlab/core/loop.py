@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import math
 import os
 import random
 import re
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, TypeAlias, TypeVar, assert_never, cast
@@ -267,8 +269,9 @@ class AgentLoop:
         if isinstance(trace, str | os.PathLike):
             trace = Trace(trace)  # a path: the JSONL file the trace is written to
         _check_arguments(client=client, prompt=prompt, messages=messages, tools=tools, hooks=hooks, trace=trace,
-                         model=model, system=system, stream=stream, limits=limits, max_tokens=max_tokens, context_window=context_window,
-                         compact_threshold=compact_threshold, request_timeout=request_timeout)
+                         model=model, system=system, stream=stream, limits=limits, max_tokens=max_tokens,
+                         context_window=context_window, compact_threshold=compact_threshold,
+                         request_timeout=request_timeout)
         if thinking is not None:
             if isinstance(thinking, bool) or not isinstance(thinking, int) or thinking < 1024:
                 raise ConfigError(f"thinking: a budget of at least 1024 tokens (the API's minimum), got {thinking!r}")
@@ -941,6 +944,29 @@ def needs_streaming(client: Any, params: dict[str, Any]) -> bool:
     return False
 
 
+_Send = TypeVar("_Send", bound=Callable[..., Any])
+
+
+def _without_serializer_warnings(send: _Send) -> _Send:
+    """The SDK re-serialises what it parsed, and a field of the wrong type (``usage.input_tokens: "x"``) makes
+    pydantic warn on stderr; ``_check_message`` reports that reply as a failed call instead, without a warning."""
+    if asyncio.iscoroutinefunction(send):
+        @functools.wraps(send)
+        async def asend(*args: Any, **kwargs: Any) -> Any:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
+                return await send(*args, **kwargs)
+        return cast(_Send, asend)
+
+    @functools.wraps(send)
+    def sync_send(*args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
+            return send(*args, **kwargs)
+    return cast(_Send, sync_send)
+
+
+@_without_serializer_warnings
 def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, timeout: float) -> Message | Failure:
     """One request through the SDK; the Message as a dict (converted once), or a Failure.
 
@@ -968,6 +994,7 @@ def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, tim
         return _failure(exc, timeout)
 
 
+@_without_serializer_warnings
 async def _asend(client: anthropic.AsyncAnthropic, params: dict[str, Any], stream: bool,
                  timeout: float) -> Message | Failure:
     """``_send`` with an AsyncAnthropic client: the same request, the same answer or Failure."""
@@ -1032,7 +1059,8 @@ def _check_message(message: Any) -> Message | Failure:
     def bad(why: str, kind: str = "invalid_response") -> Failure:
         return Failure(None, kind, f"the reply is not a whole Message: {why}")
 
-    message = message.to_dict() if hasattr(message, "to_dict") else message  # an SDK Message, converted once
+    if hasattr(message, "to_dict"):  # an SDK Message, converted once; a bad field is reported below, not warned of
+        message = message.to_dict(warnings=False)
 
     if not isinstance(message, dict) or message.get("type", "message") != "message":
         return bad(f"expected an object of type 'message', got {_clip(repr(message), 120)}")
@@ -1083,7 +1111,8 @@ def _failure_from_status(exc: anthropic.APIStatusError) -> Failure:
 
 
 def _check_arguments(*, client: Any, prompt: Any, messages: Any, tools: Any, hooks: Any, trace: Any, model: Any,
-                     system: Any, stream: Any, limits: Any, max_tokens: Any, context_window: Any, compact_threshold: Any, request_timeout: Any) -> None:
+                     system: Any, stream: Any, limits: Any, max_tokens: Any, context_window: Any,
+                     compact_threshold: Any, request_timeout: Any) -> None:
     """Refuse, at construction, an argument the loop could only fail on later; the message names it."""
     def whole(name: str, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
