@@ -281,3 +281,35 @@ def test_serve_record_indexes_are_unique_across_threaded_and_plain_requests(tmp_
     assert orphan.status_code == 400 and plain.status_code == 200
     indexes = [json.loads(line)["index"] for line in record.read_text().splitlines()]
     assert indexes == [0, 1]
+
+
+# --- count_tokens ----------------------------------------------------------------------------------------------
+
+COUNT_FAULTS = {
+    "empty_object": (Raw(body=b"{}"), "invalid_response", "input_tokens"),
+    "deep": (Raw(body=b"[" * 100_000 + b"]" * 100_000), "invalid_response", ""),
+    "not_json": (Raw(body=b"<html>gateway</html>"), "invalid_response", ""),
+    "stalled": (Raw(body=b"", stall=True), "timeout", ""),
+    "overloaded": (Raw(status=529, body=json.dumps({"type": "error", "error": {
+        "type": "overloaded_error", "message": "busy"}}).encode()), "overloaded_error", "busy"),
+}
+
+
+@pytest.mark.parametrize("name", list(COUNT_FAULTS))
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_failed_count_tokens_call_keeps_the_estimate_and_the_run_goes_on(serve, name, asynchronous) -> None:
+    import asyncio
+    import time
+
+    reply, error_type, needle = COUNT_FAULTS[name]
+    server = serve(reply, ok(message([text("Fine.")])))
+    kind = anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic
+    loop = AgentLoop(kind(base_url=server.url, api_key="x", max_retries=0), prompt="Go.", count_tokens=True,
+                     sleep=lambda s: None, limits=Limits(max_api_retries=2), request_timeout=0.5)
+    started = time.monotonic()
+    result = asyncio.run(loop.arun()) if asynchronous else loop.run()
+    assert time.monotonic() - started < 10  # the stalled count gave up after the 0.5 s request timeout
+    assert result.subtype == "success" and result.result == "Fine.", errors(loop)
+    assert loop.count_failure is not None and loop.count_failure.error_type == error_type
+    assert needle in loop.count_failure.message
+    assert [s.body.get("stream") for s in server.seen] == [None, None] and len(server.seen) == 2

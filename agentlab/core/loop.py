@@ -189,7 +189,7 @@ class CallModel:
 
 @dataclass(frozen=True)
 class CountTokens:
-    """Ask the count_tokens endpoint; the answer is the count, or None when it did not answer."""
+    """Ask the count_tokens endpoint; the answer is the count, or a Failure when it did not answer one."""
 
     params: dict[str, Any]
 
@@ -300,6 +300,7 @@ class AgentLoop:
         self.asleep = asleep
         self.clock = clock
         self.count_tokens = count_tokens  # ask the API's count_tokens endpoint before each call (live use)
+        self.count_failure: Failure | None = None  # why the latest count_tokens call gave no count, if it did not
         self._rng = random.Random(seed)
         self.prompt = prompt
         self.messages: list[Message] = [dict(m) for m in messages] if messages else []
@@ -393,10 +394,7 @@ class AgentLoop:
             case CallModel(params=params, stream=stream):
                 return _send(client, params, stream, self.limits.request_timeout)
             case CountTokens(params=params):
-                try:
-                    return int(client.messages.count_tokens(**params).input_tokens)
-                except (anthropic.AnthropicError, ValueError):
-                    return None
+                return _count(client, params, self.limits.request_timeout)
             case RunHooks(event=event, payload=payload, tool_name=tool_name):
                 assert self.hooks is not None
                 return self.hooks.run(event, payload, tool_name=tool_name)
@@ -444,10 +442,7 @@ class AgentLoop:
             case CallModel(params=params, stream=stream):
                 return await _asend(client, params, stream, self.limits.request_timeout)
             case CountTokens(params=params):
-                try:
-                    return int((await client.messages.count_tokens(**params)).input_tokens)
-                except (anthropic.AnthropicError, ValueError):
-                    return None
+                return await _acount(client, params, self.limits.request_timeout)
             case RunHooks(event=event, payload=payload, tool_name=tool_name):
                 assert self.hooks is not None
                 return await self.hooks.arun(event, payload, tool_name=tool_name)
@@ -556,9 +551,12 @@ class AgentLoop:
     def _count_context(self) -> Steps[None]:
         """Replace the context estimate by the API's own count of the next request (when it answers)."""
         params = {k: v for k, v in self._params().items() if k in ("model", "messages", "system", "tools")}
-        counted = yield CountTokens(params)
-        if counted is not None:  # else keep the estimate; the call itself will report any real problem
-            self.meter.base, self.meter.pending, self.meter.exact = int(counted), 0, True
+        counted: int | Failure = yield CountTokens(params)
+        if isinstance(counted, Failure):  # keep the estimate; the call itself will report any real problem
+            self.count_failure = counted
+            return
+        self.count_failure = None
+        self.meter.base, self.meter.pending, self.meter.exact = counted, 0, True
 
     def _call(self) -> Steps[Message | Failure]:
         self.state = note_request(self.state)
@@ -1014,6 +1012,37 @@ async def _asend(client: anthropic.AsyncAnthropic, params: dict[str, Any], strea
         return _check_message(await client.messages.create(**params, timeout=timeout))
     except (anthropic.AnthropicError, httpx2.HTTPError, ValueError, TypeError, KeyError, AttributeError,
             RecursionError) as exc:
+        return _failure(exc, timeout)
+
+
+_SEND_ERRORS = (anthropic.AnthropicError, httpx2.HTTPError, ValueError, TypeError, KeyError, AttributeError,
+                RecursionError)
+
+
+def _counted(reply: Any) -> int | Failure:
+    tokens = getattr(reply, "input_tokens", None)
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens < 10**12:
+        return Failure(None, "invalid_response",
+                       f"the count_tokens reply has no token count: input_tokens is {_clip(repr(tokens), 80)}")
+    return tokens
+
+
+@_without_serializer_warnings
+def _count(client: anthropic.Anthropic, params: dict[str, Any], timeout: float) -> int | Failure:
+    """One count_tokens call, bounded by the request timeout; the count, or a Failure classified as ``_send``
+    classifies one (never an exception)."""
+    try:
+        return _counted(client.messages.count_tokens(**params, timeout=timeout))
+    except _SEND_ERRORS as exc:
+        return _failure(exc, timeout)
+
+
+@_without_serializer_warnings
+async def _acount(client: anthropic.AsyncAnthropic, params: dict[str, Any], timeout: float) -> int | Failure:
+    """``_count`` with an AsyncAnthropic client."""
+    try:
+        return _counted(await client.messages.count_tokens(**params, timeout=timeout))
+    except _SEND_ERRORS as exc:
         return _failure(exc, timeout)
 
 
