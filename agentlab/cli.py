@@ -146,7 +146,12 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    bad = _not_utf8(tokens)
+    if bad is not None:
+        print(f"agentlab: {bad}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(tokens)
     try:
         if args.command == "scenarios":
             return _scenarios(long=args.long)
@@ -173,6 +178,30 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     parser.error(f"unknown command {args.command!r}")
     return 2
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _not_utf8(tokens: list[str]) -> str | None:
+    """The first command-line argument that was not valid UTF-8 (Python keeps such bytes as lone surrogates),
+    named by its option; None when all are text."""
+    for i, token in enumerate(tokens):
+        found = _SURROGATE.search(token)
+        if found is None:
+            continue
+        at = found.start()
+        if token.startswith("--") and "=" in token:
+            name = token.split("=", 1)[0]
+            at -= len(name) + 1
+        elif i > 0 and tokens[i - 1].startswith("-") and not _SURROGATE.search(tokens[i - 1]):
+            name = tokens[i - 1]
+        else:
+            name = f"argument {i + 1}"
+        code = ord(found.group())
+        byte = f"byte {code - 0xDC00:#04x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        return f"{name}: not valid UTF-8 text ({byte} at character {at + 1}); give it as UTF-8"
+    return None
 
 
 SCENARIO_LINE_WIDTH = 120  # `agentlab scenarios`: one line each, at most this wide
@@ -315,13 +344,23 @@ def _check_trace_path(path: str, inputs: dict[str, str | None]) -> None:
     if os.path.isdir(target):
         raise ConfigError(f"--trace {path}: is a folder; give a file name such as {os.path.join(path, 'trace.jsonl')}")
     for what, source in inputs.items():
-        if source and os.path.exists(source) and os.path.realpath(source) == target:
+        if source and os.path.exists(source) and _same_file(source, target):
             raise ConfigError(f"--trace {path}: is {what} file; the trace would overwrite it. Choose another name.")
     folder = os.path.dirname(target) or "."
     writable = os.access(target, os.W_OK) if os.path.exists(target) else (
         os.access(folder, os.W_OK | os.X_OK) if os.path.isdir(folder) else True)
     if not writable:
         raise ConfigError(f"--trace {path}: cannot write there (permission denied)")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """The same file on disk: the same path once links are resolved, or the same inode (a hard link)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # b does not exist yet: it cannot be a hard link to a
+        return False
 
 
 def _printer(out: _Output):

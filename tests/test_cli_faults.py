@@ -6,6 +6,7 @@ test process (forked.py).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -32,6 +33,7 @@ class Job:
     files: dict[str, str | bytes] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     replies: list[Raw] | None = None  # set: a MessagesServer answers, its URL replaces {url}
+    links: dict[str, str] = field(default_factory=dict)  # hard links made after the files: new name -> file
 
 
 @dataclass
@@ -58,6 +60,13 @@ JOBS: dict[str, Job] = {
     "billion_laughs": Job(("run", "{dir}/bomb.yaml"), {"bomb.yaml": BILLION_LAUGHS}),
     "deep_yaml": Job(("run", "{dir}/deep.yaml"), {"deep.yaml": "steps: " + "[" * 5000 + "]" * 5000 + "\n"}),
     "deep_json": Job(("run", "{dir}/deep.json"), {"deep.json": "[" * 100_000 + "]" * 100_000}),
+    "trace_is_a_hard_link_to_the_scenario": Job(("run", "{dir}/mine.yaml", "--trace", "{dir}/link.jsonl"),
+                                                {"mine.yaml": SCENARIO}, links={"link.jsonl": "mine.yaml"}),
+    "scenario_is_dev_zero": Job(("run", "/dev/zero")),
+    "settings_is_dev_zero": Job(("run", "end_turn", "--settings", "/dev/zero")),
+    "scenario_over_1_mb": Job(("run", "{dir}/big.yaml"), {"big.yaml": "#" * 1_000_001}),
+    "system_not_utf8": Job(("run", "end_turn", "--system", "caf\udce9")),
+    "prompt_not_utf8": Job(("run", "end_turn", "--prompt", "\udcff\udcfe")),
     "trace_is_a_folder": Job(("run", "end_turn", "--trace", "{dir}")),
     "trace_to_dev_full": Job(("run", "end_turn", "--json", "--trace", "/dev/full")),
     "max_retries_2000": Job(("run", "end_turn", "--max-retries", "2000")),
@@ -85,6 +94,8 @@ def start(job: Job, folder: Path) -> tuple[Callable[[], tuple[int, str, str]], M
     (folder / "tmp").mkdir()
     for name, content in job.files.items():
         (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    for name, target in job.links.items():
+        os.link(folder / target, folder / name)
     server = MessagesServer(list(job.replies)) if job.replies is not None else None
     url = server.url if server else ""
     args = [a.replace("{dir}", str(folder)).replace("{url}", url) for a in job.args]
@@ -128,6 +139,12 @@ def test_a_trace_path_that_is_the_settings_file_is_refused_and_the_settings_kept
     assert (ran.folder / "s.json").read_text() == STOP_HOOK
 
 
+def test_a_trace_path_that_is_a_hard_link_to_the_scenario_is_refused_and_the_scenario_kept(runs) -> None:
+    ran = runs["trace_is_a_hard_link_to_the_scenario"]
+    clean_failure(ran, "--trace", "link.jsonl", "overwrite")
+    assert (ran.folder / "mine.yaml").read_text() == SCENARIO
+
+
 @pytest.mark.parametrize("job", ["failing_run_keeps_the_old_trace", "bad_settings_keep_the_old_trace"])
 def test_a_run_that_fails_on_its_inputs_leaves_the_old_trace_alone(runs, job) -> None:
     ran = runs[job]
@@ -163,6 +180,11 @@ def test_settings_without_a_trace_leave_no_temporary_transcript(runs) -> None:
     ("billion_laughs", ("bomb.yaml", "aliases")),
     ("deep_yaml", ("deep.yaml", "nested")),
     ("deep_json", ("deep.json", "nested")),
+    ("scenario_is_dev_zero", ("/dev/zero", "not a regular file")),
+    ("settings_is_dev_zero", ("/dev/zero", "settings")),
+    ("scenario_over_1_mb", ("big.yaml", "1000000 bytes")),
+    ("system_not_utf8", ("--system", "not valid UTF-8")),
+    ("prompt_not_utf8", ("--prompt", "not valid UTF-8")),
     ("max_retries_2000", ("--max-retries",)),
     ("timeout_zero", ("--timeout",)),
     ("base_url_not_a_url", ("--base-url", "notaurl")),

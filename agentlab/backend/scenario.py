@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..core.errors import ScenarioError
+from ..core.hooks import FileTooLarge, NotAFile, read_small_file
 from ..core.paths import scenarios_dir
 
 SCENARIO_DIR = scenarios_dir()
@@ -347,13 +348,15 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     """Load a scenario by name (a file in data/scenarios) or by path; raise ScenarioError when malformed."""
     path = _find(name_or_path)
     shown = str(path)
+    if path.is_dir():
+        raise ScenarioError(f"{shown}: is a folder, not a scenario file")
     try:
-        if path.is_dir():
-            raise ScenarioError(f"{shown}: is a folder, not a scenario file")
-        size = path.stat().st_size
-        if size > MAX_SCENARIO_BYTES:
-            raise ScenarioError(f"{shown}: {size} bytes; a scenario file is at most {MAX_SCENARIO_BYTES} bytes")
-        data = path.read_bytes()
+        data = read_small_file(path, MAX_SCENARIO_BYTES)
+    except FileTooLarge:
+        raise ScenarioError(f"{shown}: more than {MAX_SCENARIO_BYTES} bytes; a scenario file is at most "
+                            f"{MAX_SCENARIO_BYTES} bytes") from None
+    except NotAFile:
+        raise ScenarioError(f"{shown}: not a regular file (a device or a pipe); give a scenario file") from None
     except OSError as exc:
         raise ScenarioError(f"{shown}: cannot read the scenario file: {exc.strerror or exc}") from None
     try:

@@ -50,6 +50,7 @@ import os
 import re
 import selectors
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -694,10 +695,16 @@ def _read_settings(settings: dict[str, Any] | str | os.PathLike[str] | None) -> 
     if isinstance(settings, dict):
         return settings, "settings"
     path = os.fspath(settings)
+    if Path(path).is_dir():
+        raise HookConfigError(f"{path}: is a folder; give the settings JSON file")
     try:
-        if Path(path).is_dir():
-            raise HookConfigError(f"{path}: is a folder; give the settings JSON file")
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_small_file(path, MAX_SETTINGS_BYTES).decode("utf-8")
+    except FileTooLarge:
+        raise HookConfigError(f"{path}: more than {MAX_SETTINGS_BYTES} bytes; a settings file is at most "
+                              f"{MAX_SETTINGS_BYTES} bytes") from None
+    except NotAFile:
+        raise HookConfigError(f"{path}: not a regular file (a device or a pipe); give the settings JSON file") \
+            from None
     except OSError as exc:
         raise HookConfigError(f"{path}: cannot read the settings file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -709,6 +716,33 @@ def _read_settings(settings: dict[str, Any] | str | os.PathLike[str] | None) -> 
     except json.JSONDecodeError as exc:
         raise HookConfigError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): "
                               f"{exc.msg}") from None
+
+
+MAX_SETTINGS_BYTES = 1_000_000  # a settings file is small data
+
+
+class FileTooLarge(OSError):
+    """The file holds more bytes than the reader takes."""
+
+
+class NotAFile(OSError):
+    """The path is a device, a pipe or a socket, not a regular file."""
+
+
+def read_small_file(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; never more than ``limit + 1`` bytes are read.
+
+    Raises ``NotAFile`` for a device, pipe or socket (``/dev/zero`` would never end), ``FileTooLarge`` past the
+    limit, and ``OSError`` when the file cannot be read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO would block an ordinary open until a writer came
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotAFile(os.fspath(path))
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise FileTooLarge(os.fspath(path))
+    return data
 
 
 def _fail(source: str, where: str, problem: str) -> HookConfigError:
