@@ -202,14 +202,16 @@ def test_bad_input_is_one_clear_line_and_exit_2(runs, job, needles) -> None:
 
 # --- faults on the wire -------------------------------------------------------------------------------------
 
-def test_a_lone_surrogate_from_the_model_is_printed_and_traced(runs) -> None:
+def test_a_lone_surrogate_from_the_model_is_taken_in_as_u_fffd_and_the_event_says_so(runs) -> None:
     ran = runs["surrogate_from_the_model"]
     assert ran.code == 0, ran.stderr
-    assert "Traceback" not in ran.stderr and "\\ud800" in ran.stdout
+    assert "Traceback" not in ran.stderr and "bad \ufffd char" in ran.stdout
     from agentlab.core.trace import Trace
 
     events = Trace.load(ran.folder / "t.jsonl").events
-    assert events[-1].kind == "result" and events[-1].data["result"] == "bad \ud800 char"
+    assert events[-1].kind == "result" and events[-1].data["result"] == "bad \ufffd char"
+    response = next(e for e in events if e.kind == "response")
+    assert "1 lone surrogate(s)" in response.data["note"] and "U+FFFD" in response.data["note"]
 
 
 def test_the_timeout_applies_to_a_stalled_stream(runs) -> None:

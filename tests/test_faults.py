@@ -313,3 +313,49 @@ def test_a_failed_count_tokens_call_keeps_the_estimate_and_the_run_goes_on(serve
     assert loop.count_failure is not None and loop.count_failure.error_type == error_type
     assert needle in loop.count_failure.message
     assert [s.body.get("stream") for s in server.seen] == [None, None] and len(server.seen) == 2
+
+
+# --- lone surrogates --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_model_text_and_a_tool_call_with_a_lone_surrogate_are_taken_in_as_u_fffd(serve, stream) -> None:
+    ran: list[Any] = []
+    # in a stream, the SDK's own parser of tool input refuses a lone surrogate (a failed call, retried): there
+    # only the text holds one
+    note = "ran" if stream else "r\ufffdn"
+    call = {**TOOL_CALL, "input": {"note": note}}
+    first = message([text("Let me \ufffd record."), call], "tool_use")
+    body = (b"".join(sse_events(first)).replace(b"\\ufffd", b"\\ud800") if stream
+            else json.dumps(first).replace("\\ufffd", "\\ud800").encode())
+    reply = Raw(body=body, content_type="text/event-stream" if stream else "application/json")
+    done = message([text("Recorded.")])
+    server = serve(reply, streamed(sse_events(done)) if stream else ok(done))
+    loop = run_against(server, stream=stream, tools=recording_tools(ran))
+    assert loop.result.subtype == "success" and loop.result.result == "Recorded.", errors(loop)
+    assert ran == [note] and errors(loop) == []
+    sent = server.bodies[1]["messages"][1]["content"]
+    assert sent[0]["text"] == "Let me \ufffd record." and sent[1]["input"] == {"note": note}
+    response = loop.trace.of_kind("response")[0].data
+    assert response["note"].startswith(f"{1 if stream else 2} lone surrogate(s)") and "U+FFFD" in response["note"]
+    assert "note" not in loop.trace.of_kind("response")[1].data
+
+
+def test_a_stop_hook_reason_with_a_lone_surrogate_is_fed_back_as_u_fffd(serve, tmp_path) -> None:
+    from agentlab.core.hooks import Hooks
+
+    flag = tmp_path / "blocked"
+    script = tmp_path / "stop.sh"
+    script.write_text(f'if [ -e {flag} ]; then exit 0; fi\ntouch {flag}\n'
+                      'printf \'{"decision": "block", "reason": "fix \\\\ud800 this"}\'\n')
+    hooks = Hooks({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": f"sh {script}"}]}]}})
+    server = serve(ok(message([text("One.")])), ok(message([text("Two.")])))
+    client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
+    loop = AgentLoop(client, prompt="Go.", hooks=hooks, sleep=lambda s: None, limits=Limits(max_api_retries=1))
+    loop.run()
+    assert loop.result.subtype == "success" and loop.result.result == "Two.", errors(loop)
+    assert errors(loop) == [] and len(server.bodies) == 2
+    fed = server.bodies[1]["messages"][-1]["content"]
+    assert any("fix \ufffd this" in block["text"] for block in fed), fed
+    first = loop.trace.of_kind("hook")[0].data
+    assert first["decision"] == "block" and first["reason"] == "fix \ufffd this"
+    assert "lone surrogates" in first["error"] and "U+FFFD" in first["error"]

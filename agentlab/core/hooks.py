@@ -57,13 +57,14 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, cast
 
 import psutil
 
 from .errors import ConfigError
+from .trace import without_lone_surrogates
 
 HOOK_EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact")
 
@@ -309,7 +310,7 @@ class Hooks:
             reply, error = _Reply(), f"raised {type(exc).__name__}: {exc}"
         run = _capped(HookRun(event=hook.event, source="python", name=hook.name, exit_code=None, stdout=stdout,
                               stderr=stderr, timed_out=False, error=error, decision=reply.decision,
-                              reason=reply.reason, duration_ms=(self._clock() - start) * 1000.0))
+                              reason=reply.reason, duration_ms=(self._clock() - start) * 1000.0), reply)
         return run, _capped_reply(reply)
 
     def _run_command(self, hook: _Hook, stdin_text: str) -> tuple[HookRun, _Reply]:
@@ -352,7 +353,7 @@ class Hooks:
                                   f"{' and '.join(talk.overflow)}; the rest was not read"])
         run = _capped(HookRun(event=hook.event, source="command", name=hook.name, exit_code=returncode,
                               stdout=stdout, stderr=stderr, timed_out=talk.timed_out, error=error,
-                              decision=reply.decision, reason=reply.reason, duration_ms=duration_ms))
+                              decision=reply.decision, reason=reply.reason, duration_ms=duration_ms), reply)
         return run, _capped_reply(reply)
 
     def kill_running(self) -> None:
@@ -667,17 +668,27 @@ def _cap(text: str | None, limit: int = MAX_KEPT_CHARS) -> str | None:
     return f"{text[:limit]}… [cut: {len(text) - limit} more characters not kept]"
 
 
-def _capped(run: HookRun) -> HookRun:
-    """The run as the trace keeps it: stdout, stderr and reason cut to ``MAX_KEPT_CHARS``, saying so."""
-    cut = [name for name in ("stdout", "stderr", "reason") if len(getattr(run, name) or "") > MAX_KEPT_CHARS]
-    if not cut:
+def _capped(run: HookRun, reply: _Reply) -> HookRun:
+    """The run as the trace keeps it: stdout, stderr and reason cut to ``MAX_KEPT_CHARS``, and lone surrogates
+    (text that is not valid Unicode, from a JSON escape such as ``"\\ud800"`` or a Python hook) replaced with
+    U+FFFD, so that what a hook said can be sent to the model; ``error`` says what was changed."""
+    notes = []
+    texts = {name: getattr(run, name) for name in ("stdout", "stderr", "reason", "error")}
+    cleaned, replaced = without_lone_surrogates(texts)
+    answer_replaced = without_lone_surrogates(asdict(reply))[1]
+    if replaced or answer_replaced:
+        notes.append("lone surrogates (text that is not valid Unicode) in its output replaced with U+FFFD")
+    cut = [name for name in ("stdout", "stderr", "reason") if len(cleaned[name] or "") > MAX_KEPT_CHARS]
+    if cut:
+        notes.append(f"{', '.join(cut)} longer than {MAX_KEPT_CHARS} characters: cut")
+    if not notes:
         return run
-    note = f"{', '.join(cut)} longer than {MAX_KEPT_CHARS} characters: cut"
-    return replace(run, stdout=_cap(run.stdout) or "", stderr=_cap(run.stderr) or "", reason=_cap(run.reason),
-                   error=_join([run.error, note]))
+    return replace(run, stdout=_cap(cleaned["stdout"]) or "", stderr=_cap(cleaned["stderr"]) or "",
+                   reason=_cap(cleaned["reason"]), error=_join([cleaned["error"], *notes]))
 
 
 def _capped_reply(reply: _Reply) -> _Reply:
+    reply = _Reply(**without_lone_surrogates(asdict(reply))[0])
     return replace(reply, reason=_cap(reply.reason), stop_reason=_cap(reply.stop_reason),
                    system_message=_cap(reply.system_message), context=[_cap(c) or "" for c in reply.context])
 

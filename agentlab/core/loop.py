@@ -57,7 +57,7 @@ from .events import (
 )
 from .hooks import HookOutcome, Hooks
 from .tools import ToolOutcome, ToolRegistry
-from .trace import Event, Trace
+from .trace import Event, Trace, surrogate_note, without_lone_surrogates
 from .transitions import (
     MAX_TURNS_MARKER,
     SUBTYPES,
@@ -583,6 +583,10 @@ class AgentLoop:
         return outcome
 
     def _record_response(self, call: int, message: Message, wall: float, *, purpose: str) -> None:
+        cleaned, replaced = without_lone_surrogates(message)
+        if replaced:  # text that could never be sent back (not UTF-8): taken in with U+FFFD; the event says so
+            message.clear()
+            message.update(cleaned)
         usage = message.get("usage") or {}
         self.state = note_usage(self.state, usage)
         model = message.get("model") or self.state.model
@@ -601,7 +605,7 @@ class AgentLoop:
             cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
             cache_creation_input_tokens=int(usage.get("cache_creation_input_tokens") or 0),
             cost_usd=cost, run_cost_usd=self.run_cost,
-            usage=usage, context_window=self.context_window), call, wall_ms=wall)
+            usage=usage, context_window=self.context_window, extra=surrogate_note(replaced)), call, wall_ms=wall)
 
     # -- performing a transition --------------------------------------------------------------------------
     def _apply(self, t: Transition, outcome: Message | Failure) -> Steps[None]:

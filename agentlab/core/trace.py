@@ -19,9 +19,41 @@ from typing import IO, Any
 from .errors import ConfigError
 from .events import EVENT_KINDS, EventKind, Payload, payload_from_data
 
-__all__ = ["EVENT_KINDS", "Event", "Trace", "events_to_frame", "redact"]
+__all__ = ["EVENT_KINDS", "Event", "Trace", "events_to_frame", "redact", "surrogate_note", "without_lone_surrogates"]
 
 _SECRET_PATTERN = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT_CHARACTER = "\ufffd"
+
+
+def without_lone_surrogates(value: Any) -> tuple[Any, int]:
+    """``value`` with every lone surrogate in its strings (keys too, through dicts and lists) replaced by
+    U+FFFD, and how many were replaced. Such text cannot be encoded as UTF-8, so a request holding it could
+    never be sent; a value without any comes back as it is (the same object)."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.subn(REPLACEMENT_CHARACTER, value)
+    if isinstance(value, dict):
+        count, items = 0, []
+        for key, item in value.items():
+            new_key, n_key = without_lone_surrogates(key)
+            new_item, n_item = without_lone_surrogates(item)
+            count += n_key + n_item
+            items.append((new_key, new_item))
+        return (dict(items), count) if count else (value, 0)
+    if isinstance(value, list | tuple):
+        pairs = [without_lone_surrogates(item) for item in value]
+        count = sum(n for _, n in pairs)
+        return (type(value)(item for item, _ in pairs), count) if count else (value, 0)
+    return value, 0
+
+
+def surrogate_note(replaced: int) -> dict[str, str]:
+    """The ``note`` an event carries when its text came in with lone surrogates (none: no note)."""
+    if not replaced:
+        return {}
+    return {"note": f"{replaced} lone surrogate(s) (text that is not valid Unicode) replaced with U+FFFD"}
 
 
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
