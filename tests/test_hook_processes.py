@@ -117,3 +117,70 @@ def test_ctrl_c_while_a_hook_runs_kills_the_hook_and_what_it_started(tmp_path) -
     assert "interrupted" in err and "Traceback" not in err
     shell, child = pids(pidfile)
     assert gone(shell) and gone(child), "the hook or its child outlived Ctrl-C"
+
+
+# --- the same with asyncio subprocesses (Hooks.arun, used by AgentLoop.arun) ------------------------------------
+
+def arun(hooks: Hooks, event: str = "Stop", payload: dict | None = None, bound: float = 30):
+    import asyncio
+
+    async def fire():
+        return await asyncio.wait_for(hooks.arun(event, payload or {}), bound)
+
+    return asyncio.run(fire())
+
+
+def test_async_a_stop_hook_that_answers_while_its_background_child_holds_the_pipes(tmp_path) -> None:
+    import time
+
+    pidfile = tmp_path / "pids"
+    hook = (f"sleep 300 & echo $! > {pidfile}; "
+            "echo '{\"decision\": \"block\", \"reason\": \"tests still fail\"}'")
+    started = time.monotonic()
+    outcome = arun(Hooks(settings(hook, timeout=20)), payload={"stop_hook_active": False})
+    assert time.monotonic() - started < 10, "the hook was waited on past its answer"
+    run = outcome.runs[0]
+    assert run.timed_out is False and run.error is None and run.exit_code == 0, run
+    assert outcome.blocked and outcome.reason == "tests still fail"
+    assert gone(pids(pidfile)[0]), "the background child outlived the hook"
+
+
+def test_async_a_timed_out_hook_is_killed_with_its_process_group(tmp_path) -> None:
+    pidfile = tmp_path / "pids"
+    hook = f"(sleep 300 & echo $! > {pidfile}); sleep 300"
+    outcome = arun(Hooks(settings(hook, timeout=1)))
+    run = outcome.runs[0]
+    assert run.timed_out is True and "timed out after 1 s" in run.error
+    assert gone(pids(pidfile)[0]), "the hook's grandchild survived the timeout"
+
+
+def test_async_a_timed_out_hook_is_killed_with_a_child_that_escaped_with_setsid(tmp_path) -> None:
+    pidfile = tmp_path / "pids"
+    hook = f"setsid sleep 300 & echo $! > {pidfile}; wait"
+    outcome = arun(Hooks(settings(hook, timeout=1)))
+    assert outcome.runs[0].timed_out is True
+    assert gone(pids(pidfile)[0]), "a child in a session of its own survived the hook's timeout"
+
+
+def test_async_a_cancelled_hook_is_killed_with_what_it_started(tmp_path) -> None:
+    import asyncio
+
+    pidfile = tmp_path / "pids"
+    ready = tmp_path / "ready"
+    hook = f"sleep 300 & echo $$ $! > {pidfile}; touch {ready}; wait"
+    hooks = Hooks(settings(hook, timeout=600))
+
+    async def fire_then_cancel() -> None:
+        task = asyncio.ensure_future(hooks.arun("Stop", {}))
+        for _ in range(600):  # the hook is running once it has written its pids (at most 30 s)
+            if ready.exists():
+                break
+            await asyncio.wait([task], timeout=0.05)
+        assert ready.exists() and not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 30)
+
+    asyncio.run(fire_then_cancel())
+    shell, child = pids(pidfile)
+    assert gone(shell) and gone(child), "the hook or its child outlived the cancellation"

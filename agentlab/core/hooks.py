@@ -591,8 +591,13 @@ def _talk(proc: subprocess.Popen[bytes], data: bytes, timeout: float) -> _Talk:
 
 async def _atalk(proc: asyncio.subprocess.Process, data: bytes, timeout: float) -> _Talk:
     """``_talk`` for an asyncio subprocess: feed stdin, read both pipes (at most ``MAX_OUTPUT_BYTES`` each),
-    take the answer when the hook exits (its group is then killed), kill the tree on timeout, and drain
-    what is still buffered for at most ``_DRAIN_S`` seconds."""
+    take the answer when the hook process exits (its group is then killed), kill the tree on timeout, and drain
+    what is still buffered for at most ``_DRAIN_S`` seconds.
+
+    ``proc.wait()`` also waits for the pipes to close, which a background child that keeps them open delays
+    until it ends; the hook's own exit shows in ``proc.returncode`` (set by the child watcher), so that is what
+    is watched. Cancelled (Ctrl-C, a task cancelled), the hook is killed with everything it started.
+    """
     overflow: list[str] = []
 
     async def read(stream: asyncio.StreamReader | None, name: str) -> bytes:
@@ -619,20 +624,38 @@ async def _atalk(proc: asyncio.subprocess.Process, data: bytes, timeout: float) 
         finally:
             proc.stdin.close()
 
+    loop = asyncio.get_running_loop()
     readers = [asyncio.ensure_future(read(proc.stdout, "stdout")), asyncio.ensure_future(read(proc.stderr, "stderr"))]
     writer = asyncio.ensure_future(write())
+    waiter = asyncio.ensure_future(proc.wait())  # done at once when the hook exits and its pipes close with it
+    deadline = loop.time() + timeout
     timed_out = False
     try:
-        await asyncio.wait_for(proc.wait(), timeout)
-        _kill_group(proc)  # the hook answered; what it left running in its group goes with it
-    except TimeoutError:
-        timed_out = True
+        while proc.returncode is None:
+            left = deadline - loop.time()
+            if left <= 0:
+                timed_out = True
+                _kill_tree(proc)
+                break
+            await asyncio.wait([waiter], timeout=min(_POLL_S, left))
+        if not timed_out:
+            _kill_group(proc)  # the hook answered; what it left running in its group goes with it
+        done, _ = await asyncio.wait(readers, timeout=_DRAIN_S)
+        out, err = (task.result() if task in done else b"" for task in readers)
+    except BaseException:
         _kill_tree(proc)
-    done, pending = await asyncio.wait(readers, timeout=_DRAIN_S)
-    for task in (*pending, writer):
-        task.cancel()
-    await proc.wait()
-    out, err = (task.result() if task in done else b"" for task in readers)
+        raise
+    finally:
+        for task in (*readers, writer):
+            task.cancel()
+        transport = getattr(proc, "_transport", None)
+        if transport is not None:  # stop listening: what still holds the pipes is outside the hook's group
+            transport.close()
+        if not waiter.done():
+            try:
+                await asyncio.wait([waiter], timeout=_DRAIN_S)
+            finally:
+                waiter.cancel()
     return _Talk(out, err, timed_out, overflow)
 
 
