@@ -198,16 +198,26 @@ BAD_REQUESTS = {
     "content_is_a_number": b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": 5}]}',
     "not_json": b"{not json",
     "max_tokens_text": b'{"model": "m", "max_tokens": "x", "messages": [{"role": "user", "content": "hi"}]}',
+    "deep_json": b'{"model": "m", "max_tokens": 10, "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "text_block_text_5": b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": '
+                         b'[{"type": "text", "text": 5}]}]}',
+    "thinking_5": b'{"model": "m", "max_tokens": 10, "thinking": 5, "messages": [{"role": "user", "content": "hi"}]}',
+    "tool_use_input_list": b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}, '
+                           b'{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "n", '
+                           b'"input": [1]}]}]}',
+    "system_block_text_5": b'{"model": "m", "max_tokens": 10, "system": [{"type": "text", "text": 5}], '
+                           b'"messages": [{"role": "user", "content": "hi"}]}',
 }
 
 
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"], ids=["messages", "count_tokens"])
 @pytest.mark.parametrize("name", list(BAD_REQUESTS))
-def test_serve_answers_a_malformed_request_with_a_json_400_and_keeps_its_step(name, tmp_path) -> None:
+def test_serve_answers_a_malformed_request_with_a_json_400_and_keeps_its_step(name, path, tmp_path, capfd) -> None:
     from agentlab.backend.serve import ScenarioServer
 
     record = tmp_path / "record.jsonl"
     with ScenarioServer("end_turn", record=record) as server:
-        bad = _post(server.base_url, BAD_REQUESTS[name])
+        bad = _post(server.base_url, BAD_REQUESTS[name], path=path)
         good = anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0).messages.create(
             model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": "hi"}])
     assert bad.status_code == 400 and bad.headers["content-type"] == "application/json"
@@ -216,6 +226,7 @@ def test_serve_answers_a_malformed_request_with_a_json_400_and_keeps_its_step(na
     assert good.stop_reason == "end_turn"  # the scenario's one step was still there for the good request
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     assert [line["status"] for line in lines] == [400, 200]
+    assert "Traceback" not in capfd.readouterr().err
 
 
 @pytest.mark.parametrize(("method", "path"), [("GET", "/v1/messages"), ("DELETE", "/v1/messages"),
@@ -242,6 +253,46 @@ def test_serve_answers_a_body_over_32_mb_with_a_json_413(tmp_path) -> None:
     assert reply.status_code == 413 and reply.json()["error"]["type"] == "request_too_large"
     assert after.status_code == 200
     assert [json.loads(line)["status"] for line in record.read_text().splitlines()] == [413, 200]
+
+
+def test_serve_answers_a_chunked_body_over_32_mb_with_a_json_413_and_records_it(tmp_path) -> None:
+    import httpx2
+
+    from agentlab.backend.serve import MAX_BODY_BYTES, ScenarioServer
+
+    def chunks():
+        piece = b" " * (1024 * 1024)
+        for _ in range(MAX_BODY_BYTES // len(piece) + 2):
+            yield piece
+
+    record = tmp_path / "record.jsonl"
+    with ScenarioServer("end_turn", record=record) as server:
+        try:
+            reply = httpx2.post(server.base_url + "/v1/messages", content=chunks(), timeout=30,
+                                headers={"content-type": "application/json"})
+        except httpx2.TransportError as exc:  # the server may close before the client finished sending
+            pytest.fail(f"no answer to the oversized body: {exc!r}")
+        after = _post(server.base_url, b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", '
+                                       b'"content": "hi"}]}')
+    assert reply.status_code == 413, reply.text
+    assert reply.json()["error"]["type"] == "request_too_large"
+    assert after.status_code == 200
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [(line["index"], line["status"]) for line in lines] == [(0, 413), (1, 200)]
+
+
+def test_serve_record_that_cannot_be_written_is_one_line_and_serving_goes_on(capfd) -> None:
+    from agentlab.backend.serve import ScenarioServer
+
+    lines: list[str] = []
+    body = b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}'
+    with ScenarioServer("end_turn", record="/dev/full", log=lines.append) as server:
+        first, second = _post(server.base_url, body), _post(server.base_url, body)
+    assert first.status_code == 200 and second.status_code == 200
+    problems = [line for line in lines if "--record" in line]
+    assert len(problems) == 1 and "/dev/full" in problems[0] and "No space left" in problems[0]
+    assert server.record_error == problems[0]
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_serve_records_a_request_the_engine_failed_on_and_answers_json_500(tmp_path) -> None:

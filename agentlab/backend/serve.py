@@ -84,7 +84,7 @@ def _threaded(method: str, path: str, body: bytes | None) -> tuple[dict[str, Any
         return {}, None
     try:
         parsed = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}, None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("thread"), dict):
         return {}, None
@@ -144,6 +144,54 @@ def reply_message(reply: WireReply) -> dict[str, Any] | None:
 
 
 MAX_BODY_BYTES = 32 * 1024 * 1024  # the Messages API's own request size limit
+_SERVED = ("/v1/messages", "/v1/messages/count_tokens")
+# the string fields of the content blocks a client sends, as the API checks their types
+_BLOCK_STRINGS = {"text": ("text",), "thinking": ("thinking", "signature"), "redacted_thinking": ("data",),
+                  "tool_use": ("id", "name"), "server_tool_use": ("id", "name"), "tool_result": ("tool_use_id",)}
+
+
+def _body_problem(method: str, path: str, body: bytes | None) -> str | None:
+    """What the API would refuse in a Messages or count_tokens body before the engine looks at it: JSON nested
+    too deeply to read, and content blocks or fields of the wrong type. None when the engine may judge it."""
+    if method != "POST" or path.split("?", 1)[0].rstrip("/") not in _SERVED or not body:
+        return None
+    try:
+        request = json.loads(body)
+    except RecursionError:
+        return "request body is not JSON: nested too deeply"
+    except ValueError:
+        return None  # the engine says what is wrong with it
+    if not isinstance(request, dict):
+        return None
+    thinking = request.get("thinking")
+    if thinking is not None and not isinstance(thinking, dict):
+        return f"thinking: expected an object, got {type(thinking).__name__}"
+    system = request.get("system")
+    if isinstance(system, list):
+        for i, block in enumerate(system):
+            if not isinstance(block, dict) or block.get("type") != "text" or not isinstance(block.get("text"), str):
+                return f"system.{i}: expected a text block with a string text"
+    tools = request.get("tools")
+    if isinstance(tools, list):
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, dict):
+                return f"tools.{i}: expected an object, got {type(tool).__name__}"
+    messages = request.get("messages")
+    for i, message in enumerate(messages if isinstance(messages, list) else []):
+        content = message.get("content") if isinstance(message, dict) else None
+        for j, block in enumerate(content if isinstance(content, list) else []):
+            if not isinstance(block, dict):
+                continue  # the engine names it
+            for name in _BLOCK_STRINGS.get(str(block.get("type")), ()):
+                if name in block and not isinstance(block[name], str):
+                    return (f"messages.{i}.content.{j}.{name}: expected a string, got "
+                            f"{type(block[name]).__name__}")
+            if block.get("type") in ("tool_use", "server_tool_use") and not isinstance(block.get("input", {}), dict):
+                return f"messages.{i}.content.{j}.input: expected an object, got {type(block['input']).__name__}"
+            if block.get("type") == "tool_result" and not isinstance(block.get("content", ""), str | list):
+                return (f"messages.{i}.content.{j}.content: expected a string or a list of blocks, got "
+                        f"{type(block['content']).__name__}")
+    return None
 
 
 def _json_error(status: int, error_type: str, message: str, kind: str, **headers: str) -> WireReply:
@@ -180,7 +228,9 @@ class _Handler(tornado.web.RequestHandler):
         if length.isdigit() and int(length) > MAX_BODY_BYTES:
             self._refuse_too_large(int(length))
             return
-        self.request.connection.set_max_body_size(MAX_BODY_BYTES)  # type: ignore[union-attr]
+        # Tornado's own limit answers a bare 400 to a chunked body that passes it: set it above the point where
+        # data_received (chunks of at most 64 KB) refuses with the API's JSON 413
+        self.request.connection.set_max_body_size(2**62)  # type: ignore[union-attr]
 
     def data_received(self, chunk: bytes) -> None:
         if self._refused:
@@ -191,13 +241,18 @@ class _Handler(tornado.web.RequestHandler):
             return
         self._chunks.append(chunk)
 
-    def _refuse_too_large(self, size: int) -> None:
+    def _refuse_too_large(self, size: int) -> Any:
         self._refused = True
-        reply = _json_error(413, "request_too_large",
-                            f"request body is {size} bytes; the limit is {MAX_BODY_BYTES} bytes", "too_large")
+        shown = f"{size} bytes" if self.request.headers.get("Content-Length", "").isdigit() else \
+            f"over {MAX_BODY_BYTES} bytes"
+        reply = _json_error(413, "request_too_large", f"request body is {shown}; the limit is {MAX_BODY_BYTES} "
+                            "bytes", "too_large", connection="close")
         self.server.record_refused(self.request.method or "POST", self.request.uri or "/", reply)
         self._send(reply)
-        self.finish()
+        finished = self.finish()
+        # the rest of the body is not read: the connection ends once the answer is out
+        finished.add_done_callback(lambda _: self.request.connection.close())  # type: ignore[union-attr]
+        return None
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """Errors Tornado raises itself (an unknown method: 405) get the API's JSON shape too."""
@@ -268,6 +323,7 @@ class ScenarioServer:
         self._threads: dict[str, dict[str, Any]] = {}  # message id -> the conversation the server holds
         self._continued: set[str] = set()
         self._record_file: IO[str] | None = None
+        self.record_error: str | None = None  # why --record stopped, when a write failed
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
@@ -292,6 +348,14 @@ class ScenarioServer:
         A request the engine fails on is answered with the API's JSON 500 and recorded all the same."""
         arrived = time.monotonic()
         with self._lock:
+            problem = _body_problem(method, path, body)
+            if problem is not None:  # answered as the API does, and no scenario step is used up
+                reply = _json_error(400, "invalid_request_error", problem, "invalid_request")
+                recorded = RecordedRequest(index=len(self.exchanges), method=method, path=path,
+                                           body=_parsed_or_none(body), stream=False, step=None, status=400,
+                                           kind="invalid_request")
+                self._keep(recorded, reply, None, None, arrived)
+                return reply
             sent, thread = _threaded(method, path, body)
             count = len(self.engine.requests)
             try:
@@ -325,9 +389,16 @@ class ScenarioServer:
         self.exchanges.append(Exchange(recorded, reply, sent, thread,
                                       time.monotonic() if arrived is None else arrived))
         if self._record_file is not None:
-            self._record_file.write(json.dumps(request_record(recorded, reply.body, thread, index=index),
-                                               default=str) + "\n")
-            self._record_file.flush()
+            try:
+                self._record_file.write(json.dumps(request_record(recorded, reply.body, thread, index=index),
+                                                   default=str) + "\n")
+                self._record_file.flush()
+            except OSError as exc:  # disk full, /dev/full: said once, then the server goes on without recording
+                self.record_error = (f"--record {self.record_path}: could not write request {index + 1}: "
+                                     f"{exc.strerror or exc}; requests are no longer recorded")
+                self._close_record()
+                if self.log is not None:
+                    self.log(self.record_error)
         if self.log is not None:
             self.log(_log_line(recorded, index))
 
@@ -419,9 +490,15 @@ class ScenarioServer:
             loop.call_soon_threadsafe(stopping.set)
             thread.join(timeout=10)
         self._thread = None
-        if self._record_file is not None:
-            self._record_file.close()
-            self._record_file = None
+        self._close_record()
+
+    def _close_record(self) -> None:
+        record, self._record_file = self._record_file, None
+        if record is not None:
+            try:
+                record.close()
+            except OSError:  # what could not be flushed was reported when its write failed
+                pass
 
     def wait(self) -> None:
         """Block until the server stops (Ctrl-C raises KeyboardInterrupt here)."""
