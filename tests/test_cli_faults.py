@@ -259,3 +259,68 @@ def test_observe_out_that_is_a_file_is_bad_usage(tmp_path, capsys) -> None:
     code = main(["observe", "agentlab", "end_turn", "--out", str(target)])
     assert code == 2 and "--out" in capsys.readouterr().err
     assert target.read_text() == PRECIOUS
+
+
+def run_as_another_user(args: list[str]) -> tuple[int, str]:
+    """``agentlab ARGS`` in a forked child that, when the tests run as root (as CI does, where permission checks
+    always pass), first becomes the unprivileged user 65534. Returns the exit status and stderr."""
+    import importlib
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            os.close(read_end)
+            os.dup2(write_end, 2)
+            for name in ("agentlab.cli", "agentlab.lab", "agentlab.backend.scenario", "agentlab.core.trace",
+                         "agentlab.ui.report", "shutil", "tempfile", "urllib.parse"):
+                importlib.import_module(name)  # loaded while the files can still be read
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+            code = agentlab_main(args)
+        except BaseException:  # noqa: BLE001 - the child must never return into pytest
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        err = pipe.read().decode("utf-8", "replace")
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), err
+
+
+def agentlab_main(args: list[str]) -> int:
+    from agentlab.cli import main
+
+    return main(args)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_trace_in_a_read_only_folder_is_bad_usage_before_anything_runs(tmp_path_factory) -> None:
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="agentlab-ro-"))
+    try:
+        base.chmod(0o755)
+        folder = base / "read_only"
+        folder.mkdir(mode=0o555)
+        folder.chmod(0o555)
+        code, err = run_as_another_user(["run", "end_turn", "--trace", str(folder / "t.jsonl")])
+        if os.geteuid() == 0 and "Operation not permitted" in err:
+            pytest.skip("cannot become another user here")
+        assert code == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("agentlab: --trace "), err
+        assert "cannot write there" in lines[0] and "Traceback" not in err
+        assert list(folder.iterdir()) == []
+    finally:
+        (base / "read_only").chmod(0o755)
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)

@@ -410,3 +410,49 @@ def test_a_stop_hook_reason_with_a_lone_surrogate_is_fed_back_as_u_fffd(serve, t
     first = loop.trace.of_kind("hook")[0].data
     assert first["decision"] == "block" and first["reason"] == "fix \ufffd this"
     assert "lone surrogates" in first["error"] and "U+FFFD" in first["error"]
+
+
+# --- the async client path (AgentLoop.arun with an AsyncAnthropic client) ---------------------------------------
+
+def arun_against(server: MessagesServer, *, stream: bool, tools: ToolRegistry | None = None) -> AgentLoop:
+    import asyncio
+
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    client = anthropic.AsyncAnthropic(base_url=server.url, api_key="x", max_retries=0)
+    loop = AgentLoop(client, prompt="Go.", stream=stream, tools=tools, asleep=no_wait,
+                     limits=Limits(max_api_retries=2), request_timeout=30.0)
+    asyncio.run(asyncio.wait_for(loop.arun(), 60))
+    return loop
+
+
+ASYNC_FAULTS = {
+    "cut_stream": (True, lambda: streamed(CUT_TOOL), "incomplete_stream"),
+    "no_message_start": (True, lambda: streamed(NO_START), "incomplete_stream"),
+    "stop_reason_null_stream": (True, lambda: streamed(sse_events(message([TOOL_CALL], None))), "incomplete_response"),
+    "stop_reason_null_json": (False, lambda: ok(message([TOOL_CALL], None)), "incomplete_response"),
+    "not_json": (False, lambda: Raw(body=b"<html>gateway</html>"), "invalid_response"),
+    "wrong_types": (False, lambda: Raw(body=BAD_BODIES["wrong_types"]), "invalid_response"),
+    "not_a_message": (False, lambda: Raw(body=BAD_BODIES["not_a_message"]), "invalid_response"),
+}
+
+
+@pytest.mark.parametrize("name", list(ASYNC_FAULTS))
+def test_async_a_reply_that_is_not_a_whole_message_is_a_failed_call_that_is_retried(serve, name) -> None:
+    stream, bad, error_type = ASYNC_FAULTS[name]
+    ran: list[Any] = []
+    good = message([text("Whole answer.")])
+    server = serve(bad(), streamed(sse_events(good)) if stream else ok(good))
+    loop = arun_against(server, stream=stream, tools=recording_tools(ran))
+    assert loop.result.subtype == "success" and loop.result.result == "Whole answer.", errors(loop)
+    assert loop.result.retries == 1 and len(server.seen) == 2
+    assert ran == [], "a tool call from a reply that was not a whole message was run"
+    assert [e["error_type"] for e in errors(loop)] == [error_type]
+
+
+def test_async_replies_that_are_never_whole_end_error_api_with_the_cause(serve) -> None:
+    server = serve(*[streamed(CUT_TEXT) for _ in range(3)])
+    loop = arun_against(server, stream=True)
+    assert loop.result.subtype == "error_api" and "message_stop" in loop.result.result
+    assert "The answer is" not in loop.result.result and len(server.seen) == 3
