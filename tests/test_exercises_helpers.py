@@ -96,8 +96,12 @@ def test_a_check_must_return_its_pass_line():
 def test_unknown_lessons_are_named():
     with pytest.raises(ValueError, match="no exercise for 'lesson99'"):
         lesson_module("lesson99")
-    with pytest.raises(ValueError, match="unknown lesson 'loop'"):
+    with pytest.raises(ValueError, match="unknown lesson 'loop'") as raised:
         hint("loop")
+    # the range it names is the lessons that exist, first to last
+    modules = sorted(p.stem for p in Path(lesson_module("lesson00").__file__).parent.glob("lesson[0-9][0-9].py"))
+    assert f"write it as {modules[0]!r} … {modules[-1]!r} (or the number)" in str(raised.value)
+    assert modules[-1] >= "lesson13"
     with pytest.raises(ValueError, match="no exercise"):
         show_solution(98)
 
