@@ -24,12 +24,12 @@ Writing a check for a new lesson::
 
     HINT = "..."
 
-    @exercise("lesson12", "my_function")
+    @exercise("lesson14", "my_function")
     def check_my_function(my_function):
         ...                     # raise AssertionError(f"case {case!r}: expected {want!r}, got {got!r}: <rule>")
         return "All 5 cases pass: ..."
 
-    def my_function(...):       # the solution, shown by show_solution("lesson12")
+    def my_function(...):       # the solution, shown by show_solution("lesson14")
         ...
 
     SOLUTION = my_function
