@@ -269,3 +269,14 @@ def test_a_staged_error_says_so_in_the_stepper_and_the_trace(capsys) -> None:
     assert re.search(r"250000 tokens &gt; 200000 maximum <span class=\"agentlab-staged\"", pane)
     print_trace(stepper.loop, kinds=("api_error",))
     assert "250000 tokens > 200000 maximum (staged: the request is a few hundred tokens" in capsys.readouterr().out
+
+
+def test_a_window_as_large_as_the_models_own_needs_no_client_setting() -> None:
+    """max_tokens_give_up runs in claude-sonnet-4-6's 1M-token window so that its numbers fit; a client needs
+    no setting for a window larger than its own, so the scenario stays gradeable (a small window still is not)."""
+    from agentlab.observatory.grade import gradeable_scenarios, needs_settings
+
+    give_up = load_scenario("max_tokens_give_up")
+    assert give_up.context_window is not None and give_up.context_window > Limits().context_window
+    assert needs_settings(give_up) == [] and "max_tokens_give_up" in gradeable_scenarios()
+    assert needs_settings(load_scenario("door_code")) == ["a small context window"]
