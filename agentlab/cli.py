@@ -204,7 +204,13 @@ def _not_utf8(tokens: list[str]) -> str | None:
     return None
 
 
-SCENARIO_LINE_WIDTH = 120  # `agentlab scenarios`: one line each, at most this wide
+SCENARIO_LINE_WIDTH = 80  # `agentlab scenarios`: one line each, at most this wide (a terminal's width)
+
+# words a shortened description must not end on: they leave a phrase open ("… with a fallback")
+_OPEN_WORDS = frozenset(
+    "a an the of with and or but nor to by in on at for from into onto over under about that which who whose "
+    "after before than then until while when if as so is are was be been its their his her this these those "
+    "some several every each any no not one two three".split())
 
 
 def _first_sentence(text: str) -> str:
@@ -213,23 +219,61 @@ def _first_sentence(text: str) -> str:
     return text[: match.start()] if match else text
 
 
+def _clause_ends(text: str) -> list[int]:
+    """Where a clause of ``text`` ends, outside parentheses: before ``,;:`` and before an opening parenthesis."""
+    ends, depth = [], 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            if depth == 0 and i:
+                ends.append(i)
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif depth == 0 and ch in ",;:" and text[i + 1:i + 2] in (" ", ""):
+            ends.append(i)
+    return ends
+
+
+def short_description(text: str, width: int) -> str:
+    """The first sentence of ``text`` in at most ``width`` characters. Cut, it ends at a clause (a comma,
+    colon or semicolon outside parentheses) if one keeps most of the room, else at a word that closes a phrase
+    (never inside parentheses, never on "the", "with", "a model's", ...), followed by " …"."""
+    text = _first_sentence(text)
+    if len(text) <= width:
+        return text
+    room = width - 2  # for " …"
+    clauses = [end for end in _clause_ends(text) if len(text[:end].rstrip(" ,;:")) <= room]
+    if clauses and max(clauses) >= 0.6 * room:
+        return text[: max(clauses)].rstrip(" ,;:") + " …"
+    cut = text[: room + 1]
+    cut = cut[: cut.rfind(" ")] if " " in cut and not text[room:room + 1].isspace() else cut[:room]
+    opened = cut.rfind("(")
+    if opened > cut.rfind(")"):  # do not end inside a parenthesis: cut before it
+        cut = cut[:opened]
+    words = cut.split()
+    while len(words) > 1 and (words[-1].lower().strip(",;:") in _OPEN_WORDS or words[-1].endswith("'s")):
+        words.pop()
+    return " ".join(words).rstrip(" ,;:") + " …"
+
+
 def _scenarios(long: bool = False) -> int:
-    """One short line per scenario (name, row, the description's first sentence, shortened); with ``long``,
-    the whole description wrapped under it. Broken scenario files are skipped with a message (exit 2)."""
+    """One short line per scenario (name, row, the description's first sentence, shortened to fit
+    SCENARIO_LINE_WIDTH); with ``long``, the whole description wrapped under it. Broken scenario files are
+    skipped with a message (exit 2)."""
     from .backend.scenario import scan_scenarios
 
     loaded, broken = scan_scenarios()
     out = _Output()
+    name_width = max((len(sc.name) for sc in loaded), default=0)
     for sc in loaded:
         row = f"row {sc.row}" if sc.row else "mixed"
-        head = f"{sc.name:26s} {row:8s} "
+        head = f"{sc.name:{name_width}s}  {row:6s}  "
         if long:
             out.line(head.rstrip())
             out.line(textwrap.fill(" ".join(sc.description.split()), SCENARIO_LINE_WIDTH, initial_indent="    ",
-                                   subsequent_indent="    "))
+                                   subsequent_indent="    ", break_on_hyphens=False, break_long_words=False))
             continue
-        short = textwrap.shorten(_first_sentence(sc.description), SCENARIO_LINE_WIDTH - len(head), placeholder=" …")
-        out.line(head + short)
+        out.line(head + short_description(sc.description, SCENARIO_LINE_WIDTH - len(head)))
     for exc in broken:
         print(f"agentlab: skipped a broken scenario: {exc}", file=sys.stderr)
     return 2 if broken else 0

@@ -219,7 +219,7 @@ def test_scenarios_lists_every_scenario_in_one_short_line(runs):
     assert ran.code == 0, ran.stderr
     lines = [line for line in ran.stdout.splitlines() if line.strip()]
     assert [line.split()[0] for line in lines] == scenario_names()
-    assert max(len(line) for line in lines) <= 120
+    assert max(len(line) for line in lines) <= 80   # fits a terminal
     by_name = {line.split()[0]: line for line in lines}
     # a long description is cut to its start, at a word, and says so
     long_one = load_scenario("compaction_give_up").description
@@ -228,6 +228,38 @@ def test_scenarios_lists_every_scenario_in_one_short_line(runs):
     assert " ".join(long_one.split()).startswith(by_name["compaction_give_up"].split("row 4", 1)[1].strip()[:-2])
     # a short one is shown whole
     assert by_name["end_turn"].endswith(load_scenario("end_turn").description)
+
+
+def test_scenarios_cuts_a_description_where_a_phrase_ends(runs) -> None:
+    from agentlab.cli import _OPEN_WORDS, _first_sentence
+
+    lines = [line for line in runs["scenarios"].ran.stdout.splitlines() if line.strip()]
+    cut = 0
+    for line in lines:
+        name, shown = line.split()[0], line.split("  ", 1)[1].strip().split("  ", 1)[1].strip()
+        whole = _first_sentence(load_scenario(name).description)
+        if shown == whole:
+            continue
+        cut += 1
+        assert shown.endswith(" …"), line
+        start = shown[:-2]
+        assert whole.startswith(start), line
+        assert not whole[len(start)].isalnum(), f"{name}: cut inside a word: {line!r}"
+        assert start.count("(") == start.count(")"), f"{name}: cut inside a parenthesis: {line!r}"
+        last = start.split()[-1]
+        assert last.lower() not in _OPEN_WORDS and not last.endswith("'s"), f"{name}: the phrase is left open: {line!r}"
+    assert cut >= 10   # most descriptions are longer than a line: the rules above were exercised
+
+
+def test_a_description_is_cut_at_a_clause_before_a_word() -> None:
+    from agentlab.cli import short_description
+
+    text = "refusal: end with error_refusal and an explanation; never resend to the same model"
+    assert short_description(text, 40) == "refusal: end with error_refusal …"
+    assert short_description(text, 60) == "refusal: end with error_refusal and an explanation …"
+    assert short_description("transient errors (529, 429 with retry-after): retry", 30) == "transient errors …"
+    assert short_description("three 529s in a row with the fallback model", 28) == "three 529s in a row …"
+    assert short_description("short enough", 40) == "short enough"
 
 
 def test_scenarios_long_adds_the_whole_description(runs):

@@ -69,10 +69,23 @@ def test_lesson00_wrong_loops_fail(wrong, match) -> None:
 
 
 def test_lesson00_naive_table_shows_the_failures() -> None:
-    table = lesson00.naive_vs_agentlab(["max_tokens_give_up", "refusal"], naive_loop=lesson00.SOLUTION)
+    table = lesson00.naive_vs_agentlab(["max_tokens_give_up", "refusal", "pause_turn"], naive_loop=lesson00.SOLUTION)
     assert table.loc["max_tokens_give_up", "naive: the user gets"] == "3.14159265358979"
     assert table.loc["refusal", "naive: the user gets"] == "(empty)"
     assert table.loc["refusal", "agentlab: result"] == "error_refusal"
+    # the naive loop stops at the paused reply's text (no crash: its request offers the scenario's web_search)
+    assert table.loc["pause_turn", "naive: the user gets"] == "Let me search for that."
+    assert table.loc["pause_turn", "naive: calls"] == 1
+    assert table.loc["pause_turn", "agentlab: calls"] == 2
+    assert table.loc["pause_turn", "agentlab: result"] == "success"
+    assert not table["naive: the user gets"].str.startswith("crashed").any(), table["naive: the user gets"].to_dict()
+
+
+def test_lesson00_scripted_model_offers_the_scenarios_server_tools() -> None:
+    call_model = lesson00.scripted_model("pause_turn")
+    reply = call_model([{"role": "user", "content": "Search the web for this week's AI news."}])
+    assert reply["stop_reason"] == "pause_turn"
+    assert [b["type"] for b in reply["content"]] == ["text", "server_tool_use"]
 
 
 # --- lesson 01 ------------------------------------------------------------------------------------------------

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
-
+import ast
+import json
+import re
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentlab.exercises import Verdict, exercise, hint, lesson_module, show_solution
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 # lesson -> (the name the learner defines, its check)
 LESSONS = {
@@ -90,8 +96,12 @@ def test_a_check_must_return_its_pass_line():
 def test_unknown_lessons_are_named():
     with pytest.raises(ValueError, match="no exercise for 'lesson99'"):
         lesson_module("lesson99")
-    with pytest.raises(ValueError, match="unknown lesson 'loop'"):
+    with pytest.raises(ValueError, match="unknown lesson 'loop'") as raised:
         hint("loop")
+    # the range it names is the lessons that exist, first to last
+    modules = sorted(p.stem for p in Path(lesson_module("lesson00").__file__).parent.glob("lesson[0-9][0-9].py"))
+    assert f"write it as {modules[0]!r} … {modules[-1]!r} (or the number)" in str(raised.value)
+    assert modules[-1] >= "lesson13"
     with pytest.raises(ValueError, match="no exercise"):
         show_solution(98)
 
@@ -122,16 +132,55 @@ def test_a_stub_is_not_solved_yet(lesson: str, capsys) -> None:
     assert "pass" not in out and "correct" not in out
 
 
+def _notebook_cells(lesson: str) -> list[dict[str, Any]]:
+    (path,) = NOTEBOOKS.glob(f"{lesson[-2:]}_*.ipynb")
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def notebook_namespace(cells: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The names a learner has when the exercise cell runs with its stub replaced: what the notebook's code
+    cells above it import and define at top level (imports, functions, classes; nothing that runs a
+    scenario), and the exercise cell itself minus the stub of ``name``. The module's own names are NOT in it,
+    so a solution that needs an import the notebook lacks fails here as it would in the notebook."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    keep = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)
+    for cell in cells:
+        if cell["cell_type"] != "code":
+            continue
+        tree = ast.parse("".join(cell["source"]))
+        is_exercise = "exercise" in cell.get("metadata", {}).get("tags", [])
+        if is_exercise:  # everything in the exercise cell but the stub (e.g. lesson 02's constants import)
+            body = [n for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name == name)]
+        else:
+            body = [n for n in tree.body if isinstance(n, keep)]
+        exec(compile(ast.Module(body=body, type_ignores=[]), "notebook cell", "exec", dont_inherit=True), namespace)
+        if is_exercise:
+            assert name not in namespace, f"the exercise cell defines {name} outside its stub"
+            return namespace
+    raise AssertionError(f"no code cell tagged 'exercise' defines {name}")
+
+
+def test_the_notebook_namespace_lacks_what_the_notebook_does_not_import() -> None:
+    # the failure the namespace exists to catch: an annotation naming Any, which no lesson imports
+    namespace = notebook_namespace(_notebook_cells("lesson13"), "cost_of_call")
+    with pytest.raises(NameError, match="'Any'"):
+        exec(compile("def cost_of_call(usage: dict[str, Any], price): ...", "cell", "exec", dont_inherit=True),
+             namespace)
+    assert "scenario_loop" in namespace and "pd" in namespace  # the notebook's own imports are there
+
+
 @pytest.mark.parametrize("lesson", sorted(LESSONS))
-def test_show_solution_prints_source_that_passes_and_hint_stops_short_of_it(lesson: str, capsys) -> None:
+def test_show_solution_prints_source_that_passes_in_the_notebook_and_hint_stops_short_of_it(
+        lesson: str, capsys) -> None:
     name, check = LESSONS[lesson]
     module = lesson_module(lesson)
     show_solution(lesson)
     shown = capsys.readouterr().out
     assert shown.startswith(f"# A solution for {lesson}") and f"def {name}(" in shown
-    namespace: dict[str, Any] = vars(module).copy()  # a solution may use the lesson's constants (LIMIT)
-    del namespace[name]
-    exec(compile(shown, f"show_solution({lesson!r})", "exec"), namespace)
+    # the learner pastes the printed text over the stub: run it among the notebook's names, not the module's
+    namespace = notebook_namespace(_notebook_cells(lesson), name)
+    # dont_inherit: this file's `from __future__ import annotations` must not hide an annotation's NameError
+    exec(compile(shown, f"show_solution({lesson!r})", "exec", dont_inherit=True), namespace)
     assert getattr(module, check)(namespace[name]).solved
     capsys.readouterr()
     hint(lesson)
@@ -139,3 +188,21 @@ def test_show_solution_prints_source_that_passes_and_hint_stops_short_of_it(less
     assert said.startswith("Hint: ") and f"def {name}(" not in said and len(said) > 80
     show_solution(int(lesson[-2:]))
     assert capsys.readouterr().out == shown
+
+
+def test_lesson12_s_printed_solution_runs_in_the_notebook(capsys) -> None:
+    # lesson 12 grades a whole loop (tests/test_exercises_lesson12.py); here: its printed text runs among the
+    # notebook's names and passes on a few scenarios
+    show_solution("lesson12")
+    shown = capsys.readouterr().out
+    namespace = notebook_namespace(_notebook_cells("lesson12"), "agent_loop")
+    exec(compile(shown, "show_solution('lesson12')", "exec", dont_inherit=True), namespace)
+    verdict = lesson_module("lesson12").check_agent_loop(
+        namespace["agent_loop"], scenarios=["pause_turn", "max_tokens_give_up", "end_turn"])
+    assert verdict.solved, verdict.message
+
+
+def test_every_lesson_with_a_solution_is_checked_here() -> None:
+    modules = sorted(p.stem for p in (Path(lesson_module("lesson00").__file__).parent).glob("lesson[0-9][0-9].py"))
+    assert modules == sorted([*LESSONS, "lesson12"])
+    assert all(re.fullmatch(r"lesson\d\d", m) for m in modules)

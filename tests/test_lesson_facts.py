@@ -1,4 +1,5 @@
-"""Facts the lessons state about other software, checked against the installed SDK and the committed records."""
+"""Facts the lessons state (about other software, checked against the installed SDK and the committed records;
+about agentlab, checked against a run), the words they use, and how they import it."""
 
 from __future__ import annotations
 
@@ -34,3 +35,63 @@ def test_lesson06_reports_the_recorded_claude_code_endings():
     for version in ("2.1.197", "2.1.332"):
         assert records[("claude-code", version)]["pause_turn"]["result"]["subtype"] == "error_during_execution"
     assert "the recorded 2.1.197 and 2.1.332 both end with `error_during_execution`" in _markdown("06_pause_turn")
+
+
+def test_lesson08_says_what_max_turns_bounds_as_the_tour_cut_shows():
+    """Lesson 08: max_turns bounds the calls that came back with a message; a retried HTTP failure comes on top."""
+    from agentlab.lab import scenario_loop
+
+    cut = scenario_loop("tour", max_turns=4).run()
+    assert (cut.subtype, cut.num_turns, cut.requests) == ("error_max_turns", 4, 5)
+    text = _markdown("08_max_turns")
+    assert "never makes more than `max_turns` model calls" not in text
+    assert "never gets more than `max_turns` answers from the model" in text
+    assert f"the `tour` cut at `max_turns=4` sends {cut.requests} requests" in text
+    assert "five requests, four turns" in text
+
+
+@pytest.mark.parametrize("notebook, api_sense", [
+    ("01_content_not_label", "endings of a turn"),
+    ("01_content_not_label", "end its turns empty"),
+    ("06_pause_turn", "resume paused turns"),
+    ("10_the_whole_decision", "end-of-turn decision"),
+])
+def test_the_lessons_say_the_models_answer_where_the_api_says_turn(notebook, api_sense):
+    """Lesson 00 defines a turn as a model call that came back with a message; the API's "turn" (end_turn,
+    pause_turn) is what the lessons call the model's answer."""
+    nb = json.loads((ROOT / "notebooks" / f"{notebook}.ipynb").read_text(encoding="utf-8"))
+    text = " ".join(" ".join("".join(c["source"]).split()) for c in nb["cells"])
+    assert api_sense not in text
+    assert "the lessons call that *the model's answer*" in _markdown("00_the_loop")
+
+
+def _lesson_imports() -> list[tuple[str, str, str]]:
+    """(notebook, module, name) for every `from agentlab... import name` in the lessons' code cells."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for node in ast.walk(ast.parse("".join(cell["source"]))):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "agentlab":
+                    found += [(path.stem, node.module, alias.name) for alias in node.names]
+    return found
+
+
+def test_the_lessons_import_each_name_one_way():
+    """A name the package exports at its top level is imported from `agentlab` in every lesson; any other
+    name from one module, the same in every lesson (the lessons' own helpers aside)."""
+    import agentlab
+
+    imports = _lesson_imports()
+    assert any(name == "Limits" for _, _, name in imports)   # the case that had two spellings
+    wrong = [(nb, f"from {module} import {name}") for nb, module, name in imports
+             if name in agentlab.__all__ and module != "agentlab"]
+    assert wrong == [], f"import these from agentlab: {wrong}"
+    where: dict[str, set[str]] = {}
+    for _, module, name in imports:
+        if not module.startswith("agentlab.exercises."):   # each lesson's own helpers (show_result, observed)
+            where.setdefault(name, set()).add(module)
+    assert {name: modules for name, modules in where.items() if len(modules) > 1} == {}

@@ -17,6 +17,7 @@ from agentlab.ui.report import format_event, print_trace
 from agentlab.backend.scenario import load_scenario, parse_scenario, scenario_names
 from agentlab.backend.scripted import USAGE_TOLERANCE_SHARE, USAGE_TOLERANCE_TOKENS, ScenarioEngine, within_tolerance
 from agentlab.core.trace import Trace
+from agentlab.core.transitions import Limits
 from agentlab.ui.widgets import Stepper, render_decision
 
 REPO = Path(__file__).resolve().parent.parent
@@ -150,13 +151,21 @@ def _responses(name: str):
 @pytest.mark.parametrize("name", scenario_names())
 def test_every_scenarios_usage_agrees_with_its_requests_and_replies(name: str) -> None:
     """A max_tokens stop reports output_tokens equal to the request's max_tokens; input_tokens are within the
-    stated tolerance of the engine's estimate of the request; output_tokens of the reply's; unless staged."""
+    stated tolerance of the engine's estimate of the request; output_tokens of the reply's; input and output
+    together fit the scenario's context window; unless staged."""
+    window = load_scenario(name).context_window or Limits().context_window
     checked = 0
     for body, data, staged, engine in _responses(name):
         if staged:
             assert staged.strip()
             continue
         checked += 1
+        # the prompt and the reply both live in the context window: the API cannot answer past its end
+        used = data["input_tokens"] + (data.get("cache_creation_input_tokens") or 0) + \
+            (data.get("cache_read_input_tokens") or 0) + data["output_tokens"]
+        assert used <= window, (f"{name}: a reply to a {used - data['output_tokens']}-token prompt reports "
+                                f"{data['output_tokens']} output tokens, {used} in all, past the {window}-token "
+                                "window (give the scenario its model's context_window, or stage the number)")
         if data["stop_reason"] == "max_tokens":
             assert data["output_tokens"] == body["max_tokens"], (name, data["output_tokens"], body["max_tokens"])
         size = engine.request_tokens(body)
@@ -260,3 +269,14 @@ def test_a_staged_error_says_so_in_the_stepper_and_the_trace(capsys) -> None:
     assert re.search(r"250000 tokens &gt; 200000 maximum <span class=\"agentlab-staged\"", pane)
     print_trace(stepper.loop, kinds=("api_error",))
     assert "250000 tokens > 200000 maximum (staged: the request is a few hundred tokens" in capsys.readouterr().out
+
+
+def test_a_window_as_large_as_the_models_own_needs_no_client_setting() -> None:
+    """max_tokens_give_up runs in claude-sonnet-4-6's 1M-token window so that its numbers fit; a client needs
+    no setting for a window larger than its own, so the scenario stays gradeable (a small window still is not)."""
+    from agentlab.observatory.grade import gradeable_scenarios, needs_settings
+
+    give_up = load_scenario("max_tokens_give_up")
+    assert give_up.context_window is not None and give_up.context_window > Limits().context_window
+    assert needs_settings(give_up) == [] and "max_tokens_give_up" in gradeable_scenarios()
+    assert needs_settings(load_scenario("door_code")) == ["a small context window"]

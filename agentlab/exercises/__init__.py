@@ -24,12 +24,12 @@ Writing a check for a new lesson::
 
     HINT = "..."
 
-    @exercise("lesson12", "my_function")
+    @exercise("lesson14", "my_function")
     def check_my_function(my_function):
         ...                     # raise AssertionError(f"case {case!r}: expected {want!r}, got {got!r}: <rule>")
         return "All 5 cases pass: ..."
 
-    def my_function(...):       # the solution, shown by show_solution("lesson12")
+    def my_function(...):       # the solution, shown by show_solution("lesson14")
         ...
 
     SOLUTION = my_function
@@ -44,6 +44,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, TypeVar
 
@@ -135,8 +136,15 @@ def _lesson_name(lesson: str | int) -> str:
     text = str(lesson).strip()
     match = re.fullmatch(r"(?:lesson)?_?(\d{1,2})(?:_\w*)?", text)
     if not match:
-        raise ValueError(f"unknown lesson {lesson!r}: write it as 'lesson00' … 'lesson11' (or the number)")
+        first, last = _lesson_range()
+        raise ValueError(f"unknown lesson {lesson!r}: write it as {first!r} … {last!r} (or the number)")
     return f"lesson{int(match.group(1)):02d}"
+
+
+def _lesson_range() -> tuple[str, str]:
+    """The first and the last lesson that has an exercise module here, e.g. ``("lesson00", "lesson13")``."""
+    names = sorted(p.stem for p in Path(__file__).parent.glob("lesson[0-9][0-9].py"))
+    return (names[0], names[-1]) if names else ("lesson00", "lesson00")
 
 
 def lesson_module(lesson: str | int) -> ModuleType:

@@ -177,7 +177,10 @@ def scripted_model(name: str, counter: list[int] | None = None) -> Callable[[lis
     scenario = load_scenario(name)
     client = scripted_client(ScenarioEngine(scenario), max_retries=2)
     tools = build_tools(scenario.tools)
-    extra = {"tools": tools.schemas()} if tools is not None else {}
+    # the tools the scenario's model may use: the client's own, and the server tools (web_search, ...) the API
+    # runs, offered as they are, as a real client would have to for the API to answer with their blocks
+    offered = [*(tools.schemas() if tools is not None else []), *(dict(t) for t in scenario.server_tools)]
+    extra = {"tools": offered} if offered else {}
 
     def call_model(messages: list[Message]) -> Message:
         if counter is not None:

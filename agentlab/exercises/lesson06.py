@@ -1,9 +1,9 @@
 """Lesson 06, pause_turn: helpers for the notebook and the check of its exercise.
 
 The exercise: write ``finish_turn(call_model, messages, max_continuations=3)``, the loop that lets a
-paused server-tool turn finish. ``call_model(messages)`` returns a response as a dict with ``stop_reason``
+paused server-tool answer finish. ``call_model(messages)`` returns a response as a dict with ``stop_reason``
 and ``content``; while the answer is ``pause_turn``, the paused content goes back unchanged as the
-assistant's turn (no new user message) and the model is called again, at most ``max_continuations`` times.
+assistant's message (no new user message) and the model is called again, at most ``max_continuations`` times.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class PausingModel:
 def _appended(request: list[Message], original: list[Message], call: int) -> list[Message]:
     if request[:len(original)] != original:
         raise AssertionError(
-            f"request {call} changed the messages the turn started with; keep them as they were and only "
+            f"request {call} changed the messages the answer started from; keep them as they were and only "
             "add the paused content after them")
     return request[len(original):]
 
@@ -93,7 +93,7 @@ def _check_resent(request: list[Message], original: list[Message], paused: list[
         raise AssertionError(
             f"request {call} added a user message ({added.get('content')!r}). A pause_turn is resumed by "
             "sending the assistant's content back as it is, with no new user message: the model has not "
-            "finished its turn, so the next message is still the assistant's")
+            "finished its answer, so the next message is still the assistant's")
     if not extra:
         raise AssertionError(
             f"request {call} sent the same messages as the first one: the paused content was not added. "
@@ -108,7 +108,7 @@ def _check_resent(request: list[Message], original: list[Message], paused: list[
     if sent != expected and len(sent) < len(expected) and expected[len(expected) - len(sent):] == sent:
         raise AssertionError(
             f"request {call} sent back only the latest paused content; send everything the assistant "
-            "produced in this turn so far (every paused response, in order), as one turn")
+            "produced in this answer so far (every paused response, in order), as one assistant message")
     if sent != expected:
         kinds = [b.get("type") for b in sent]
         want = [b.get("type") for b in expected]
@@ -119,14 +119,14 @@ def _check_resent(request: list[Message], original: list[Message], paused: list[
 
 @exercise("lesson06", "finish_turn")
 def check_finish_turn(finish_turn: Callable[..., Any]) -> str:
-    """Raise AssertionError with a clear message unless ``finish_turn`` resumes paused turns correctly."""
+    """Raise AssertionError with a clear message unless ``finish_turn`` resumes a paused answer correctly."""
     question = [{"role": "user", "content": "Search the web for this week's AI news."}]
 
     model = PausingModel(pauses=0)
     messages = copy.deepcopy(question)
     response = finish_turn(model, messages)
     if len(model.requests) != 1:
-        raise AssertionError(f"a turn that ends with end_turn needs one call; finish_turn made "
+        raise AssertionError(f"an answer that ends with end_turn needs one call; finish_turn made "
                              f"{len(model.requests)}")
     if not isinstance(response, dict) or response.get("stop_reason") != "end_turn":
         raise AssertionError(f"finish_turn must return the model's final response; it returned {response!r}")
@@ -154,16 +154,16 @@ def check_finish_turn(finish_turn: Callable[..., Any]) -> str:
             "can resume forever")
     if not isinstance(response, dict) or response.get("stop_reason") != "pause_turn":
         raise AssertionError("when the continuations run out, return the last (paused) response so the caller "
-                             "can see the turn did not finish")
+                             "can see the answer did not finish")
     return "finish_turn: correct. Paused content goes back unchanged, no user message, and the loop is bounded."
 
 
 # --- the solution, shown on demand by show_solution() and hint() ----------------------------------------
 
 HINT = """
-    Keep a list `turn` of everything the assistant produced so far. Up to max_continuations times: if the
-    response is not pause_turn, stop; else turn = turn + response["content"] (unchanged, server_tool_use
-    blocks included) and call the model with messages + [{"role": "assistant", "content": turn}] (a new
+    Keep a list `answer` of everything the assistant produced so far. Up to max_continuations times: if the
+    response is not pause_turn, stop; else answer = answer + response["content"] (unchanged, server_tool_use
+    blocks included) and call the model with messages + [{"role": "assistant", "content": answer}] (a new
     list: the caller's stays as it was). Return the last response.
 """
 
@@ -171,12 +171,12 @@ HINT = """
 def finish_turn(call_model, messages, max_continuations=3):
     """Call the model; while it answers pause_turn, send its content back and call again."""
     response = call_model(messages)
-    turn = []                                   # the assistant's content so far, in order
+    answer = []                                 # the assistant's content so far, in order
     for _ in range(max_continuations):
         if response["stop_reason"] != "pause_turn":
             break
-        turn = turn + response["content"]       # unchanged: server_tool_use blocks included
-        response = call_model(messages + [{"role": "assistant", "content": turn}])
+        answer = answer + response["content"]   # unchanged: server_tool_use blocks included
+        response = call_model(messages + [{"role": "assistant", "content": answer}])
     return response
 
 

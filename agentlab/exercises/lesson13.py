@@ -82,7 +82,7 @@ def check_cost_of_call(cost_of_call: Callable[[dict[str, Any], dict[str, float]]
     return _check(cost_of_call)
 
 
-def cost_of_call(usage: dict[str, Any], price: dict[str, float]) -> float:
+def cost_of_call(usage, price):  # as the exercise cell writes it: no annotations to import
     counts = {"input": "input_tokens", "cache_write": "cache_creation_input_tokens",
               "cache_read": "cache_read_input_tokens", "output": "output_tokens"}
     return sum(usage.get(count, 0) * price[kind] for kind, count in counts.items()) / 1_000_000

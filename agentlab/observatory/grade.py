@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from ..backend.scenario import Scenario, list_scenarios, load_scenario
 from ..core.errors import AgentlabError, ConfigError
+from ..core.transitions import Limits
 
 # -- the bounds the rules use -------------------------------------------------------------------------------
 
@@ -1043,7 +1044,8 @@ def needs_settings(scenario: Scenario) -> list[str]:
         needs.append("a refusal fallback model")
     if scenario.max_turns:
         needs.append(f"max_turns {scenario.max_turns}")
-    if scenario.context_window is not None or scenario.compact_threshold is not None:
+    small = scenario.context_window is not None and scenario.context_window < Limits.context_window
+    if small or scenario.compact_threshold is not None:  # a larger window than a client's own needs no setting
         needs.append("a small context window")
     return needs
 
