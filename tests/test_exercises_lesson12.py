@@ -123,8 +123,25 @@ def test_a_loop_that_hangs_is_graded_as_stopped():
         threading.Event().wait(5)
 
     report = grade_function(hangs, ["end_turn"], timeout=0.5)
-    assert report.failed == {"end_turn": ["ends_on_its_own"]}
+    # it got the final answer and then hung: the answer did not end the run, and the run did not end on its own
+    assert report.failed == {"end_turn": ["stop_when_done", "ends_on_its_own"]}
     assert "did not end within 0.5 s; stopped after 1 request" in report.text()
+    assert "still running at the timeout" in report.text()
+
+
+def test_a_loop_is_handed_the_scenarios_server_tools():
+    seen: list[list[str]] = []
+
+    def records_tools(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
+        seen.append([t["name"] for t in tools])
+        client.messages.create(model=model, max_tokens=100, tools=tools, messages=[{"role": "user", "content": prompt}])
+
+    report = grade_function(records_tools, ["pause_turn"], jobs=1)
+    assert seen == [["calculator", "get_weather", "read_file", "run_tests", "web_search"]]
+    assert report.grade("pause_turn").notes == []  # offered, so nothing to note
+    report = grade_function(lambda client, prompt, tools, run_tool: client.messages.create(
+        model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": prompt}]), ["pause_turn"])
+    assert "never offered the server tool(s) web_search" in report.grade("pause_turn").notes[0]
 
 
 def test_side_by_side_marks_each_report(capsys):

@@ -2,8 +2,9 @@
 
 The exercise: write ``agent_loop(client, prompt, tools, run_tool)``, a complete agent loop on the raw
 ``anthropic`` SDK (nothing from agentlab inside): ``client`` is an ``anthropic.Anthropic`` pointed at a
-scenario's server, ``tools`` the demo tools' definitions, ``run_tool(name, input) -> str`` runs one; it
-returns the final answer's text, or raises when it gives up. The check grades it with ``agentlab grade``'s
+scenario's server, ``tools`` the demo tools' definitions (and the scenario's server tools, such as web
+search), ``run_tool(name, input) -> str`` runs one; it returns the final answer's text, or raises when it
+gives up. The check grades it with ``agentlab grade``'s
 rules on every scenario a client can be graded on from its prompt alone. The notebook starts from the
 naive loop (:data:`STUB`); the solution (``SOLUTION``, this module's :func:`agent_loop`) is shown on
 demand.
@@ -73,7 +74,7 @@ def agent_loop(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
     partial = ""
 
     def add_assistant(content):
-        if content and messages[-1]["role"] == "assistant":      # a resumed turn joins the paused one
+        if content and messages[-1]["role"] == "assistant":      # a resumed answer joins the paused one
             messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
         elif content:
             messages.append({"role": "assistant", "content": list(content)})

@@ -1182,8 +1182,9 @@ LoopFn = Callable[..., Any]
 def function_runner(fn: LoopFn):
     """An observe runner for a Python agent loop ``fn(client, prompt, tools, run_tool)``: ``client`` is an
     ``anthropic.Anthropic`` pointed at the scenario's server (the SDK's defaults otherwise), ``tools`` the demo
-    tools' definitions, ``run_tool(name, input) -> str`` runs one. The loop runs in a thread; at the timeout
-    it is left behind (a thread cannot be killed) and graded as stopped."""
+    tools' definitions followed by the scenario's server tools (web search where its model searches; the API
+    runs those, so they never come back as ``tool_use``), ``run_tool(name, input) -> str`` runs one. The loop
+    runs in a thread; at the timeout it is left behind (a thread cannot be killed) and graded as stopped."""
     import anthropic
 
     from ..lab import build_tools
@@ -1193,7 +1194,7 @@ def function_runner(fn: LoopFn):
         client = anthropic.Anthropic(base_url=base_url, api_key=GRADE_KEY)
         registry = build_tools("demo", tests_fail_times=scenario.tests_pass_after)
         assert registry is not None
-        tools = registry.schemas()
+        tools = [*registry.schemas(), *(dict(t) for t in scenario.server_tools)]  # server tools as the API takes them
 
         def run_tool(name: str, tool_input: Any) -> str:
             return registry.run(name, tool_input).content
