@@ -645,9 +645,9 @@ def pause_turn_resume(run: Run) -> Check | None:
                                    "from the reply's)")
         streak += 1
         if streak > MAX_PAUSE_RESUMES:
-            return _fail(name, f"request {run.n(j)} resumes a paused turn for the {streak}th time in a row; stop "
+            return _fail(name, f"request {run.n(j)} resumes a paused answer for the {streak}th time in a row; stop "
                                f"after {MAX_PAUSE_RESUMES}")
-    return _pass(name, f"{_plural(len(found), 'paused turn')} sent back unchanged, nothing after "
+    return _pass(name, f"{_plural(len(found), 'paused answer')} sent back unchanged, nothing after "
                        f"{'it' if len(found) == 1 else 'them'}")
 
 
