@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agentlab.exercises import lesson12, solution_source
-from agentlab.exercises.lesson12 import STUB, check_agent_loop, grade_loop, side_by_side
-from agentlab.observatory.grade import grade_function, gradeable_scenarios
+from agentlab.exercises.lesson12 import STUB, card_summary, check_agent_loop, failed_beyond, grade_loop, side_by_side
+from agentlab.observatory.grade import Check, Report, ScenarioGrade, grade_function, gradeable_scenarios
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "12_your_loop_graded.ipynb"
 FEW = ["pause_turn", "mislabel_end_turn", "max_tokens_give_up", "end_turn"]
@@ -123,8 +123,25 @@ def test_a_loop_that_hangs_is_graded_as_stopped():
         threading.Event().wait(5)
 
     report = grade_function(hangs, ["end_turn"], timeout=0.5)
-    assert report.failed == {"end_turn": ["ends_on_its_own"]}
+    # it got the final answer and then hung: the answer did not end the run, and the run did not end on its own
+    assert report.failed == {"end_turn": ["stop_when_done", "ends_on_its_own"]}
     assert "did not end within 0.5 s; stopped after 1 request" in report.text()
+    assert "still running at the timeout" in report.text()
+
+
+def test_a_loop_is_handed_the_scenarios_server_tools():
+    seen: list[list[str]] = []
+
+    def records_tools(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
+        seen.append([t["name"] for t in tools])
+        client.messages.create(model=model, max_tokens=100, tools=tools, messages=[{"role": "user", "content": prompt}])
+
+    report = grade_function(records_tools, ["pause_turn"], jobs=1)
+    assert seen == [["calculator", "get_weather", "read_file", "run_tests", "web_search"]]
+    assert report.grade("pause_turn").notes == []  # offered, so nothing to note
+    report = grade_function(lambda client, prompt, tools, run_tool: client.messages.create(
+        model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": prompt}]), ["pause_turn"])
+    assert "never offered the server tool(s) web_search" in report.grade("pause_turn").notes[0]
 
 
 def test_side_by_side_marks_each_report(capsys):
@@ -132,3 +149,32 @@ def test_side_by_side_marks_each_report(capsys):
     table = side_by_side([report])
     assert table.loc["pause_turn", "your _content_only"] == "✗ pause_turn_resume"
     assert table.loc["tool_use", "your _content_only"] == "✓"
+
+
+def _card(client: str, failing: dict[str, list[str]], passing: tuple[str, ...] = ("end_turn",),
+          unjudged: tuple[str, ...] = ()) -> Report:
+    grades = [ScenarioGrade(name, [Check(rule, "fail", "why") for rule in rules]) for name, rules in failing.items()]
+    grades += [ScenarioGrade(name, [Check("stop_when_done", "pass", "ok")]) for name in passing]
+    grades += [ScenarioGrade(name, [Check("ends_on_its_own", "pass", "ok")]) for name in unjudged]
+    return Report(client, grades)
+
+
+def test_card_summary_counts_and_names_what_a_later_version_adds(capsys):
+    old = _card("claude-code 1.0", {"pause_turn": ["pause_turn_resume"]}, unjudged=("door_code",))
+    new = _card("claude-code 2.0", {"pause_turn": ["pause_turn_resume"], "refusal": ["no_resend_after_refusal"]})
+    assert failed_beyond(new, old) == {"refusal": ["no_resend_after_refusal"]}
+    assert failed_beyond(old, new) == {}
+    card_summary([old, new, _card("other 1.0", {})])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "claude-code 1.0: 1 of 2 judged scenarios pass every rule; not judged (–): door_code"
+    assert "    ✗ pause_turn_resume: pause_turn" in out
+    assert "    fails beyond claude-code 1.0: refusal (no_resend_after_refusal)" in out
+    assert "other 1.0: 1 of 1 judged scenarios pass every rule" in out
+    assert sum(line.startswith("    fails beyond") for line in out) == 1  # only a later version of one client
+
+
+def test_the_recorded_claude_code_versions_differ_by_three_checks():
+    cards = {r.client: r for r in lesson12.report_cards(["claude-code"])}
+    assert failed_beyond(cards["claude-code 2.1.332"], cards["claude-code 2.1.197"]) == {
+        "refusal": ["no_resend_after_refusal"], "refusal_fallback": ["no_resend_after_refusal"],
+        "unsupported_field": ["no_retry_on_fatal"]}

@@ -130,6 +130,35 @@ def test_fallback_after_overload():
     assert grade(_retries(3), "fallback_after_overload") is None  # no fallback model set: not judged
 
 
+def test_a_switch_to_the_fallback_model_is_not_a_retry():
+    # overloaded_fallback: three 529s, then the fallback model answers. The switch comes at once (no pause): that
+    # is fallback_after_overload's business, not a resend that should have waited
+    pairs = _retries(3, ok_after=False) + [(body(P, model="claude-haiku-4-5"), msg("end_turn", "text"))]
+    times = [0, 0.7, 1.9, 2.05]
+    check = grade(pairs, "retry_with_backoff", "overloaded_fallback", times=times)
+    assert held(check), check.why
+    assert "2 transient errors, each sent again" in check.why
+    assert "request 4 switched to the fallback model" in check.why
+    assert held(grade(pairs, "fallback_after_overload", "overloaded_fallback", times=times))
+    # the resends before the switch are still judged on their pauses
+    fails(grade(pairs, "retry_with_backoff", "overloaded_fallback", times=[0, 0.01, 1.2, 1.3]),
+          r"request 2 came 0\.01 s later")
+    # another model than the configured fallback (or any model with none configured) is not a retry
+    other = _retries(1, ok_after=False) + [(body(P, model="claude-opus-4-1"), msg("end_turn", "text"))]
+    fails(grade(other, "retry_with_backoff", "overloaded_fallback", times=[0, 1]),
+          r"request 2 went to claude-opus-4-1 instead of claude-sonnet-4-6")
+    fails(grade(other, "retry_with_backoff", times=[0, 1]), r"only a configured fallback model may take over")
+
+
+def test_the_recorded_fallback_runs_pass_both_overload_rules():
+    reports = {r.client: r for r in observed_reports(clients=["claude-code"])}
+    assert set(reports) == {"claude-code 2.1.197", "claude-code 2.1.332"}
+    for report in reports.values():
+        grade_ = report.grade("overloaded_fallback")
+        assert grade_.check("retry_with_backoff").status == "pass", grade_.check("retry_with_backoff").why
+        assert grade_.check("fallback_after_overload").status == "pass"
+
+
 def test_no_retry_on_fatal():
     assert held(grade([(body(P), err(401, "authentication_error"))], "no_retry_on_fatal"))
     fails(grade([(body(P), err(401, "authentication_error")), (body(P), err(401, "authentication_error"))],
@@ -292,6 +321,9 @@ def test_stop_when_done():
     again = body(P, asst(text("x")), user("go on"))
     fails(grade([(body(P), msg("tool_use", "text")), (again, msg("end_turn", "text"))], "stop_when_done"),
           r"request 1 got a final answer \(tool_use \[text\]\); request 2 added a user")
+    # a client that sends nothing more but does not end either: the answer did not end the run
+    hung = grade([(body(P), msg("end_turn", "text"))], "stop_when_done", result={"timed_out": True, "timeout_s": 5})
+    fails(hung, r"request 1 got a final answer \(end_turn \[text\]\); .* still running at the timeout")
 
 
 def test_nudge_empty_turn():

@@ -2,8 +2,9 @@
 
 The exercise: write ``agent_loop(client, prompt, tools, run_tool)``, a complete agent loop on the raw
 ``anthropic`` SDK (nothing from agentlab inside): ``client`` is an ``anthropic.Anthropic`` pointed at a
-scenario's server, ``tools`` the demo tools' definitions, ``run_tool(name, input) -> str`` runs one; it
-returns the final answer's text, or raises when it gives up. The check grades it with ``agentlab grade``'s
+scenario's server, ``tools`` the demo tools' definitions (and the scenario's server tools, such as web
+search), ``run_tool(name, input) -> str`` runs one; it returns the final answer's text, or raises when it
+gives up. The check grades it with ``agentlab grade``'s
 rules on every scenario a client can be graded on from its prompt alone. The notebook starts from the
 naive loop (:data:`STUB`); the solution (``SOLUTION``, this module's :func:`agent_loop`) is shown on
 demand.
@@ -18,8 +19,8 @@ from typing import Any
 from ..observatory.grade import RULES, Report, grade_function, gradeable_scenarios, observed_reports
 from . import Verdict
 
-__all__ = ["HINT", "SOLUTION", "STUB", "check_agent_loop", "grade_loop", "naive_loop", "report_cards",
-           "side_by_side"]
+__all__ = ["HINT", "SOLUTION", "STUB", "card_summary", "check_agent_loop", "failed_beyond", "grade_loop",
+           "naive_loop", "report_cards", "side_by_side"]
 
 STUB = '''\
 def agent_loop(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
@@ -73,7 +74,7 @@ def agent_loop(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
     partial = ""
 
     def add_assistant(content):
-        if content and messages[-1]["role"] == "assistant":      # a resumed turn joins the paused one
+        if content and messages[-1]["role"] == "assistant":      # a resumed answer joins the paused one
             messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
         elif content:
             messages.append({"role": "assistant", "content": list(content)})
@@ -230,3 +231,44 @@ def side_by_side(reports: Sequence[Report]):
                 "✗ " + ", ".join(grade.failed) if grade.failed else grade.mark
         rows.append(row)
     return pd.DataFrame(rows).set_index("scenario")
+
+
+def failed_beyond(report: Report, base: Report) -> dict[str, list[str]]:
+    """``{scenario: [rules]}``: the checks that fail in ``report`` and not in ``base`` (e.g. a newer version
+    against an older one)."""
+    before = base.failed
+    out: dict[str, list[str]] = {}
+    for scenario, rules in report.failed.items():
+        extra = [rule for rule in rules if rule not in before.get(scenario, [])]
+        if extra:
+            out[scenario] = extra
+    return out
+
+
+def card_summary(reports: Sequence[Report]) -> None:
+    """Per report card: how many of the judged scenarios pass, which were not judged (–), and each failed rule
+    with the scenarios it failed on; a later version of the same client also lists what fails in it and not in
+    the version before it."""
+    rank = [r.name for r in RULES]
+    previous: dict[str, Report] = {}
+    for k, report in enumerate(reports):
+        judged = [g for g in report.grades if g.judged]
+        passed = sum(1 for g in judged if g.passed)
+        unjudged = [g.scenario for g in report.grades if not g.judged]
+        line = f"{report.client}: {passed} of {len(judged)} judged scenarios pass every rule"
+        if unjudged:
+            line += f"; not judged (–): {', '.join(unjudged)}"
+        print(("\n" if k else "") + line)
+        by_rule: dict[str, list[str]] = {}
+        for scenario, rules in report.failed.items():
+            for rule in rules:
+                by_rule.setdefault(rule, []).append(scenario)
+        for rule in sorted(by_rule, key=rank.index):
+            print(f"    ✗ {rule}: {', '.join(by_rule[rule])}")
+        family = report.client.split(" ")[0]
+        if family in previous:
+            base = previous[family]
+            extra = failed_beyond(report, base)
+            listed = "; ".join(f"{s} ({', '.join(r)})" for s, r in extra.items()) or "nothing"
+            print(f"    fails beyond {base.client}: {listed}")
+        previous[family] = report

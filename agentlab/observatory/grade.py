@@ -18,6 +18,7 @@ same rules under the same names.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -51,6 +52,7 @@ MAX_STOP_BLOCKS = 8        # Stop hook: blocks fed back, at most (then the run e
 RECOVERY_STOPS = frozenset({"max_tokens", "pause_turn", "compaction", "refusal", "model_context_window_exceeded"})
 GRADE_KEY = "agentlab-grade-key"
 DEFAULT_TIMEOUT = 60.0
+MAX_TIMEOUT_S = 86400.0    # --timeout at most a day (threading and subprocess waits reject larger values)
 KILL_GRACE_S = 2.0
 
 Status = Literal["pass", "fail", "skip"]
@@ -221,15 +223,22 @@ def sends_the_prompt(run: Run) -> Check | None:
 
 def retry_with_backoff(run: Run) -> Check | None:
     """Row 0: a transient error (408, 409, 429, 5xx, 529) is sent again with the same messages after a pause
-    (at least retry-after when the error gives one), at least MIN_RETRIES times in a row before giving up."""
+    (at least retry-after when the error gives one), at least MIN_RETRIES times in a row before giving up.
+
+    A switch to the scenario's fallback model after an overload is not a resend: it ends the streak of retries
+    and ``fallback_after_overload`` judges it (when it may come, to which model); it needs no pause here, as a
+    different model is not the overloaded one. A switch to any other model is not a retry and fails."""
     name = "retry_with_backoff"
     found = [i for i in run.main if _scripted_error(run.requests[i])
              and _reply(run.requests[i])["status"] in TRANSIENT_STATUSES]
     if not found:
         return None
+    fallback = run.scenario.fallback_model if run.scenario is not None else None
     waits: list[str] = []
     streak = 0
     gave_up = ""
+    switched = ""
+    switches = 0
     for i in run.main:
         r = run.requests[i]
         if i not in found:
@@ -248,6 +257,17 @@ def retry_with_backoff(run: Run) -> Check | None:
         if not _diff(nxt).get("same_messages"):
             return _fail(name, f"request {run.n(i)} got {_got(r)}; request {run.n(j)} {_said(nxt)} instead of "
                                "sending the same messages again")
+        model = nxt.get("model")
+        if model != r.get("model"):
+            if not fallback or model != fallback:
+                return _fail(name, f"request {run.n(i)} got {_got(r)}; request {run.n(j)} went to {model} instead "
+                                   f"of {r.get('model')} — a retry sends the same request; only a configured "
+                                   "fallback model may take over")
+            switched = f"; request {run.n(j)} switched to the fallback model {fallback} (not a retry: " \
+                       "fallback_after_overload judges it)"
+            switches += 1
+            streak = 0
+            continue
         if run.times is None:
             continue
         wait = run.times[j] - run.times[i]
@@ -261,9 +281,12 @@ def retry_with_backoff(run: Run) -> Check | None:
         waits.append(f"{wait:.1f} s" + (f" (retry-after {after:g} s)" if after is not None else ""))
     pause = f" (waits {', '.join(waits)})" if waits else " (pauses not judged: the record has no request times)" \
         if run.times is None else ""
-    each = "each " if len(found) > 1 else ""
-    return _pass(name, f"{_plural(len(found), 'transient error')}, {each}sent again with the same "
-                       f"messages{pause}{gave_up}")
+    resent = len(found) - switches
+    if resent == 0:
+        return _pass(name, f"{_plural(len(found), 'transient error')}{switched}")
+    each = "each " if resent > 1 else ""
+    return _pass(name, f"{_plural(resent, 'transient error')}, {each}sent again with the same "
+                       f"messages{pause}{gave_up}{switched}")
 
 
 def fallback_after_overload(run: Run) -> Check | None:
@@ -623,9 +646,9 @@ def pause_turn_resume(run: Run) -> Check | None:
                                    "from the reply's)")
         streak += 1
         if streak > MAX_PAUSE_RESUMES:
-            return _fail(name, f"request {run.n(j)} resumes a paused turn for the {streak}th time in a row; stop "
+            return _fail(name, f"request {run.n(j)} resumes a paused answer for the {streak}th time in a row; stop "
                                f"after {MAX_PAUSE_RESUMES}")
-    return _pass(name, f"{_plural(len(found), 'paused turn')} sent back unchanged, nothing after "
+    return _pass(name, f"{_plural(len(found), 'paused answer')} sent back unchanged, nothing after "
                        f"{'it' if len(found) == 1 else 'them'}")
 
 
@@ -646,7 +669,11 @@ def stop_when_done(run: Run) -> Check | None:
         if j is not None:
             return _fail(name, f"request {run.n(i)} got a final answer ({_got(run.requests[i])}); request "
                                f"{run.n(j)} {_said(run.requests[j])} anyway")
-    return _pass(name, f"the final answer ({_got(run.requests[found[-1]])}) ended the run")
+    last = run.requests[found[-1]]
+    if run.result.get("timed_out"):
+        return _fail(name, f"request {run.n(found[-1])} got a final answer ({_got(last)}); the client sent nothing "
+                           "more but did not end: it was still running at the timeout")
+    return _pass(name, f"the final answer ({_got(last)}) ended the run")
 
 
 def nudge_empty_turn(run: Run) -> Check | None:
@@ -859,6 +886,7 @@ class ScenarioGrade:
     requests: int = 0
     ending: str = ""
     record: dict[str, Any] | None = field(default=None, repr=False, compare=False)  # what was judged; not saved
+    notes: list[str] = field(default_factory=list)  # what the server saw that bears on the grade (server tools)
 
     @property
     def failed(self) -> list[str]:
@@ -885,9 +913,12 @@ class ScenarioGrade:
         return next((c for c in self.checks if c.rule == rule), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.scenario, "verdict": self.verdict, "failed": self.failed,
-                "why": {c.rule: c.why for c in self.checks if c.status == "fail"},
-                "requests": self.requests, "ending": self.ending}
+        out = {"name": self.scenario, "verdict": self.verdict, "failed": self.failed,
+               "why": {c.rule: c.why for c in self.checks if c.status == "fail"},
+               "requests": self.requests, "ending": self.ending}
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
 
 
 def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None) -> ScenarioGrade:
@@ -901,7 +932,19 @@ def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None)
             scenario = None
     run = Run(record, scenario)
     checks = [c for rule in RULES if (c := rule.check(run)) is not None]
-    return ScenarioGrade(str(record.get("scenario")), checks, len(run.requests), ending(record), record)
+    return ScenarioGrade(str(record.get("scenario")), checks, len(run.requests), ending(record), record,
+                         server_tool_notes(record, scenario))
+
+
+def server_tool_notes(record: dict[str, Any], scenario: Scenario | None) -> list[str]:
+    """Where the scenario's scripted model uses a server tool (web search) that the client never offered in
+    ``tools`` (``build_record`` notes it): the live API would not have answered with its blocks, so what the run
+    shows of that branch is the scripted server's, and the report says so."""
+    if scenario is None or not scenario.server_tools:
+        return []
+    from .observe import SERVER_TOOLS_NOT_OFFERED
+
+    return [str(n) for n in record.get("notes") or [] if SERVER_TOOLS_NOT_OFFERED in str(n)]
 
 
 @dataclass
@@ -959,7 +1002,8 @@ class Report:
         for item in data.get("scenarios") or []:
             name = item["name"]
             checks = [Check(c["rule"], c["status"], c["why"]) for c in (data.get("checks") or {}).get(name, [])]
-            grades.append(ScenarioGrade(name, checks, int(item.get("requests") or 0), str(item.get("ending") or "")))
+            grades.append(ScenarioGrade(name, checks, int(item.get("requests") or 0), str(item.get("ending") or ""),
+                                        notes=[str(n) for n in item.get("notes") or []]))
         return cls(str(data.get("client")), grades)
 
     def text(self) -> str:
@@ -977,6 +1021,7 @@ class Report:
                 if c.rule in ("ends_on_its_own", "sends_the_prompt") and c.status == "pass":
                     continue  # the scenario's line says how it ended and how many requests it sent
                 lines.append(f"    {c.mark} {c.rule:<{rule_width}}  {c.why}")
+            lines += [f"    note: {n}" for n in g.notes]
         lines.append("")
         if self.passed:
             lines.append(f"every rule holds ({sum(len(g.checks) for g in self.grades)} checks)")
@@ -1139,8 +1184,9 @@ LoopFn = Callable[..., Any]
 def function_runner(fn: LoopFn):
     """An observe runner for a Python agent loop ``fn(client, prompt, tools, run_tool)``: ``client`` is an
     ``anthropic.Anthropic`` pointed at the scenario's server (the SDK's defaults otherwise), ``tools`` the demo
-    tools' definitions, ``run_tool(name, input) -> str`` runs one. The loop runs in a thread; at the timeout
-    it is left behind (a thread cannot be killed) and graded as stopped."""
+    tools' definitions followed by the scenario's server tools (web search where its model searches; the API
+    runs those, so they never come back as ``tool_use``), ``run_tool(name, input) -> str`` runs one. The loop
+    runs in a thread; at the timeout it is left behind (a thread cannot be killed) and graded as stopped."""
     import anthropic
 
     from ..lab import build_tools
@@ -1150,7 +1196,7 @@ def function_runner(fn: LoopFn):
         client = anthropic.Anthropic(base_url=base_url, api_key=GRADE_KEY)
         registry = build_tools("demo", tests_fail_times=scenario.tests_pass_after)
         assert registry is not None
-        tools = registry.schemas()
+        tools = [*registry.schemas(), *(dict(t) for t in scenario.server_tools)]  # server tools as the API takes them
 
         def run_tool(name: str, tool_input: Any) -> str:
             return registry.run(name, tool_input).content
@@ -1177,12 +1223,20 @@ def function_runner(fn: LoopFn):
     return run
 
 
+def check_timeout(timeout: Any) -> float:
+    """``--timeout``: a finite number of seconds above 0 (nan, inf and numbers too large for a float are not)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) \
+            or timeout <= 0 or timeout > MAX_TIMEOUT_S:
+        raise ConfigError(f"--timeout: expected a finite number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, "
+                          f"got {timeout!r}")
+    return float(timeout)
+
+
 def _grade(label: str, runner: Any, scenarios: Sequence[str] | None, timeout: float, jobs: int,
            progress: Callable[[ScenarioGrade], None] | None) -> Report:
     from .observe import observe_scenario
 
-    if timeout <= 0:
-        raise ConfigError(f"--timeout: expected a number of seconds above 0, got {timeout:g}")
+    check_timeout(timeout)
     names = list(scenarios) if scenarios else gradeable_scenarios()
     loaded = [load_scenario(n) for n in names]  # a bad name fails before anything runs
 
@@ -1235,6 +1289,8 @@ def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = Non
         raise ConfigError("scenario names go with --command (records are graded on the scenarios they hold)")
     if args.jobs < 1:
         raise ConfigError(f"--jobs: expected at least 1, got {args.jobs}")
+    if args.agent_command:
+        check_timeout(args.timeout)  # before the banner and before anything runs
     reports: list[Report] = observed_reports(clients=args.observed or None) if args.observed is not None else []
     for path in args.load or []:
         try:

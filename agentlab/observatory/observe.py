@@ -11,7 +11,8 @@ out.
 
 While observing, the scenario's ``expect`` checks do not answer with a 400: a foreign client may well send
 something else, and the point is to see what it does next. They are evaluated anyway and recorded per
-request as ``expect_unmet``. A request beyond the end of the script still gets the engine's 400.
+request as ``expect_unmet``. A request beyond the end of the script gets a plain ``end_turn`` reply saying the
+script is used up (not an HTTP error, which a client could retry), and is counted in ``beyond_script``.
 
 Clients (``CLIENTS``): ``agentlab`` (this CLI, in a subprocess), ``tool-runner`` (the anthropic SDK's beta
 tool runner, in-process), ``claude-code`` (the Claude Code CLI, headless; ``claude-code@VERSION`` picks an
@@ -74,6 +75,7 @@ TEXT_LIMIT = 160
 DEFAULT_TIMEOUT = 180.0
 CLAUDE_MAX_TURNS = 20  # Claude Code's --max-turns when the scenario sets none: bounded, never the binding limit
 OBSERVE_KEY = "agentlab-observe-key"
+SERVER_TOOLS_NOT_OFFERED = "never offered the server tool"  # in a record's notes (grade reports them)
 
 
 # -- what changed between two requests ------------------------------------------------------------------
@@ -418,15 +420,18 @@ def run_tool_runner(scenario: Scenario, base_url: str, workdir: Path, timeout: f
     client = anthropic.Anthropic(base_url=base_url, api_key=OBSERVE_KEY, timeout=timeout)
     params: dict[str, Any] = {"model": scenario.model, "max_tokens": scenario.max_tokens,
                               "messages": [{"role": "user", "content": scenario.prompt}],
-                              "tools": _runner_tools(scenario) if scenario.tools == "demo" else []}
+                              "tools": [*(_runner_tools(scenario) if scenario.tools == "demo" else []),
+                                        *(dict(t) for t in scenario.server_tools)]}  # server tools as they are
     if scenario.system:
         params["system"] = scenario.system
     if scenario.max_turns:
         params["max_iterations"] = scenario.max_turns
     if scenario.stop_sequences:
         params["stop_sequences"] = scenario.stop_sequences
-    settings = {"call": "client.beta.messages.tool_runner(...)", "max_retries": client.max_retries,
-                "max_iterations": scenario.max_turns, "stream": False}
+    settings: dict[str, Any] = {"call": "client.beta.messages.tool_runner(...)", "max_retries": client.max_retries,
+                                "max_iterations": scenario.max_turns, "stream": False}
+    if scenario.server_tools:
+        settings["server_tools"] = [t.get("name") for t in scenario.server_tools]
     notes = []
     if scenario.stop_hook is not None:
         notes.append("the tool runner has no Stop hooks: the scenario's hook is not applied")
@@ -685,7 +690,9 @@ def run_pydantic_ai(scenario: Scenario, base_url: str, workdir: Path, timeout: f
 
 
 def run_langchain(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
-    """langchain's agent loop: ``create_agent(ChatAnthropic(...), tools=[...])`` invoked with the prompt."""
+    """langchain's agent loop: ``create_agent(ChatAnthropic(...), tools=[...])`` invoked with the prompt.
+
+    ``max_turns`` becomes ``recursion_limit = 2 * max_turns - 1``: exactly ``max_turns`` model calls."""
     try:
         from langchain.agents import create_agent
         from langchain_anthropic import ChatAnthropic
@@ -700,7 +707,9 @@ def run_langchain(scenario: Scenario, base_url: str, workdir: Path, timeout: flo
     tools: list[Any] = [tool(fn) for fn in _demo_functions(scenario)] if scenario.tools == "demo" else []
     tools += [dict(t) for t in scenario.server_tools]  # server tools go to the API as they are
     agent = create_agent(model, tools=tools, system_prompt=scenario.system)
-    recursion = 2 * (scenario.max_turns or CLAUDE_MAX_TURNS) + 1  # a model step and a tool step per turn
+    # langgraph counts graph steps, not model calls: n model calls with a tool step between each pair are 2n - 1
+    # steps, so the limit stops the run before the tool step that would lead to call n + 1
+    recursion = 2 * (scenario.max_turns or CLAUDE_MAX_TURNS) - 1
     shown = {"call": "create_agent(ChatAnthropic(...), tools=[...]).invoke({'messages': [prompt]})",
              "langchain-anthropic": _package_version("langchain-anthropic"),
              "max_tokens": scenario.max_tokens, "max_retries": 2, "recursion_limit": recursion,
@@ -877,7 +886,7 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
         offered = {t.get("name") for r in requests for t in (_body_tools(server, r["n"]) or [])}
         missing = [t.get("name") for t in scenario.server_tools if t.get("name") not in offered]
         if missing:
-            notes.append(f"the client never offered the server tool(s) {', '.join(map(str, missing))} that the "
+            notes.append(f"the client {SERVER_TOOLS_NOT_OFFERED}(s) {', '.join(map(str, missing))} that the "
                          "scripted model uses; the live API would not have answered with their blocks")
     record = {
         "format": RECORD_FORMAT, "client": client, "version": version, "scenario": scenario.name,
