@@ -656,15 +656,15 @@ def freeze_long_lived() -> None:
 
     A full (generation 2) collection walks every tracked object of the process; in a kernel that has
     imported matplotlib, ipywidgets and the SDK that is some 300 000 objects and up to 400 ms, and one falls
-    inside a Step now and then. The first time a stepper is built, the objects alive then (the modules, their
-    caches, the fonts of the first figure, that stepper itself) are collected once and moved out of the
-    collector's reach with ``gc.freeze()``: they live as long as the kernel anyway. Later collections walk
-    only what was made after that (the later steppers, their figures and traces). Done once per process: a
-    freeze already in place (``gc.get_freeze_count()``) is left as it is.
+    inside a Step now and then. Each time a stepper is built, the process's garbage is collected and the
+    objects alive then (the modules and their caches, the steppers built so far, which ipywidgets keeps alive
+    until they are closed, and the new one) are moved out of the collector's reach with ``gc.freeze()``. A
+    collection inside a Step then walks only what was made since the stepper was built. The collection here
+    walks only what was made since the previous stepper, except the first time. Frozen objects are still
+    freed when their last reference goes; a cycle among them (a closed stepper's figure) stays.
     """
-    if gc.get_freeze_count() == 0:
-        gc.collect()
-        gc.freeze()
+    gc.collect()
+    gc.freeze()
 
 
 def _live_figure(figures: dict[str, plots.LiveFigure], kind: str, dpi: int) -> plots.LiveFigure:
