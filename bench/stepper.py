@@ -12,7 +12,10 @@ while measuring: on a busy machine wall-clock time grows with the load while CPU
 the process, so their cost depends on what else the process holds, and one lands in a Step now and then.
 With ``--baseline`` the same Steps are also timed with the plot drawn the plain way (a new figure per
 Step, drawn by ``savefig``), as the stepper did before ``plots.LiveFigure``, and the ratios are printed.
-The budget: a Step with the overview plot within 150 ms at the 95th percentile, with the dashboard 400 ms.
+The budget: a Step with the overview plot within 150 ms at the 95th percentile of the wall-clock time (what
+the learner waits for), with the dashboard 400 ms; the CPU time is printed beside it to tell a slow Step from
+a busy machine. The stepper moves the objects alive when the first one is built out of the collector's reach
+(``widgets.freeze_long_lived``), so that a full collection inside a Step walks only what was made since.
 """
 
 from __future__ import annotations
@@ -99,7 +102,7 @@ def p95(values: list[float]) -> float:
 def line(name: str, wall: list[float], cpu: list[float], collections: list[float], budget: float | None) -> str:
     verdict = ""
     if budget is not None:
-        verdict = f"   budget p95 {budget:.0f} ms: {'met' if p95(wall) <= budget or p95(cpu) <= budget else 'NOT met'}"
+        verdict = f"   budget wall p95 {budget:.0f} ms: {'met' if p95(wall) <= budget else 'NOT met'}"
     hit = [c for c in collections if c > 0]
     full = (f"\n{'':14}full garbage collections in {len(hit)} of {len(cpu)} steps, up to {max(hit):.0f} ms; "
             f"without them cpu p95 {p95([c - g for c, g in zip(cpu, collections, strict=True)]):.1f} ms"
@@ -128,7 +131,7 @@ def main() -> int:
         wall, cpu, collections = time_steps(plot, args.runs)
         budget = BUDGET_MS.get(plot or "")
         if budget is not None:
-            failed |= not (p95(wall) <= budget or p95(cpu) <= budget)
+            failed |= p95(wall) > budget   # the learner waits for the wall-clock time
         print(line(plot or "no plot", wall, cpu, collections, budget))
         if args.baseline and plot is not None:
             old_wall, old_cpu, old_collections = time_steps(plot, args.runs, PlainStepper)

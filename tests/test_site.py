@@ -7,6 +7,8 @@ test; when either is missing the test fails saying what to install.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import re
 import subprocess
@@ -24,13 +26,39 @@ CLIENTS = sorted(f"{c.name}-{v.name}" for c in (REPO / "data" / "observed").iter
                  for v in c.iterdir() if v.is_dir())
 
 
+# Share of an image's pixels in colour (not white, grey or black). A plot of no model call has none: its axes,
+# labels and grid are grey; a plot of a run draws its dots, lines or bars in colour.
+BLANK = 0.0005
+
+
+def coloured_share(png: bytes) -> float:
+    import matplotlib.image as mpimg
+
+    rgb = mpimg.imread(io.BytesIO(png), format="png")[..., :3]
+    return float(((rgb.max(axis=2) - rgb.min(axis=2)) > 0.25).mean())
+
+
+def repo_build_files() -> set[Path]:
+    return set((REPO / "build").rglob("*")) if (REPO / "build").exists() else set()
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site") / "html"
+    before = repo_build_files()
     done = subprocess.run([sys.executable, str(REPO / "website" / "build.py"), "--out", str(out)],
                           capture_output=True, text=True, timeout=900, cwd=REPO)
     assert done.returncode == 0, done.stdout + done.stderr
+    # with --out elsewhere, nothing of the build is left in the repository
+    assert repo_build_files() <= before, sorted(map(str, repo_build_files() - before))[:5]
     return out
+
+
+def stepper_picture(site: Path, lesson: str) -> str:
+    page = (site / "notebooks" / f"{lesson}.html").read_text(encoding="utf-8")
+    figure = re.search(r'<figure class="agentlab-snapshot".*?</figure>', page, re.DOTALL)
+    assert figure, f"{lesson}: no static picture of its widget"
+    return figure.group(0)
 
 
 def figures_in(lesson: str) -> int:
@@ -56,6 +84,36 @@ def test_no_widget_is_left_to_a_kernel(site):
         page = (site / "notebooks" / f"{lesson}.html").read_text(encoding="utf-8")
         assert "application/vnd.jupyter.widget-view+json" not in page, lesson
         assert "agentlab-snapshot" in page, f"{lesson}: no static picture of its widget"
+
+
+def test_the_blank_check_sees_a_stepper_before_its_first_step():
+    from agentlab.ui.widgets import Stepper
+
+    for plot in ("overview", "dashboard"):
+        assert coloured_share(Stepper("tour", plot=plot).plot_image.value) <= BLANK, plot
+
+
+def test_every_stepper_picture_shows_a_run_under_way(site):
+    """Each lesson's picture of its stepper is taken after the Steps its text asks for (or Run to end): the
+    transcript has model calls and the plot draws them."""
+    for lesson in LESSONS:
+        picture = stepper_picture(site, lesson)
+        assert picture.count('class="agentlab-call') >= 1, f"{lesson}: the stepper picture has an empty transcript"
+        assert "Nothing yet" not in picture, lesson
+        assert re.search(r"after (<b>Run to end</b>|\d+ press(es)? of <b>Step</b>)", picture), lesson
+        png = re.search(r'<img [^>]*src="data:image/png;base64,([^"]+)"', picture)
+        assert png, f"{lesson}: the stepper picture has no plot"
+        share = coloured_share(base64.b64decode(png.group(1)))
+        assert share > BLANK, f"{lesson}: the stepper's plot is blank ({share:.4%} of its pixels in colour)"
+
+
+def test_every_local_link_of_the_front_page_resolves(site):
+    page = (site / "index.html").read_text(encoding="utf-8")
+    links = [h.split("#")[0].split("?")[0] for h in re.findall(r'href="([^"]+)"', page)
+             if "://" not in h and not h.startswith(("#", "mailto:"))]
+    assert any(link.endswith("prices.yaml") for link in links), "the README's link to data/prices.yaml is gone"
+    missing = [link for link in links if link and not (site / link).exists()]
+    assert not missing, f"links of the front page to nothing: {missing[:5]}"
 
 
 def test_the_front_page_is_the_readme(site):
@@ -93,6 +151,7 @@ def test_pages_in_chromium(site):
             assert snapshot.count() == 1
             assert snapshot.locator("img.agentlab-plot").evaluate("i => i.naturalWidth") > 100
             assert "Step" in snapshot.inner_text()
+            assert snapshot.locator(".agentlab-call").count() >= 1, "the stepper picture has an empty transcript"
             page.screenshot(path=str(site.parent / "lesson02.png"), full_page=False)
             assert not failed, f"requests that failed: {failed[:5]}"
         finally:

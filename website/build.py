@@ -2,7 +2,7 @@
 
     .venv/bin/python website/build.py [--out build/site]      (``make site``)
 
-Sources are laid out in ``build/site-src`` with the repository's own folder names, so the README's links
+Sources are laid out in a temporary folder with the repository's own folder names, so the README's links
 to ``notebooks/…`` and ``docs/…`` work unchanged, then Sphinx (MyST-NB, furo theme) writes static HTML.
 The lessons are shown with their committed outputs (nothing is executed, except as said next). A widget
 output needs a kernel, so each one is replaced by a static picture of the widget at that point: the cell's
@@ -18,9 +18,11 @@ import ast
 import contextlib
 import io
 import html
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -34,8 +36,11 @@ from agentlab.ui.widgets import static_html
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-SNAPSHOT_NOTE = ("A picture of the widget at this point of the lesson, drawn without a kernel. Open the "
-                 "notebook in JupyterLab (<code>make lab</code>) to click through it.")
+SNAPSHOT_NOTE = ("A picture of the widget {point}, drawn without a kernel. Open the notebook in JupyterLab "
+                 "(<code>make lab</code>) to click through it yourself.")
+# Where each lesson's picture of its stepper is taken, as the lesson's "Step it" text suggests: after that
+# many presses of Step, or, for a lesson not named here, after Run to end (the whole run, every pane filled).
+STEPS_BEFORE_PICTURE = {"01_content_not_label.ipynb": 1}   # "after the first Step, the highlighted row is 2"
 
 
 class SiteError(Exception):
@@ -90,17 +95,37 @@ def snapshot_widgets(notebook: nbformat.NotebookNode, name: str) -> int:
                 continue
             where = f"{name}, cell {index}"
             shown = widget_from_cell(notebook.cells, index, where)
+            point = advance(shown, name, where)
             view = getattr(shown, "view", shown)
             picture = static_html(view)
             if not picture:
                 raise SiteError(f"{where}: the widget drew nothing")
             data.pop(WIDGET_MIME)
+            note = SNAPSHOT_NOTE.format(point=point)
             data["text/html"] = (f'<figure class="agentlab-snapshot" style="margin:0">{picture}'
-                                 f'<figcaption style="font-size:12px;color:#666">{SNAPSHOT_NOTE}</figcaption>'
+                                 f'<figcaption style="font-size:12px;color:#666">{note}</figcaption>'
                                  "</figure>")
             count += 1
     notebook.metadata.pop("widgets", None)
     return count
+
+
+def advance(widget, name: str, where: str) -> str:
+    """Press the stepper's buttons up to the point its picture is taken (``STEPS_BEFORE_PICTURE``); say
+    which point that is. A widget without Step and Run buttons is drawn as it is."""
+    if not hasattr(widget, "step_button") or not hasattr(widget, "run_button"):
+        return "as the cell shows it"
+    steps = STEPS_BEFORE_PICTURE.get(name)
+    if steps is None:
+        widget.run_button.click()
+        point = "after <b>Run to end</b>"
+    else:
+        for _ in range(steps):
+            widget.step_button.click()
+        point = f"after {steps} press{'es' if steps > 1 else ''} of <b>Step</b>"
+    if getattr(widget, "call_count", 1) == 0:
+        raise SiteError(f"{where}: the stepper shows no model call {point.replace('<b>', '').replace('</b>', '')}")
+    return point
 
 
 def lessons(src: Path) -> list[str]:
@@ -154,21 +179,39 @@ def first_sentence(text: str) -> str:
     return head + dot.strip()
 
 
+def linked_files(markdown: str, src: Path) -> None:
+    """Copy the repository's files that a page links to and that are not pages themselves (``data/prices.yaml``)
+    into the sources at the same path, so the link is a download from the site rather than a broken one."""
+    for target in re.findall(r"\]\(([^)#\s]+)\)", markdown):
+        if "://" in target or target.endswith((".md", ".ipynb")):
+            continue
+        path = REPO / target
+        if not path.is_file():
+            raise SiteError(f"README.md links to {target}, which is not a file in the repository")
+        (src / target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, src / target)
+
+
 def toctree(caption: str, entries: list[str]) -> str:
     return "\n```{toctree}\n:hidden:\n:caption: " + caption + "\n\n" + "\n".join(entries) + "\n```\n"
 
 
 def build(out: Path) -> Path:
-    src = REPO / "build" / "site-src"
-    shutil.rmtree(src, ignore_errors=True)
-    src.mkdir(parents=True)
+    out = out.resolve()
+    with tempfile.TemporaryDirectory(prefix="agentlab-site-src-") as folder:
+        return _build(Path(folder), out)
+
+
+def _build(src: Path, out: Path) -> Path:
     shutil.copy(HERE / "conf.py", src / "conf.py")
     entries = {"Lessons": lessons(src), "Docs": docs(src), "Observed clients": observed_pages(src)}
     front = (REPO / "README.md").read_text(encoding="utf-8")
+    linked_files(front, src)
     (src / "index.md").write_text(front + "\n" + "".join(toctree(k, v) for k, v in entries.items()),
                                   encoding="utf-8")
     shutil.rmtree(out, ignore_errors=True)
-    done = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-j", "auto", str(src), str(out)],
+    done = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-j", "auto",
+                           str(src), str(out)],
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise SiteError(f"sphinx-build failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
