@@ -624,7 +624,8 @@ class AgentLoop:
                     yield Wait(delay)
             case End():                                                                     # the run ends
                 if t.subtype == "error_refusal":  # keep what was said, never an unanswered tool call
-                    self._merge_or_append_assistant([b for b in blocks if b.get("type") in ("text", "thinking")])
+                    self._merge_or_append_assistant([b for b in blocks if b.get("type") in
+                                                     ("text", "thinking", "redacted_thinking")])
                 self._end()
             case Compact():                                                                 # rows 0b, 4
                 self._pending_compaction = t.trigger
@@ -924,20 +925,34 @@ class AgentLoop:
 
 # --- performing a model call -----------------------------------------------------------------------------------
 
+# The SDK's documented rule, used when its private check is not there (a newer or older SDK): it plans with
+# 128,000 output tokens an hour and refuses a non-streaming request over 10 minutes, so over 21,333 tokens.
+NONSTREAMING_MAX_TOKENS = 600 * 128_000 // 3600
+
+
 def needs_streaming(client: Any, params: dict[str, Any]) -> bool:
     """The SDK's own rule: a non-streaming request whose max_tokens implies more than 10 minutes of
-    generation (or more than the model's non-streaming ceiling) is refused unless a timeout is forced."""
+    generation (or more than the model's non-streaming ceiling) is refused unless a timeout is forced.
+
+    Asked of the SDK itself (``_calculate_nonstreaming_timeout`` and ``anthropic._constants``, both private);
+    when an SDK client lacks either, or its check takes other arguments, the documented threshold
+    ``NONSTREAMING_MAX_TOKENS`` decides. A client that is not the SDK's has no such rule: never streamed for it.
+    """
     check = getattr(client, "_calculate_nonstreaming_timeout", None)
-    if check is None:
-        return False
+    if not callable(check):
+        is_sdk = isinstance(client, anthropic.Anthropic | anthropic.AsyncAnthropic)
+        return is_sdk and int(params["max_tokens"]) > NONSTREAMING_MAX_TOKENS
     try:
         from anthropic._constants import MODEL_NONSTREAMING_TOKENS
-    except ImportError:  # pragma: no cover - older SDKs
-        MODEL_NONSTREAMING_TOKENS = {}
+        ceilings: dict[str, int] = dict(MODEL_NONSTREAMING_TOKENS)
+    except (ImportError, TypeError, ValueError):
+        ceilings = {}
     try:
-        check(params["max_tokens"], MODEL_NONSTREAMING_TOKENS.get(params["model"]))
+        check(params["max_tokens"], ceilings.get(params["model"]))
     except ValueError:
         return True
+    except TypeError:  # the private check changed its arguments: the documented threshold
+        return int(params["max_tokens"]) > NONSTREAMING_MAX_TOKENS
     return False
 
 

@@ -126,7 +126,7 @@ class Limits:
     retry_after_cap: float = 60.0
     context_window: int = 200_000             # tokens the loop plans with
     compact_threshold: float | None = None    # compact before a call once the context is this full (None: never)
-    request_timeout: float = 600.0            # seconds, per non-streaming request
+    request_timeout: float = 600.0            # seconds, per request (streamed or not)
     max_steps: int = 1000                     # a driver running to the end gives up after this many steps
 
     def __post_init__(self) -> None:

@@ -820,7 +820,8 @@ def _mark_compactions(ax, run: Run, *, label: bool = True) -> None:
     """A dashed line before the first call after each compaction (the history changed between the two)."""
     seen: set[int] = set()
     for c in run.compactions:
-        after = int(c["call"]) + 1 if c.get("trigger") != "proactive" else int(c["call"]) + 1
+        # proactive or reactive, a compaction runs before the next request, so it carries the last call's number
+        after = int(c["call"]) + 1
         if after in seen:
             continue
         seen.add(after)
