@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeAlias, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 EventKind = Literal["start", "request", "response", "api_error", "retry", "fallback", "transition", "append",
                     "tool", "hook", "compaction", "result"]
@@ -253,9 +253,6 @@ class ResultEvent(Payload):
     cost_usd: float | None = None         # None when a model of the run has no price (see unpriced_models)
     unpriced_models: Sequence[str] = ()
 
-
-EventPayload: TypeAlias = (Start | Request | Response | ApiError | RetryEvent | Fallback | TransitionEvent | Append
-                           | ToolRun | HookEvent | CompactionEvent | ResultEvent)
 
 PAYLOADS: dict[EventKind, type[Payload]] = {cls.kind: cls for cls in (
     Start, Request, Response, ApiError, RetryEvent, Fallback, TransitionEvent, Append, ToolRun, HookEvent,

@@ -57,6 +57,7 @@ from .hooks import HookOutcome, Hooks
 from .tools import ToolOutcome, ToolRegistry
 from .trace import Event, Trace
 from .transitions import (
+    DEFAULT_MODEL,
     MAX_TURNS_MARKER,
     SUBTYPES,
     Clamp,
@@ -88,6 +89,7 @@ from .transitions import (
     note_request,
     note_success,
     note_usage,
+    text_of,
 )
 
 __all__ = ["PLACEHOLDER_KEYS", "SUBTYPES", "AgentLoop", "Result", "StepReport", "needs_streaming"]
@@ -237,7 +239,7 @@ class AgentLoop:
         *,
         prompt: str | None = None,
         messages: list[Message] | None = None,
-        model: str = "claude-sonnet-4-6",
+        model: str = DEFAULT_MODEL,
         system: str | None = None,
         tools: ToolRegistry | None = None,
         max_tokens: int = 1024,
@@ -759,7 +761,7 @@ class AgentLoop:
 
     def _stop_hooks(self, blocks: list[dict[str, Any]]) -> Steps[None]:
         outcome = yield from self._hook("Stop", {"stop_hook_active": self.state.stop_hook_active,
-                                                 "last_assistant_message": _text_of(blocks)})
+                                                 "last_assistant_message": text_of(blocks)})
         if outcome is not None and outcome.stop_loop:
             self._end_with(End("hook_stop", f"a Stop hook said continue: false: {outcome.stop_reason}",
                                subtype="success", message=outcome.stop_reason or ""))
@@ -889,7 +891,7 @@ class AgentLoop:
                                      purpose="summary"), call, wall_ms=wall)
             raise _SummaryFailed(outcome.message)
         self._record_response(call, outcome, wall, purpose="summary")
-        text = compaction_mod.summary_text(_text_of(outcome.get("content") or []))
+        text = compaction_mod.summary_text(text_of(outcome.get("content") or []))
         if not text:
             raise _SummaryFailed("the summary came back empty")
         return text
@@ -1158,10 +1160,6 @@ def _no_summary(older: list[Message]) -> str:
 
 def _types(blocks: list[dict[str, Any]]) -> str:
     return ",".join(str(b.get("type")) for b in blocks)
-
-
-def _text_of(blocks: list[dict[str, Any]]) -> str:
-    return "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
 
 
 def _compaction_chain(compaction: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:

@@ -23,8 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, assert_never, get_args
 
-from .compaction import text_blocks
+from .compaction import DEFAULT_CONTEXT_WINDOW, message_blocks, text_blocks
 from .errors import ConfigError
+
+DEFAULT_MODEL = "claude-sonnet-4-6"   # the model a run uses unless told otherwise
 
 StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
                      "model_context_window_exceeded", "compaction"]
@@ -124,7 +126,7 @@ class Limits:
     backoff_base: float = 0.5
     backoff_cap: float = 32.0
     retry_after_cap: float = 60.0
-    context_window: int = 200_000             # tokens the loop plans with
+    context_window: int = DEFAULT_CONTEXT_WINDOW  # tokens the loop plans with
     compact_threshold: float | None = None    # compact before a call once the context is this full (None: never)
     request_timeout: float = 600.0            # seconds, per request (streamed or not)
     max_steps: int = 1000                     # a driver running to the end gives up after this many steps
@@ -363,21 +365,9 @@ class End(_Base):
 
 Transition: TypeAlias = (RunTools | Retry | Escalate | Clamp | ContinueTruncated | Compact | Resume | Nudge
                          | RetryOnModel | Complete | HookBlocked | End)
-TRANSITION_KINDS: tuple[type[_Base], ...] = (RunTools, Retry, Escalate, Clamp, ContinueTruncated, Compact, Resume,
-                                            Nudge, RetryOnModel, Complete, HookBlocked, End)
 
 
 # --- reading a message ------------------------------------------------------------------------------------
-
-def _blocks(message: Any) -> list[dict[str, Any]]:
-    if message is None:
-        return []
-    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
-    out = []
-    for block in content or []:
-        out.append(block if isinstance(block, dict) else block.to_dict())
-    return out
-
 
 def _field(message: Any, name: str) -> Any:
     return message.get(name) if isinstance(message, dict) else getattr(message, name, None)
@@ -451,7 +441,7 @@ def _decide_failure(f: Failure, state: LoopState, limits: Limits) -> Transition:
 
 
 def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transition:
-    blocks = _blocks(message)
+    blocks = message_blocks(message)
     stop_reason = _field(message, "stop_reason")
     uses = tool_uses(blocks)
     last_type = blocks[-1].get("type") if blocks else None
@@ -626,7 +616,8 @@ def advance(state: LoopState, t: Transition, outcome: Message | Failure | None) 
             return replace(state, max_tokens=t.max_tokens)
         case ContinueTruncated():
             return replace(state, continuations_in_a_row=state.continuations_in_a_row + 1,
-                           continuations=state.continuations + 1, pieces=(*state.pieces, _text(message)))
+                           continuations=state.continuations + 1,
+                           pieces=(*state.pieces, text_of(message_blocks(message))))
         case Resume():
             return replace(state, pauses_in_a_row=state.pauses_in_a_row + 1,
                            pause_continuations=state.pause_continuations + 1)
@@ -635,7 +626,7 @@ def advance(state: LoopState, t: Transition, outcome: Message | Failure | None) 
         case RetryOnModel():
             return replace(state, model=t.model, refusal_fallback_used=True, fallbacks=state.fallbacks + 1)
         case Complete():  # the answer: the pieces kept by continuations, then this reply
-            return replace(state, final_text="".join(state.pieces) + _text(message), pieces=())
+            return replace(state, final_text="".join(state.pieces) + text_of(message_blocks(message)), pieces=())
         case HookBlocked():
             return replace(state, stop_hook_active=True, stop_hook_blocks=state.stop_hook_blocks + 1)
         case End():
@@ -650,8 +641,9 @@ def advance(state: LoopState, t: Transition, outcome: Message | Failure | None) 
             assert_never(t)
 
 
-def _text(message: Message | None) -> str:
-    return "".join(str(b.get("text", "")) for b in _blocks(message) if b.get("type") == "text")
+def text_of(blocks: list[dict[str, Any]]) -> str:
+    """The text of a reply's text blocks, joined."""
+    return "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
 
 
 def after_append(state: LoopState, message: Message) -> LoopState:

@@ -35,7 +35,7 @@ from typing import Any
 
 from ..backend.scenario import Reply, Scenario, load_scenario
 from ..backend.scripted import choose_reply, reply_slug, build_message
-from ..core.compaction import estimate_tokens
+from ..core.compaction import DEFAULT_CONTEXT_WINDOW, estimate_tokens
 from ..core.errors import ConfigError, ScenarioError
 from ..core.events import (
     Append,
@@ -58,7 +58,6 @@ from .compare import outcome
 from .observe import OBSERVED_DIR, load_records, version_key
 
 CLIENT_DEFAULT = "claude-code"
-STOP_HOOK_PREFIX = "Stop hook feedback"
 # 2.1.197: "Stop hook feedback:\n<reason>"; 2.1.332 wraps it: "<system-reminder> Stop hook blocking error from …"
 _STOP_HOOK_TEXT = re.compile(r"^(<system-reminder>\s*)?Stop hook (feedback|blocking error)")
 
@@ -373,7 +372,7 @@ def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
         scenario = None
     who = client_label(record)
     requests = record["requests"]
-    window = (scenario.context_window if scenario else None) or 200_000
+    window = (scenario.context_window if scenario else None) or DEFAULT_CONTEXT_WINDOW
     trace = Trace()
     first = requests[0] if requests else {}
     trace.emit(Start(

@@ -40,6 +40,7 @@ from ..core.events import (
     Start,
     TransitionEvent,
 )
+from ..core.compaction import DEFAULT_CONTEXT_WINDOW
 from ..core.trace import Event
 from ..core.transitions import ROWS
 from ..lab import scenario_loop
@@ -47,7 +48,6 @@ from ..observatory.replay import client_label, load_record, record_to_trace, ste
 from . import plots
 from .report import cache_note
 
-DEFAULT_CONTEXT_WINDOW = 200_000
 PLOT_CHOICES = (("tokens · context · budget", "overview"), ("decision path", "path"),
                 ("recoveries vs limits", "recoveries"), ("compactions", "compaction"),
                 ("tokens per call", "tokens"), ("context fill", "context"), ("dashboard (slow)", "dashboard"))
@@ -559,10 +559,7 @@ class Stepper(WidgetView):
                                "pass a scenario name to the Stepper to be able to reset")
         sc = self._scenario(choice)
         settings = self.settings
-        window = settings["context_window"]
-        if window != (sc.context_window or DEFAULT_CONTEXT_WINDOW):
-            sc = sc.model_copy(update={"context_window": window})   # the scripted server enforces it too
-        self.loop = scenario_loop(sc, **settings)
+        self.loop = scenario_loop(sc, **settings)   # RunConfig.engine() gives the scripted server the same window
 
     def select(self, name: str) -> None:
         """Pick a scenario by name or path (as if chosen in the dropdown)."""
