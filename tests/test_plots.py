@@ -217,11 +217,38 @@ def test_recoveries_count_against_their_limits(frames):
     assert counts["max_tokens: escalations and continuations", "continuations"] == 3
     assert counts["pause_turn continuations", "continuations"] == 0
     text = axes_text(plots.recovery_attempts(frames["max_tokens_give_up"], dpi=30))
-    assert "escalations: limit per run = 1" in text and "continuations: limit in a row = 3" in text
+    assert "escalations: limit per run = 1" in text
+    assert "continuations: limit in a row = 3 (drawn: the total)" in text
     assert "the run ended here" in text
     assert "pause_turn continuations" not in text   # a counter the run never moved gets no panel
     capped = axes_text(plots.recovery_attempts(frames["stop_hook_cap"], dpi=30))
-    assert "blocks fed back (8)" in capped and "cap in a row = 8" in capped and "the run ended here" in capped
+    assert "blocks fed back (8)" in capped and "cap per run = 8" in capped and "the run ended here" in capped
+
+
+def test_two_rounds_of_cut_offs_are_not_drawn_above_the_limit_in_a_row():
+    """Cut twice, a tool call, cut twice again: four continuations in all, never more than two in a row, and
+    the run succeeds. The panel draws the total (4) without the in-a-row limit line (3) it would cross."""
+    cut = {"content": [{"type": "text", "text": "part of the answer"}], "stop_reason": "max_tokens"}
+    steps = [cut, cut, cut,
+             {"content": [{"type": "tool_use", "name": "calculator", "input": {"expression": "2 + 2"}}],
+              "stop_reason": "tool_use"},
+             cut, cut, {"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}]
+    scenario = parse_scenario({"name": "two_rounds", "description": "two rounds of cut-offs", "tools": "demo",
+                               "steps": steps}, "two_rounds.yaml")
+    loop = scenario_loop(scenario)
+    result = loop.run()
+    assert (result.subtype, result.escalations, result.continuations) == ("success", 1, 4)
+    in_a_row = [e.payload.continuations_in_a_row for e in loop.trace.of_kind("transition")]
+    assert max(c for c in in_a_row if c is not None) == 2 < loop.limits.max_continuations
+    fig = plots.recovery_attempts(loop, dpi=30)
+    text = axes_text(fig)
+    assert "continuations (4)" in text and "continuations: limit in a row = 3 (drawn: the total)" in text
+    panel = next(ax for ax in fig.axes if ax.get_title(loc="left") == "max_tokens: escalations and continuations")
+    flat = [tuple(line.get_ydata()) for line in panel.get_lines() if len(set(line.get_ydata())) == 1
+            and len(line.get_xdata()) == 2]   # axhline: two points at one height
+    assert (1, 1) in flat and (3, 3) not in flat   # the per-run escalation limit is drawn, the in-a-row one not
+    steps_drawn = max(max(line.get_ydata(), default=0) for line in panel.get_lines())
+    assert steps_drawn == 4
 
 
 def test_a_run_without_recoveries_says_so_in_one_line():

@@ -104,7 +104,7 @@ PLACEHOLDER_KEYS = frozenset({"scripted-offline-key", "agentlab-placeholder-key"
 class Result:
     """The run's outcome, shaped like the Claude Agent SDK's result message."""
 
-    subtype: str
+    subtype: str                       # a Subtype (transitions.py); read from a replayed client, its own label
     is_error: bool
     num_turns: int
     stop_reason: str | None
@@ -903,10 +903,10 @@ class AgentLoop:
         self.trace.emit(TransitionEvent(
             branch=t.branch, row=t.row, reason=t.reason, type=type(t).__name__,
             subtype=t.subtype if isinstance(t, End) else None, num_turns=s.num_turns, max_tokens=s.max_tokens,
-            model=s.model, escalations=s.escalations, continuations=s.continuations_in_a_row,
+            model=s.model, escalations=s.escalations, continuations_in_a_row=s.continuations_in_a_row,
             consecutive_compactions=s.consecutive_compactions,
             api_attempts=s.api_attempts, stop_hook_blocks=s.stop_hook_blocks,
-            pause_continuations=s.pauses_in_a_row), self.requests)
+            pauses_in_a_row=s.pauses_in_a_row), self.requests)
 
     def _end_with(self, end: End) -> None:
         """A gate or an effect ended the run (not decide()): the transition, the final state, the result."""

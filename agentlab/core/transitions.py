@@ -70,7 +70,7 @@ TABLE: tuple[tuple[Row, Branch, str], ...] = (
     ("6", "pause_give_up", "pause_turn too many times in a row: end with error_during_execution"),
     ("7", "stop_sequence", "stop_sequence: record which one matched, then the content check"),
     ("8", "empty_nudge", "empty end_turn right after tool results: one 'please continue' nudge"),
-    ("9", "max_turns", "max_turns model calls made: end with error_max_turns"),
+    ("9", "max_turns", "max_turns turns answered: end with error_max_turns"),
     ("10", "stop_hook_block", "a Stop hook blocked: feed its reason back, run another iteration"),
     ("10", "stop_hook_cap", "a 9th Stop-hook block after 8 fed back: end with error_during_execution"),
     ("10", "hook_stop", "a hook said continue: false: end the run"),
@@ -442,7 +442,8 @@ def _decide_failure(f: Failure, state: LoopState, limits: Limits) -> Transition:
 
 def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transition:
     blocks = message_blocks(message)
-    stop_reason = _field(message, "stop_reason")
+    raw = _field(message, "stop_reason")              # what the server sent, a value the API may add later too
+    stop_reason: StopReason | None = raw if raw in STOP_REASONS else None
     uses = tool_uses(blocks)
     last_type = blocks[-1].get("type") if blocks else None
 
@@ -460,7 +461,7 @@ def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transitio
 
     if uses:                                                                        # row 2
         names = ", ".join(u.get("name", "?") for u in uses)
-        label = f" (labelled {stop_reason!r})" if stop_reason != "tool_use" else ""
+        label = f" (labelled {raw!r})" if stop_reason != "tool_use" else ""
         return RunTools("tool_use", f"{len(uses)} tool_use block(s): {names}{label}", tool_uses=tuple(uses))
 
     if stop_reason == "max_tokens":                                                 # row 3
@@ -502,8 +503,8 @@ def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transitio
 
     if stop_reason == "tool_use":
         reason = "labelled tool_use but no tool_use block: the content says the turn is complete"
-    elif stop_reason not in ("end_turn", None):
-        reason = f"unknown stop_reason {stop_reason!r}: no tool_use block, complete"
+    elif stop_reason is None and raw is not None:
+        reason = f"unknown stop_reason {raw!r}: no tool_use block, complete"
     elif stop_reason is None:
         reason = "no stop_reason: no tool_use block, complete"
     else:
@@ -543,7 +544,7 @@ def after_stop_hooks(blocked: bool, reason: str | None, state: LoopState, limits
         return None
     if state.stop_hook_blocks >= limits.stop_hook_block_cap:
         # Claude Code feeds 8 blocks back and ends at the 9th; it then reports success, agentlab an error.
-        text = (f"Stop hooks blocked {state.stop_hook_blocks + 1} times in a row; {limits.stop_hook_block_cap} "
+        text = (f"Stop hooks blocked {state.stop_hook_blocks + 1} times in this run; {limits.stop_hook_block_cap} "
                 f"were fed back (the cap), so the run ends without the hook's approval. Last reason: {reason}")
         return End("stop_hook_cap", text, subtype="error_during_execution", message=text)
     return HookBlocked("stop_hook_block", f"Stop hook blocked: {reason}",
@@ -553,7 +554,8 @@ def after_stop_hooks(blocked: bool, reason: str | None, state: LoopState, limits
 def check_turns(state: LoopState, limits: Limits) -> End | None:
     """Row 9, checked before every model call: the max_turns breaker."""
     if limits.max_turns is not None and state.num_turns >= limits.max_turns:
-        text = f"Reached max_turns ({limits.max_turns}) model calls."
+        text = (f"Reached max_turns ({limits.max_turns}): {_count(state.num_turns, 'turn')} answered by the model "
+                f"(retried and summary requests are not turns).")
         return End("max_turns", text, subtype="error_max_turns", message=text)
     return None
 

@@ -53,7 +53,7 @@ from ..core.events import (
     TransitionEvent,
 )
 from ..core.trace import Event, Trace
-from ..core.transitions import ROW_OF, Limits
+from ..core.transitions import ROW_OF, Branch, Limits
 from .compare import outcome
 from .observe import OBSERVED_DIR, load_records, version_key
 
@@ -67,14 +67,15 @@ def is_stop_hook_text(text: str) -> bool:
     return bool(_STOP_HOOK_TEXT.match(text))
 
 # Transition types, as agentlab's loop names them (the plots only need "End" for the ones that end a run).
-BRANCH_TYPES = {
+BRANCH_TYPES: dict[Branch, str] = {
     "api_retry": "Retry", "api_fallback": "Retry", "prompt_too_long": "Compact", "context_compact": "Compact",
     "incomplete_tool_use": "Escalate", "max_tokens_escalate": "Escalate", "max_tokens_clamp": "Clamp",
     "tool_use": "RunTools", "max_tokens_continue": "ContinueTruncated", "pause_turn": "Resume",
     "empty_nudge": "Nudge", "refusal_fallback": "RetryOnModel", "stop_hook_block": "HookBlocked",
     "complete": "Complete", "stop_sequence": "Complete",
 }
-COUNTED = {  # result counters, as agentlab's Result names them, and the branches that add to each
+# result counters, as agentlab's Result names them, and the branches that add to each
+COUNTED: dict[str, tuple[Branch, ...]] = {
     "escalations": ("max_tokens_escalate", "incomplete_tool_use"), "continuations": ("max_tokens_continue",),
     "compactions": ("context_compact", "prompt_too_long"), "retries": ("api_retry", "api_fallback"),
     "fallbacks": ("api_fallback", "refusal_fallback"), "pause_continuations": ("pause_turn",),
@@ -396,7 +397,7 @@ def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
                 counts[name] += 1
         trace.emit(TransitionEvent(
             branch=branch, row=ROW_OF.get(branch, "—"), reason=reason,
-            type="End" if terminal else BRANCH_TYPES.get(branch, "Other"),
+            type="End" if terminal else next((t for b, t in BRANCH_TYPES.items() if b == branch), "Other"),
             subtype=ending(record) if terminal else None, num_turns=num_turns,
             extra={"client_action": action, "replay": True}), call)
 

@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from ..core.transitions import ROWS
+from ..core.transitions import ROWS, Branch, EndBranch
 
 DPI = 100
 INPUT_COLOR = "#4C72B0"
@@ -487,56 +487,67 @@ def compaction_bars(frame: Any, *, save: str | os.PathLike | None = None, dpi: i
 
 # --- recoveries -------------------------------------------------------------------------------------------
 
+CountSource = Literal["retry", "fallback", "compaction", "turns"]
+
+
 @dataclass(frozen=True)
 class Series:
     label: str
-    what: str                                    # what to count (see _occurrences)
+    what: tuple[Branch, ...] | CountSource       # what to count: branches of the table, or events (see _occurrences)
     limit_key: str | None = None                 # the field of Limits that bounds it
     limit_label: str = ""
+    in_a_row: bool = False                       # the limit bounds a count in a row (or per request), not the
+                                                 # run's total drawn here: no limit line, the legend says so
+    budget_label: str = ""                       # its bar in the recovery budget
 
 
 @dataclass(frozen=True)
 class Counter:
     title: str
     series: tuple[Series, ...]
-    ends: tuple[str, ...]                        # branches that end the run at one of these limits
+    ends: tuple[EndBranch, ...]                  # branches that end the run at one of these limits
 
 
 COUNTERS = (
     Counter("max_tokens: escalations and continuations",
-            (Series("escalations", "branch:max_tokens_escalate,incomplete_tool_use", "max_escalations",
-                    "escalations: limit per run"),
-             Series("continuations", "branch:max_tokens_continue", "max_continuations",
-                    "continuations: limit in a row")), ("max_tokens_give_up",)),
+            (Series("escalations", ("max_tokens_escalate", "incomplete_tool_use"), "max_escalations",
+                    "escalations: limit per run", budget_label="max_tokens escalations"),
+             Series("continuations", ("max_tokens_continue",), "max_continuations",
+                    "continuations: limit in a row", in_a_row=True, budget_label="max_tokens continuations")),
+            ("max_tokens_give_up",)),
     Counter("API retries and fallbacks",
-            (Series("retries", "retry", "max_api_retries", "retries: limit per request"),
+            (Series("retries", "retry", "max_api_retries", "retries: limit per request", in_a_row=True,
+                    budget_label="API retries"),
              Series("fallbacks", "fallback")), ("api_error",)),
     Counter("pause_turn continuations",
-            (Series("continuations", "branch:pause_turn", "max_pause_continuations", "limit in a row"),),
+            (Series("continuations", ("pause_turn",), "max_pause_continuations", "limit in a row", in_a_row=True,
+                    budget_label="pause_turn continuations"),),
             ("pause_give_up",)),
     Counter("Stop-hook blocks",
-            (Series("blocks fed back", "branch:stop_hook_block", "stop_hook_block_cap", "cap in a row"),),
+            (Series("blocks fed back", ("stop_hook_block",), "stop_hook_block_cap", "cap per run",
+                    budget_label="Stop-hook blocks"),),
             ("stop_hook_cap",)),
     Counter("compactions",
-            (Series("compactions", "compaction", "max_compactions", "limit in a row"),), ("context_give_up",)),
+            (Series("compactions", "compaction", "max_compactions", "limit in a row", in_a_row=True,
+                    budget_label="compactions"),), ("context_give_up",)),
     Counter("model turns",
-            (Series("turns answered", "turns", "max_turns", "max_turns"),), ("max_turns",)),
+            (Series("turns answered", "turns", "max_turns", "max_turns", budget_label="turns (max_turns)"),),
+            ("max_turns",)),
 )
 SERIES_STYLES = (dict(color=STEP_COLOR, marker="o"), dict(color=OUTPUT_COLOR, marker="s"))
 
 
-def _occurrences(run: Run, what: str) -> list[int]:
+def _occurrences(run: Run, what: tuple[Branch, ...] | CountSource) -> list[int]:
     """The call number of every occurrence of a counted thing."""
+    if isinstance(what, tuple):
+        return [t["call"] for t in run.transitions if t.get("branch") in what]
     if what == "retry":
         return list(run.retries)
     if what == "fallback":
         return [f["call"] for f in run.fallbacks]
     if what == "compaction":
         return [c["call"] for c in run.compactions]
-    if what == "turns":
-        return [c.n for c in run.calls if c.answered and c.purpose == "turn"]
-    branches = set(what.removeprefix("branch:").split(","))
-    return [t["call"] for t in run.transitions if t.get("branch") in branches]
+    return [c.n for c in run.calls if c.answered and c.purpose == "turn"]   # turns
 
 
 def _ended_at(run: Run, counter: Counter) -> list[dict[str, Any]]:
@@ -569,7 +580,9 @@ def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True
         marks = sorted(set(hits))
         ax.plot(marks, [run.count_until(hits, x) for x in marks], linestyle="none", markersize=4, **style)
         limit = run.limits.get(series.limit_key) if series.limit_key else None
-        if limit:
+        if limit and series.in_a_row:  # the run's total may pass a limit on a count in a row: no line to cross
+            ax.plot([], [], linestyle="none", label=f"{series.limit_label} = {limit} (drawn: the total)")
+        elif limit:
             ax.axhline(limit, color=style["color"] if len(counter.series) > 1 else LIMIT_COLOR, linestyle="--",
                        linewidth=1, label=f"{series.limit_label} = {limit}")
             top = max(top, limit)
@@ -734,7 +747,7 @@ def draw_budget(ax, run: Run) -> None:
         for series in counter.series:
             if series.limit_key is None:
                 continue
-            labels.append(BUDGET_LABELS.get(series.what, series.label))
+            labels.append(series.budget_label or series.label)
             used.append(len(_occurrences(run, series.what)))
             limits.append(run.limits.get(series.limit_key))
     ys = list(range(len(labels)))
@@ -750,17 +763,6 @@ def draw_budget(ax, run: Run) -> None:
     ax.set_xticks([0, 0.5, 1], ["0", "half", "limit"], fontsize=8)
     for spine in ("top", "right"):
         ax.spines[spine].set_visible(False)
-
-
-BUDGET_LABELS = {
-    "branch:max_tokens_escalate,incomplete_tool_use": "max_tokens escalations",
-    "branch:max_tokens_continue": "max_tokens continuations",
-    "retry": "API retries",
-    "branch:pause_turn": "pause_turn continuations",
-    "branch:stop_hook_block": "Stop-hook blocks",
-    "compaction": "compactions",
-    "turns": "turns (max_turns)",
-}
 
 
 def overview(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:

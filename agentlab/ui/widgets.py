@@ -295,7 +295,7 @@ def _render_counters(loop: AgentLoop | None) -> str:
              f"escalations {s.escalations}/{lim.max_escalations}",
              f"continuations in a row {s.continuations_in_a_row}/{lim.max_continuations}",
              f"compactions in a row {s.consecutive_compactions}/{lim.max_compactions}",
-             f"pause continuations {s.pauses_in_a_row}/{lim.max_pause_continuations}",
+             f"pauses in a row {s.pauses_in_a_row}/{lim.max_pause_continuations}",
              f"Stop-hook blocks {s.stop_hook_blocks}/{lim.stop_hook_block_cap}"]
     return (f'<div class="agentlab-counters" style="font-size:11px;color:#555;margin-top:6px">'
             f'Loop state: {" · ".join(_e(p) for p in parts)}</div>')
