@@ -57,7 +57,7 @@ def test_a_misspelt_stop_reason_or_branch_fails_type_checking(tmp_path):
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     typos = {
         "core/transitions.py": ('if stop_reason == "refusal":', 'if stop_reason == "refusall":'),
-        "ui/plots.py": ('Series("escalations", ("max_tokens_escalate",', 'Series("escalations", ("max_token_escalate",'),
+        "ui/plots.py": ('("escalations", ("max_tokens_escalate",', '("escalations", ("max_token_escalate",'),
         "observatory/replay.py": ('"api_retry": "Retry",', '"api_retyr": "Retry",'),
     }
     for name, (right, wrong) in typos.items():
