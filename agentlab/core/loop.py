@@ -13,8 +13,10 @@ cache breakpoints too. A request goes as a stream when ``stream=True`` or when t
 (``cost.py``), so the Result and the trace carry ``cost_usd``.
 
 ``step()`` makes one model call (sending the request, retrying it, or compacting first) and performs the
-transition that follows. The choices (which branch, and every counter) are the pure functions of
-``transitions.py``; the loop keeps the latest ``LoopState``, the history and the trace, and derives its
+transition that follows. The choices are the pure functions of ``transitions.py``: which branch after a
+call (``decide``), the gates around it (``check_turns``, ``after_stop_hooks``), the ends an effect causes (a
+hook that stops the run, a history that cannot be compacted), when and how far to compact, and every counter.
+The loop performs them: it keeps the latest ``LoopState``, the history and the trace, and derives its
 ``Result`` from the final state.
 """
 
@@ -25,7 +27,6 @@ import copy
 import math
 import os
 import random
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -83,13 +84,21 @@ from .transitions import (
     after_compaction,
     after_stop_hooks,
     check_turns,
+    compaction_enough,
+    compaction_target,
+    completion_stands,
+    context_give_up,
     decide,
     finish,
     note_cost,
     note_request,
     note_success,
     note_usage,
+    proactive_compaction_due,
+    prompt_hook_stop,
+    stop_hook_said_stop,
     text_of,
+    tool_hook_stop,
 )
 
 __all__ = ["PLACEHOLDER_KEYS", "SUBTYPES", "AgentLoop", "Result", "StepReport", "needs_streaming"]
@@ -484,7 +493,8 @@ class AgentLoop:
             return self._report(gate, first_event)
         if self.count_tokens:
             yield from self._count_context()
-        if self._pending_compaction or self._over_threshold():
+        if self._pending_compaction or proactive_compaction_due(self.meter.tokens, len(self.messages),
+                                                               self._proactive_gave_up_at, self.limits):
             trigger: CompactTrigger = self._pending_compaction or "proactive"
             self._pending_compaction = None
             end = yield from self._compact(trigger)
@@ -515,9 +525,7 @@ class AgentLoop:
         outcome = yield from self._hook("UserPromptSubmit", {"prompt": self.prompt})
         if outcome is not None:
             if outcome.stop_loop or outcome.blocked:
-                why = outcome.stop_reason or outcome.reason or "no reason given"
-                end = End("hook_stop", f"UserPromptSubmit hook stopped the prompt: {why}",
-                          subtype="error_during_execution", message=f"Prompt blocked by a hook: {why}")
+                end = prompt_hook_stop(outcome.stop_reason or outcome.reason or "no reason given")
                 self._end_with(end)
                 return end
             content += [{"type": "text", "text": c} for c in outcome.additional_context]
@@ -735,8 +743,7 @@ class AgentLoop:
             results[i] = self._tool_result(use, content, out.is_error, tool_input=tool_input)
         self._append({"role": "user", "content": [r for r in results if r is not None]})
         if stop is not None:
-            self._end_with(End("hook_stop", f"a hook ended the run: {stop}", subtype="error_during_execution",
-                               message=f"Stopped by a hook: {stop}"))
+            self._end_with(tool_hook_stop(stop))
 
     def _tool_result(self, use: dict[str, Any], content: str, is_error: bool, *, tool_input: Any = None,
                      hook: str | None = None) -> dict[str, Any]:
@@ -763,15 +770,15 @@ class AgentLoop:
         outcome = yield from self._hook("Stop", {"stop_hook_active": self.state.stop_hook_active,
                                                  "last_assistant_message": text_of(blocks)})
         if outcome is not None and outcome.stop_loop:
-            self._end_with(End("hook_stop", f"a Stop hook said continue: false: {outcome.stop_reason}",
-                               subtype="success", message=outcome.stop_reason or ""))
+            self._end_with(stop_hook_said_stop(outcome.stop_reason))
             return
         blocked = bool(outcome and outcome.blocked)
         verdict = after_stop_hooks(blocked, outcome.reason if outcome else None, self.state, self.limits)
         match verdict:
             case None:  # nothing blocked: the completion stands
-                if self.last_transition is None or self.last_transition.branch != "complete":
-                    self._emit_transition(Complete("complete", "no Stop hook blocked"))
+                stands = completion_stands(self.last_transition)
+                if stands is not None:
+                    self._emit_transition(stands)
                 self.state = finish(self.state, "success")
                 self._end()
             case HookBlocked():
@@ -784,23 +791,12 @@ class AgentLoop:
                 assert_never(verdict)
 
     # -- compaction ---------------------------------------------------------------------------------------
-    def _over_threshold(self) -> bool:
-        if self.compact_threshold is None or len(self.messages) < 3:
-            return False
-        if len(self.messages) == self._proactive_gave_up_at:  # nothing new since it last found nothing to do
-            return False
-        return self._near_threshold(1.0)
-
-    def _near_threshold(self, share: float) -> bool:
-        return self.compact_threshold is not None and \
-            self.meter.tokens > share * self.compact_threshold * self.context_window
-
     def _compact(self, trigger: CompactTrigger) -> Steps[End | None]:
         """Compact the history; None when the loop may send its request, an End when it cannot.
 
         Strategies run in the chain's order, starting further down it after repeated failures, and go on
-        down the chain until the history is under the target: at least halved after a reactive trigger, a
-        tenth under the threshold after a proactive one.
+        down the chain until ``transitions.compaction_enough`` says so, for the target that
+        ``transitions.compaction_target`` sets (both read their shares from ``Limits``).
         A proactive compaction that finds nothing to do is not an error: the request is sent as it is.
         """
         reactive = trigger != "proactive"
@@ -811,11 +807,7 @@ class AgentLoop:
                 return None
             return self._give_up_on_context(f"a PreCompact hook blocked compaction: {pre.reason}")
         level = self.state.consecutive_compactions
-        current = estimate_tokens(self.messages)
-        if reactive:  # the server said it does not fit: cut in proportion to what it reported, at least by half
-            target = int(current * min(0.5, _fit_ratio(self._last_failure_message)) * 0.9)
-        else:
-            target = int(self.context_window * (self.compact_threshold or 0.8) * 0.6)
+        target = compaction_target(trigger, estimate_tokens(self.messages), self._last_failure_message, self.limits)
         applied = []
         for name in self.chain[min(level, len(self.chain) - 1):]:
             result = yield from self._run_strategy(name, self.messages, target, reactive=reactive)
@@ -830,7 +822,7 @@ class AgentLoop:
                 tokens_after=result.tokens_after, messages_before=result.messages_before,
                 messages_after=result.messages_after, removed=result.removed, context_before=context_before,
                 context_after=self.meter.tokens, target=target, context_window=self.context_window), self.requests)
-            if result.tokens_after <= target if reactive else not self._near_threshold(0.9):
+            if compaction_enough(trigger, result.tokens_after, target, self.meter.tokens, self.limits):
                 break
         self.state = after_compaction(self.state, len(applied))
         if applied:
@@ -842,8 +834,7 @@ class AgentLoop:
         return self._give_up_on_context(f"{trigger}: no compaction strategy could shrink the history")
 
     def _give_up_on_context(self, reason: str) -> End:
-        end = End("context_give_up", reason, subtype="error_context_window",
-                  message="The conversation does not fit the context window and cannot be compacted further.")
+        end = context_give_up(reason)
         self._end_with(end)
         return end
 
@@ -1141,17 +1132,6 @@ def _check_arguments(*, client: Any, prompt: Any, messages: Any, tools: Any, hoo
             or not (request_timeout > 0 and math.isfinite(request_timeout))):
         raise ConfigError(f"AgentLoop(request_timeout=...): expected a finite number of seconds above 0, "
                           f"got {request_timeout!r}")
-
-
-_TOO_LONG = re.compile(r"(\d+)\s*tokens\s*>\s*(\d+)")
-
-
-def _fit_ratio(message: str) -> float:
-    """From "prompt is too long: 250000 tokens > 200000 maximum", the share that fits (0.8); 0.5 if unknown."""
-    match = _TOO_LONG.search(message)
-    if not match or int(match.group(1)) == 0:
-        return 0.5
-    return int(match.group(2)) / int(match.group(1))
 
 
 def _no_summary(older: list[Message]) -> str:

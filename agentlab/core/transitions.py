@@ -128,6 +128,10 @@ class Limits:
     retry_after_cap: float = 60.0
     context_window: int = DEFAULT_CONTEXT_WINDOW  # tokens the loop plans with
     compact_threshold: float | None = None    # compact before a call once the context is this full (None: never)
+    reactive_shrink: float = 0.5              # after a "does not fit": keep at most this share of the history...
+    compact_margin: float = 0.9               # ...times this margin (and the share the server's error says fits)
+    proactive_target: float = 0.6             # a proactive compaction aims at this share of the threshold...
+    proactive_enough: float = 0.9             # ...and stops once the context is under this share of it
     request_timeout: float = 600.0            # seconds, per request (streamed or not)
     max_steps: int = 1000                     # a driver running to the end gives up after this many steps
 
@@ -148,6 +152,10 @@ class Limits:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ConfigError(f"Limits.{name} must be None or a model name; got {value!r}")
+        for name in ("reactive_shrink", "compact_margin", "proactive_target", "proactive_enough"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+                raise ConfigError(f"Limits.{name} must be a share above 0 and at most 1; got {value!r}")
         share = self.compact_threshold
         if share is not None and (isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1):
             raise ConfigError(f"Limits.compact_threshold must be None (no proactive compaction) or a share of the "
@@ -549,6 +557,78 @@ def after_stop_hooks(blocked: bool, reason: str | None, state: LoopState, limits
         return End("stop_hook_cap", text, subtype="error_during_execution", message=text)
     return HookBlocked("stop_hook_block", f"Stop hook blocked: {reason}",
                        feedback=STOP_HOOK_FEEDBACK.format(reason=reason or "(no reason given)"))
+
+
+def stop_hook_said_stop(reason: str | None) -> End:
+    """Row 10: a Stop hook answered ``continue: false``: the run ends, and the completion it followed stands."""
+    return End("hook_stop", f"a Stop hook said continue: false: {reason}", subtype="success", message=reason or "")
+
+
+def completion_stands(last: Transition | None) -> Complete | None:
+    """Row 11 after the Stop hooks let a completion stand: the ``complete`` transition, unless the step's own
+    transition was that already (a ``stop_sequence`` completion, or one that followed a Stop-hook block)."""
+    if last is not None and last.branch == "complete":
+        return None
+    return Complete("complete", "no Stop hook blocked")
+
+
+def prompt_hook_stop(why: str) -> End:
+    """A UserPromptSubmit hook blocked the prompt or said continue: false: the run ends before any call."""
+    return End("hook_stop", f"UserPromptSubmit hook stopped the prompt: {why}", subtype="error_during_execution",
+               message=f"Prompt blocked by a hook: {why}")
+
+
+def tool_hook_stop(why: str) -> End:
+    """A PreToolUse or PostToolUse hook said continue: false: the run ends once the tool results are in."""
+    return End("hook_stop", f"a hook ended the run: {why}", subtype="error_during_execution",
+               message=f"Stopped by a hook: {why}")
+
+
+def context_give_up(reason: str) -> End:
+    """Rows 0b and 4: compaction could not make the request fit (nothing to shrink, or a hook forbade it)."""
+    return End("context_give_up", reason, subtype="error_context_window",
+               message="The conversation does not fit the context window and cannot be compacted further.")
+
+
+# --- compaction: when, and how far ---------------------------------------------------------------------------
+
+_TOO_LONG = re.compile(r"(\d+)\s*tokens\s*>\s*(\d+)")
+
+
+def fit_ratio(message: str) -> float:
+    """From "prompt is too long: 250000 tokens > 200000 maximum", the share that fits (0.8); 0.5 if unknown."""
+    match = _TOO_LONG.search(message)
+    if not match or int(match.group(1)) == 0:
+        return 0.5
+    return int(match.group(2)) / int(match.group(1))
+
+
+def proactive_compaction_due(context_tokens: int, messages: int, gave_up_at: int, limits: Limits) -> bool:
+    """Before a call: compact first, because the context passed ``compact_threshold`` of the window? Never
+    with no threshold, under three messages, or when nothing was added since a compaction found nothing to do
+    at ``gave_up_at`` messages."""
+    if limits.compact_threshold is None or messages < 3 or messages == gave_up_at:
+        return False
+    return context_tokens > limits.compact_threshold * limits.context_window
+
+
+def compaction_target(trigger: CompactTrigger, history_tokens: int, failure_message: str, limits: Limits) -> int:
+    """The history size (estimated tokens) a compaction aims for: after a reactive trigger, what the server
+    said fits and at most ``reactive_shrink`` of the history, less a margin; after a proactive one, a share of
+    the threshold."""
+    if trigger != "proactive":
+        return int(history_tokens * min(limits.reactive_shrink, fit_ratio(failure_message)) * limits.compact_margin)
+    return int(limits.context_window * (limits.compact_threshold or 1.0) * limits.proactive_target)
+
+
+def compaction_enough(trigger: CompactTrigger, history_tokens: int, target: int, context_tokens: int,
+                      limits: Limits) -> bool:
+    """After one strategy: stop going down the chain? Reactive: the history is under the target; proactive: the
+    context is under ``proactive_enough`` of the threshold."""
+    if trigger != "proactive":
+        return history_tokens <= target
+    threshold = limits.compact_threshold
+    return threshold is None or context_tokens <= limits.proactive_enough * threshold * limits.context_window
 
 
 def check_turns(state: LoopState, limits: Limits) -> End | None:
