@@ -149,22 +149,28 @@ class Result:
             cost_usd=state.run_cost, unpriced_models=list(state.unpriced_models))
 
     @classmethod
-    def from_event(cls, data: dict[str, Any]) -> Result:
-        """A Result from a ``result`` event's payload (a trace read back, or a replayed client run).
+    def from_event(cls, data: dict[str, Any] | ResultEvent) -> Result:
+        """A Result from a ``result`` event's payload (a trace read back, or a replayed client run), typed or
+        in its JSONL form.
 
         Fields the payload lacks take neutral values: no counts, no model, no messages.
         """
-        counts = ("escalations", "continuations", "compactions", "retries", "fallbacks", "pause_continuations",
-                  "nudges", "stop_hook_blocks")
-        values: dict[str, Any] = {name: int(data.get(name) or 0) for name in counts}
-        cost = data.get("cost_usd")
+        if not isinstance(data, ResultEvent):
+            if "subtype" not in data or "is_error" not in data:
+                raise ValueError("a result event needs a subtype and is_error")
+            data = cast(ResultEvent, ResultEvent.from_data(data))
+        p = data
+        cost = p.cost_usd
         return cls(
             cost_usd=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
-            unpriced_models=[str(m) for m in data.get("unpriced_models") or []],
-            subtype=str(data["subtype"]), is_error=bool(data["is_error"]), num_turns=int(data.get("num_turns") or 0),
-            stop_reason=data.get("stop_reason"), stop_sequence=data.get("stop_sequence"),
-            result=str(data.get("result") or ""), usage=dict(data.get("usage") or {}),
-            model=str(data.get("model") or ""), requests=int(data.get("requests") or 0), **values)
+            unpriced_models=[str(m) for m in p.unpriced_models or []],
+            subtype=str(p.subtype), is_error=bool(p.is_error), num_turns=int(p.num_turns or 0),
+            stop_reason=p.stop_reason, stop_sequence=p.stop_sequence, result=str(p.result or ""),
+            usage=dict(p.usage or {}), model=str(p.model or ""), requests=int(p.requests or 0),
+            escalations=int(p.escalations or 0), continuations=int(p.continuations or 0),
+            compactions=int(p.compactions or 0), retries=int(p.retries or 0), fallbacks=int(p.fallbacks or 0),
+            pause_continuations=int(p.pause_continuations or 0), nudges=int(p.nudges or 0),
+            stop_hook_blocks=int(p.stop_hook_blocks or 0))
 
     def to_dict(self, *, with_messages: bool = False) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "messages"}

@@ -512,7 +512,7 @@ def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
 
 def replay_branches(trace: Trace | list[Event]) -> list[str]:
     """The branches of a (replayed) trace, in order: the path a plot draws."""
-    return [e.data["branch"] for e in trace if e.kind == "transition"]
+    return [e.payload.branch for e in trace if isinstance(e.payload, TransitionEvent)]
 
 
 def step_ends(events: list[Event]) -> list[int]:

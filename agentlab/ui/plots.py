@@ -12,7 +12,7 @@ import io
 import math
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,20 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from ..core.events import (
+    PAYLOADS,
+    ApiError,
+    CompactionEvent,
+    Fallback,
+    Payload,
+    Request,
+    Response,
+    ResultEvent,
+    RetryEvent,
+    Start,
+    TransitionEvent,
+    payload_from_data,
+)
 from ..core.transitions import ROWS, Branch, EndBranch
 
 DPI = 100
@@ -128,10 +142,16 @@ def _records(frame) -> list[tuple[str, int, dict[str, Any]]]:
     return out
 
 
-def _source_records(source: Any) -> list[tuple[str, int, dict[str, Any]]]:
-    """(kind, call, payload) per event, read straight from the events of a Trace, an AgentLoop or a list of
-    Events (the same records the trace DataFrame gives, without building one: the widgets redraw after
-    every click); anything else through ``as_frame``."""
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return default if _missing(value) else int(value)
+
+
+def _source_payloads(source: Any) -> list[tuple[int, Payload]]:
+    """(call, typed payload) per event: the Events' own payloads, or those read back from the frame's rows."""
     from ..core.trace import Event, Trace
 
     events = source
@@ -141,20 +161,17 @@ def _source_records(source: Any) -> list[tuple[str, int, dict[str, Any]]]:
     if isinstance(events, Trace):
         events = events.events
     if isinstance(events, (list, tuple)) and all(isinstance(e, Event) for e in events):
-        return [(str(e.kind), int(e.call or 0), e.data) for e in events]
-    return _records(as_frame(source))
+        return [(int(e.call or 0), e.payload) for e in events]
+    return [(n, payload_from_data(kind, data)) for kind, n, data in _records(as_frame(source)) if kind in PAYLOADS]
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _int(value: Any, default: int = 0) -> int:
-    return default if _missing(value) else int(value)
+def _number(value: Any) -> float | None:
+    """A number read from a payload (a frame gives NaN for a value the event did not have)."""
+    return None if _missing(value) else float(value)
 
 
 def read_run(source: Any) -> Run:
-    """Parse a trace (DataFrame, Trace or AgentLoop) into a Run."""
+    """Parse a trace (DataFrame, Trace or AgentLoop) into a Run, reading each event's typed payload."""
     run = Run()
     calls: dict[int, Call] = {}
 
@@ -163,47 +180,47 @@ def read_run(source: Any) -> Run:
             calls[n] = Call(n)
         return calls[n]
 
-    for kind, n, d in _source_records(source):
-        if kind == "start":
-            run.limits = dict(d.get("limits") or {})
-            run.context_window = _int(d.get("context_window"), 0) or run.context_window
-        elif kind == "request":
-            c = call(n)
-            c.purpose = str(d.get("purpose") or "turn")
-            c.model, c.max_tokens = d.get("model"), _int(d.get("max_tokens"), 0) or None
-            c.context_tokens = None if _missing(d.get("context_tokens")) else int(d["context_tokens"])
-            run.context_window = _int(d.get("context_window"), 0) or run.context_window
-        elif kind == "response":
-            c = call(n)
-            found = d.get("usage")
-            usage: dict[str, Any] = found if isinstance(found, dict) else {}
-            c.answered = True
-            c.purpose = str(d.get("purpose") or c.purpose)
-            c.model = d.get("model") or c.model
-            c.stop_reason = d.get("stop_reason")
-            c.input_tokens = _int(d.get("input_tokens", usage.get("input_tokens")))
-            c.output_tokens = _int(d.get("output_tokens", usage.get("output_tokens")))
-            c.cache_read = _int(usage.get("cache_read_input_tokens"))
-            c.cache_write = _int(usage.get("cache_creation_input_tokens"))
-            c.cache_tokens = c.cache_read + c.cache_write
-            c.cost_usd = None if _missing(d.get("cost_usd")) else float(d["cost_usd"])
-        elif kind == "api_error":
-            c = call(n)
-            c.error_status = None if _missing(d.get("status")) else int(d["status"])
-            c.error_type = d.get("error_type")
-            c.error_message = None if _missing(d.get("message")) else str(d.get("message"))
-            if d.get("purpose"):
-                c.purpose = str(d["purpose"])
-        elif kind == "transition":
-            run.transitions.append({**d, "call": n})
-        elif kind == "compaction":
-            run.compactions.append({**d, "call": n})
-        elif kind == "retry":
-            run.retries.append(n)
-        elif kind == "fallback":
-            run.fallbacks.append({**d, "call": n})
-        elif kind == "result":
-            run.result = dict(d)
+    for n, p in _source_payloads(source):
+        match p:
+            case Start():
+                run.limits = dict(p.limits or {})
+                run.context_window = _int(p.context_window, 0) or run.context_window
+            case Request():
+                c = call(n)
+                c.purpose = str(p.purpose or "turn")
+                c.model, c.max_tokens = p.model, _int(p.max_tokens, 0) or None
+                c.context_tokens = None if _missing(p.context_tokens) else int(p.context_tokens)
+                run.context_window = _int(p.context_window, 0) or run.context_window
+            case Response():
+                c = call(n)
+                usage: Mapping[str, Any] = p.usage if isinstance(p.usage, Mapping) else {}
+                c.answered = True
+                c.purpose = str(p.purpose or c.purpose)
+                c.model = p.model or c.model
+                c.stop_reason = p.stop_reason
+                c.input_tokens = _int(p.input_tokens) or _int(usage.get("input_tokens"))
+                c.output_tokens = _int(p.output_tokens) or _int(usage.get("output_tokens"))
+                c.cache_read = _int(p.cache_read_input_tokens) or _int(usage.get("cache_read_input_tokens"))
+                c.cache_write = _int(p.cache_creation_input_tokens) or _int(usage.get("cache_creation_input_tokens"))
+                c.cache_tokens = c.cache_read + c.cache_write
+                c.cost_usd = _number(p.cost_usd)
+            case ApiError():
+                c = call(n)
+                c.error_status = None if p.status is None or _missing(p.status) else int(p.status)
+                c.error_type = p.error_type
+                c.error_message = None if _missing(p.message) else str(p.message)
+                if p.purpose:
+                    c.purpose = str(p.purpose)
+            case TransitionEvent():
+                run.transitions.append({**p.to_data(), "call": n})
+            case CompactionEvent():
+                run.compactions.append({**p.to_data(), "call": n})
+            case RetryEvent():
+                run.retries.append(n)
+            case Fallback():
+                run.fallbacks.append({**p.to_data(), "call": n})
+            case ResultEvent():
+                run.result = p.to_data()
     run.calls = [calls[n] for n in sorted(calls) if n > 0]
     return run
 

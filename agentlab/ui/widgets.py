@@ -684,7 +684,7 @@ class _ShownRun:
     def of(cls, events: list[Event]) -> _ShownRun:
         requests = sum(1 for e in events if e.kind == "request")
         turns = sum(1 for e in events if isinstance(e.payload, Response) and e.payload.purpose == "turn")
-        end = next((e.data for e in events if isinstance(e.payload, ResultEvent)), None)
+        end = next((e.payload for e in events if isinstance(e.payload, ResultEvent)), None)
         return cls(requests, _ShownState(turns), Result.from_event(end) if end is not None else None)
 
 
