@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -86,22 +86,34 @@ class Call:
     answered: bool = False
 
 
+P = TypeVar("P", bound=Payload)
+
+
+@dataclass(frozen=True)
+class At(Generic[P]):
+    """An event's typed payload and the number of the model call it came with."""
+
+    call: int
+    event: P
+
+
 @dataclass
 class Run:
-    """What the plots need from a trace, in plain values."""
+    """What the plots need from a trace: the calls in plain values, the decisions, compactions, fallbacks and
+    result as the typed payloads of their events."""
 
     calls: list[Call] = field(default_factory=list)
-    transitions: list[dict[str, Any]] = field(default_factory=list)   # each with "call"
-    compactions: list[dict[str, Any]] = field(default_factory=list)
+    transitions: list[At[TransitionEvent]] = field(default_factory=list)
+    compactions: list[At[CompactionEvent]] = field(default_factory=list)
     retries: list[int] = field(default_factory=list)                  # call number of each retry
-    fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    fallbacks: list[At[Fallback]] = field(default_factory=list)
     limits: dict[str, Any] = field(default_factory=dict)
     context_window: int | None = None
-    result: dict[str, Any] | None = None
+    result: ResultEvent | None = None
 
     @property
     def last_call(self) -> int:
-        numbers = [c.n for c in self.calls] + [t["call"] for t in self.transitions]
+        numbers = [c.n for c in self.calls] + [t.call for t in self.transitions]
         return max(numbers, default=0)
 
     def count_until(self, items: Iterable[int], call: int) -> int:
@@ -212,15 +224,15 @@ def read_run(source: Any) -> Run:
                 if p.purpose:
                     c.purpose = str(p.purpose)
             case TransitionEvent():
-                run.transitions.append({**p.to_data(), "call": n})
+                run.transitions.append(At(n, p))
             case CompactionEvent():
-                run.compactions.append({**p.to_data(), "call": n})
+                run.compactions.append(At(n, p))
             case RetryEvent():
                 run.retries.append(n)
             case Fallback():
-                run.fallbacks.append({**p.to_data(), "call": n})
+                run.fallbacks.append(At(n, p))
             case ResultEvent():
-                run.result = p.to_data()
+                run.result = p
     run.calls = [calls[n] for n in sorted(calls) if n > 0]
     return run
 
@@ -440,12 +452,12 @@ def draw_context_fill(ax, run: Run, *, legend_columns: int = 3) -> None:
                     transform=ax.transAxes, ha="right", va="top", fontsize=8, color=WINDOW_COLOR)
     last = max(run.last_call, 1)
     for i, comp in enumerate(run.compactions):
-        x = comp["call"] + 0.5
+        x = comp.call + 0.5
         right_half = x > (last + 1) / 2
         ax.axvline(x, color=COMPACTION_COLOR, linestyle=":", linewidth=1.5,
                    label="compaction" if i == 0 else None)
-        ax.annotate(f"compacted: {comp.get('strategy')}\nhistory ≈{_tokens(_int(comp.get('tokens_before')))} → "
-                    f"≈{_tokens(_int(comp.get('tokens_after')))} tokens", (x, low), xytext=(-3 if right_half else 3, 4),
+        ax.annotate(f"compacted: {comp.event.strategy}\nhistory ≈{_tokens(_int(comp.event.tokens_before))} → "
+                    f"≈{_tokens(_int(comp.event.tokens_after))} tokens", (x, low), xytext=(-3 if right_half else 3, 4),
                     textcoords="offset points", fontsize=7, color=COMPACTION_COLOR, va="bottom",
                     ha="right" if right_half else "left")
     ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
@@ -471,22 +483,22 @@ def draw_compaction_bars(ax, run: Run, *, compact: bool = False) -> None:
         _empty(ax, "no compaction in this run")
         return
     xs = list(range(len(run.compactions)))
-    before = [_int(c.get("tokens_before")) for c in run.compactions]
-    after = [_int(c.get("tokens_after")) for c in run.compactions]
+    before = [_int(c.event.tokens_before) for c in run.compactions]
+    after = [_int(c.event.tokens_after) for c in run.compactions]
     width = 0.38
     ax.bar([x - width / 2 for x in xs], before, width, color="#BBBBBB", label="before")
     ax.bar([x + width / 2 for x in xs], after, width, color=COMPACTION_COLOR, label="after")
     top = max(before + after + [1])
     for x, c, b, a in zip(xs, run.compactions, before, after, strict=True):
         saved = f"−{100 * (b - a) / b:.0f}%" if b else ""
-        ax.annotate(f"{saved}\n{c.get('messages_before')} → {c.get('messages_after')} msgs",
+        ax.annotate(f"{saved}\n{c.event.messages_before} → {c.event.messages_after} msgs",
                     (x, max(b, a)), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8)
     if compact:
-        ax.set_xticks(xs, [f"{c.get('strategy')}, call {c['call'] + 1}" for c in run.compactions], fontsize=7)
+        ax.set_xticks(xs, [f"{c.event.strategy}, call {c.call + 1}" for c in run.compactions], fontsize=7)
         ax.set_xlim(-0.7, len(xs) - 0.3)
         ax.tick_params(axis="y", labelsize=8)
     else:
-        ax.set_xticks(xs, [f"#{i + 1} before call {c['call'] + 1}\n{c.get('strategy')}\n({c.get('trigger')})"
+        ax.set_xticks(xs, [f"#{i + 1} before call {c.call + 1}\n{c.event.strategy}\n({c.event.trigger})"
                            for i, c in enumerate(run.compactions)], fontsize=8)
         ax.set_xlim(-1.2, max(len(xs), 2) - 0.8)
         ax.set_ylabel("estimated tokens in history")
@@ -557,18 +569,18 @@ SERIES_STYLES = (dict(color=STEP_COLOR, marker="o"), dict(color=OUTPUT_COLOR, ma
 def _occurrences(run: Run, what: tuple[Branch, ...] | CountSource) -> list[int]:
     """The call number of every occurrence of a counted thing."""
     if isinstance(what, tuple):
-        return [t["call"] for t in run.transitions if t.get("branch") in what]
+        return [t.call for t in run.transitions if t.event.branch in what]
     if what == "retry":
         return list(run.retries)
     if what == "fallback":
-        return [f["call"] for f in run.fallbacks]
+        return [f.call for f in run.fallbacks]
     if what == "compaction":
-        return [c["call"] for c in run.compactions]
+        return [c.call for c in run.compactions]
     return [c.n for c in run.calls if c.answered and c.purpose == "turn"]   # turns
 
 
-def _ended_at(run: Run, counter: Counter) -> list[dict[str, Any]]:
-    return [t for t in run.transitions if t.get("branch") in counter.ends and t.get("type") == TERMINAL_TYPE]
+def _ended_at(run: Run, counter: Counter) -> list[At[TransitionEvent]]:
+    return [t for t in run.transitions if t.event.branch in counter.ends and t.event.type == TERMINAL_TYPE]
 
 
 def active_counters(run: Run) -> list[Counter]:
@@ -606,8 +618,8 @@ def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True
         elif series.limit_key == "max_turns":
             ax.plot([], [], linestyle="none", label="(no max_turns set)")
     for i, t in enumerate(_ended_at(run, counter)):
-        at = max(run.count_until(hits, t["call"]) for hits in counts)
-        ax.plot([t["call"]], [at], marker="X", color=ERROR_COLOR, markersize=9, linestyle="none",
+        at = max(run.count_until(hits, t.call) for hits in counts)
+        ax.plot([t.call], [at], marker="X", color=ERROR_COLOR, markersize=9, linestyle="none",
                 label="the run ended here" if i == 0 else None)
     ax.set_title(counter.title, loc="left", fontsize=9, y=1.0)
     ax.set_ylim(-0.2, top * 1.7 + 0.6)
@@ -704,17 +716,17 @@ def draw_decision_path(ax, run: Run) -> None:
     points = []
     per_call: dict[int, int] = {}
     for t in run.transitions:
-        branch = t.get("branch")
+        branch = t.event.branch
         if branch not in index:
             continue
-        k = per_call.get(t["call"], 0)
-        per_call[t["call"]] = k + 1
-        points.append((t["call"] + 0.18 * k, index[branch], t))
+        k = per_call.get(t.call, 0)
+        per_call[t.call] = k + 1
+        points.append((t.call + 0.18 * k, index[branch], t))
     ax.plot([p[0] for p in points], [p[1] for p in points], color="#AAAAAA", linewidth=1, zorder=1)
-    end = run.result.get("subtype") if run.result else None
+    end = run.result.subtype if run.result else None
     colors = []
     for i, (_x, _y, t) in enumerate(points):
-        subtype = t.get("subtype") if t.get("type") == TERMINAL_TYPE else None
+        subtype = t.event.subtype if t.event.type == TERMINAL_TYPE else None
         if i == len(points) - 1 and end is not None:
             subtype = end   # the last decision ended the run (a completion the Stop hooks let through)
         colors.append(STEP_COLOR if subtype is None else OK_COLOR if subtype == "success" else ERROR_COLOR)
@@ -737,9 +749,9 @@ def draw_decision_path(ax, run: Run) -> None:
     ax.scatter([], [], s=40, color=OK_COLOR, label="end: success")
     ax.scatter([], [], s=40, color=ERROR_COLOR, label="end: error")
     for f in run.fallbacks:
-        hits = [(x, y) for x, y, t in points if t["call"] == f["call"]]
+        hits = [(x, y) for x, y, t in points if t.call == f.call]
         if hits:
-            ax.annotate(f"→ {f.get('to_model')}", hits[-1], xytext=(7, 0), textcoords="offset points",
+            ax.annotate(f"→ {f.event.to_model}", hits[-1], xytext=(7, 0), textcoords="offset points",
                         va="center", fontsize=7, color="#555555")
     ax.legend(loc="lower right", bbox_to_anchor=(1, 1), fontsize=8, frameon=False, ncols=3,
               borderaxespad=0.1)
@@ -799,8 +811,8 @@ def run_title(run: Run) -> str:
     if run.result is None:
         return f"Run in progress: {calls} model call(s) so far"
     r = run.result
-    last = f"last stop_reason {r['stop_reason']}" if r.get("stop_reason") else "no message came back"
-    return (f"Run ended: {r.get('subtype')}  ·  {r.get('num_turns')} turn(s), {r.get('requests', calls)} "
+    last = f"last stop_reason {r.stop_reason}" if r.stop_reason else "no message came back"
+    return (f"Run ended: {r.subtype}  ·  {r.num_turns} turn(s), {r.requests or calls} "
             f"model call(s)  ·  {last}")
 
 
@@ -840,7 +852,7 @@ def _mark_compactions(ax, run: Run, *, label: bool = True) -> None:
     seen: set[int] = set()
     for c in run.compactions:
         # proactive or reactive, a compaction runs before the next request, so it carries the last call's number
-        after = int(c["call"]) + 1
+        after = c.call + 1
         if after in seen:
             continue
         seen.add(after)
