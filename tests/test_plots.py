@@ -217,17 +217,18 @@ def test_recoveries_count_against_their_limits(frames):
     assert counts["max_tokens: escalations and continuations", "continuations"] == 3
     assert counts["pause_turn continuations", "continuations"] == 0
     text = axes_text(plots.recovery_attempts(frames["max_tokens_give_up"], dpi=30))
-    assert "escalations: limit per run = 1" in text
-    assert "continuations: limit in a row = 3 (drawn: the total)" in text
+    assert "escalations: limit per run = 1" in text and "continuations: limit in a row = 3" in text
+    assert "continuations in a row (3 in all)" in text
     assert "the run ended here" in text
     assert "pause_turn continuations" not in text   # a counter the run never moved gets no panel
     capped = axes_text(plots.recovery_attempts(frames["stop_hook_cap"], dpi=30))
     assert "blocks fed back (8)" in capped and "cap per run = 8" in capped and "the run ended here" in capped
 
 
-def test_two_rounds_of_cut_offs_are_not_drawn_above_the_limit_in_a_row():
+def test_two_rounds_of_cut_offs_are_drawn_in_a_row_under_their_limit():
     """Cut twice, a tool call, cut twice again: four continuations in all, never more than two in a row, and
-    the run succeeds. The panel draws the total (4) without the in-a-row limit line (3) it would cross."""
+    the run succeeds. The panel draws the count in a row (at most 2) under the limit in a row (3), not the
+    total (4) above it."""
     cut = {"content": [{"type": "text", "text": "part of the answer"}], "stop_reason": "max_tokens"}
     steps = [cut, cut, cut,
              {"content": [{"type": "tool_use", "name": "calculator", "input": {"expression": "2 + 2"}}],
@@ -242,13 +243,12 @@ def test_two_rounds_of_cut_offs_are_not_drawn_above_the_limit_in_a_row():
     assert max(c for c in in_a_row if c is not None) == 2 < loop.limits.max_continuations
     fig = plots.recovery_attempts(loop, dpi=30)
     text = axes_text(fig)
-    assert "continuations (4)" in text and "continuations: limit in a row = 3 (drawn: the total)" in text
+    assert "continuations in a row (4 in all)" in text and "continuations: limit in a row = 3" in text
     panel = next(ax for ax in fig.axes if ax.get_title(loc="left") == "max_tokens: escalations and continuations")
-    flat = [tuple(line.get_ydata()) for line in panel.get_lines() if len(set(line.get_ydata())) == 1
-            and len(line.get_xdata()) == 2]   # axhline: two points at one height
-    assert (1, 1) in flat and (3, 3) not in flat   # the per-run escalation limit is drawn, the in-a-row one not
-    steps_drawn = max(max(line.get_ydata(), default=0) for line in panel.get_lines())
-    assert steps_drawn == 4
+    lines = {line.get_label(): list(line.get_ydata()) for line in panel.get_lines()}
+    continued = lines["continuations in a row (4 in all)"]
+    assert max(continued) == 2 and continued.count(0) >= 2     # up to 2, back to 0 after the tool call, up again
+    assert lines["continuations: limit in a row = 3"] == [3, 3] and lines["escalations (1)"][-1] == 1
 
 
 def test_a_run_without_recoveries_says_so_in_one_line():
@@ -283,3 +283,17 @@ class _StopPrompt:
 
         return SimpleNamespace(stop_loop=True, blocked=False, stop_reason="prompt rejected in a test", reason=None,
                                additional_context=[], runs=[])
+
+
+def test_counts_in_a_row_rise_and_start_over_as_the_loop_counts_them():
+    """Retries in a row climb with each failed attempt and are 0 once a call succeeds; a compaction counts one
+    until a call answers; pauses start over after the reply that finishes the turn."""
+    def in_a_row(name: str, title: str) -> list[tuple[int, int]]:
+        loop = scenario_loop(name)
+        loop.run()
+        series = next(c for c in plots.COUNTERS if c.title == title).series[0]
+        return plots.in_a_row_after(plots.read_run(loop), series)
+
+    assert in_a_row("api_errors", "API retries and fallbacks") == [(1, 1), (2, 2), (3, 3), (4, 0)]
+    assert in_a_row("prompt_too_long", "compactions") == [(1, 0), (2, 0), (3, 0), (4, 1), (5, 0)]
+    assert in_a_row("pause_turn", "pause_turn continuations") == [(1, 1), (2, 0)]

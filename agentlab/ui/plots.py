@@ -525,8 +525,8 @@ class Series:
     what: tuple[Branch, ...] | CountSource       # what to count: branches of the table, or events (see _occurrences)
     limit_key: str | None = None                 # the field of Limits that bounds it
     limit_label: str = ""
-    in_a_row: bool = False                       # the limit bounds a count in a row (or per request), not the
-                                                 # run's total drawn here: no limit line, the legend says so
+    in_a_row: str | None = None                  # the limit bounds a count in a row (or per request): the
+                                                 # TransitionEvent field that records it, drawn instead of the total
     budget_label: str = ""                       # its bar in the recovery budget
 
 
@@ -542,14 +542,16 @@ COUNTERS = (
             (Series("escalations", ("max_tokens_escalate", "incomplete_tool_use"), "max_escalations",
                     "escalations: limit per run", budget_label="max_tokens escalations"),
              Series("continuations", ("max_tokens_continue",), "max_continuations",
-                    "continuations: limit in a row", in_a_row=True, budget_label="max_tokens continuations")),
+                    "continuations: limit in a row", in_a_row="continuations_in_a_row",
+                    budget_label="max_tokens continuations")),
             ("max_tokens_give_up",)),
     Counter("API retries and fallbacks",
-            (Series("retries", "retry", "max_api_retries", "retries: limit per request", in_a_row=True,
+            (Series("retries", "retry", "max_api_retries", "retries: limit per request", in_a_row="api_attempts",
                     budget_label="API retries"),
              Series("fallbacks", "fallback")), ("api_error",)),
     Counter("pause_turn continuations",
-            (Series("continuations", ("pause_turn",), "max_pause_continuations", "limit in a row", in_a_row=True,
+            (Series("continuations", ("pause_turn",), "max_pause_continuations", "limit in a row",
+                    in_a_row="pauses_in_a_row",
                     budget_label="pause_turn continuations"),),
             ("pause_give_up",)),
     Counter("Stop-hook blocks",
@@ -557,7 +559,8 @@ COUNTERS = (
                     budget_label="Stop-hook blocks"),),
             ("stop_hook_cap",)),
     Counter("compactions",
-            (Series("compactions", "compaction", "max_compactions", "limit in a row", in_a_row=True,
+            (Series("compactions", "compaction", "max_compactions", "limit in a row",
+                    in_a_row="consecutive_compactions",
                     budget_label="compactions"),), ("context_give_up",)),
     Counter("model turns",
             (Series("turns answered", "turns", "max_turns", "max_turns", budget_label="turns (max_turns)"),),
@@ -595,30 +598,99 @@ def active_counters(run: Run) -> list[Counter]:
     return out
 
 
+# The decisions that add one to a count in a row.
+IN_A_ROW_BRANCHES: dict[str, tuple[Branch, ...]] = {
+    "continuations_in_a_row": ("max_tokens_continue",), "api_attempts": ("api_retry", "api_fallback"),
+    "pauses_in_a_row": ("pause_turn",),
+}
+
+
+def _compactions_in_a_row(run: Run) -> list[tuple[int, int]]:
+    """(call, compactions in a row) after each decision and compaction: the compaction events between two
+    decisions are one compaction of the history (one strategy or several); a decision on a message that
+    came back, other than compacting, starts the count over (as ``transitions.advance`` does)."""
+    answered = {c.n for c in run.calls if c.answered and c.purpose == "turn"}
+    events: list[tuple[int, int, At[Any]]] = sorted(
+        [(t.call, 0, t) for t in run.transitions] + [(c.call, 1, c) for c in run.compactions],
+        key=lambda item: (item[0], item[1]))
+    count, passing, out = 0, False, []
+    for call, is_compaction, item in events:
+        if is_compaction:
+            count += 0 if passing else 1
+            passing = True
+        else:
+            passing = False
+            if item.event.type != "Compact" and call in answered:
+                count = 0
+        out.append((call, count))
+    return out
+
+
+def in_a_row_after(run: Run, series: Series) -> list[tuple[int, int]]:
+    """(call, count in a row after that call's decisions) for a series bounded in a row.
+
+    A transition event records the loop's counters as they were when it was decided: after a decision that
+    adds to the count (a continuation, a retry, ...) it is one more; after any other, it is what the next
+    decision records (the loop may start the count over between the two)."""
+    field_name = series.in_a_row
+    assert field_name is not None, series
+    if field_name == "consecutive_compactions":
+        return _compactions_in_a_row(run)
+    recorded = [(t.call, getattr(t.event, field_name), t) for t in run.transitions]
+    out: list[tuple[int, int]] = []
+    adds = IN_A_ROW_BRANCHES[field_name]
+    for i, (call, before, t) in enumerate(recorded):
+        if t.event.branch in adds:
+            after = None if before is None else before + 1
+        elif i + 1 < len(recorded):
+            after = recorded[i + 1][1]
+        else:   # the run ended: where the count stood, or after a completion (which starts every count over) 0
+            after = before if t.event.type == TERMINAL_TYPE else 0
+        out.append((call, int(after or 0)))
+    return out
+
+
+def _step_values(points: list[tuple[int, int]], xs: list[int]) -> list[int]:
+    """The value at each x: the last point's at or before it (0 before the first)."""
+    values, value, k = [], 0, 0
+    for x in xs:
+        while k < len(points) and points[k][0] <= x:
+            value = points[k][1]
+            k += 1
+        values.append(value)
+    return values
+
+
 def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True) -> None:
+    """One counter's series over the calls against its limits: a total for a limit per run, the count in a
+    row for a limit in a row (which a run's total may pass without ever reaching it)."""
     last = run.last_call
     xs = list(range(0, last + 1))
     top = 1
-    counts: list[list[int]] = []
+    drawn: list[list[int]] = []
     for series, style in zip(counter.series, SERIES_STYLES, strict=False):
         hits = _occurrences(run, series.what)
-        counts.append(hits)
-        ys = [run.count_until(hits, x) for x in xs]
-        top = max(top, ys[-1] if ys else 0)
-        ax.step(xs, ys, where="post", label=f"{series.label} ({len(hits)})", linewidth=1.6, color=style["color"])
+        if series.in_a_row:
+            ys = _step_values(in_a_row_after(run, series), xs)
+            label = f"{series.label} in a row ({len(hits)} in all)"
+        else:
+            ys = [run.count_until(hits, x) for x in xs]
+            label = f"{series.label} ({len(hits)})"
+        drawn.append(ys)
+        top = max(top, max(ys, default=0))
+        ax.step(xs, ys, where="post", label=label, linewidth=1.6, color=style["color"])
         marks = sorted(set(hits))
-        ax.plot(marks, [run.count_until(hits, x) for x in marks], linestyle="none", markersize=4, **style)
+        marks = [x for x in marks if 0 <= x < len(ys)]
+        ax.plot(marks, [ys[x] for x in marks], linestyle="none", markersize=4, **style)
         limit = run.limits.get(series.limit_key) if series.limit_key else None
-        if limit and series.in_a_row:  # the run's total may pass a limit on a count in a row: no line to cross
-            ax.plot([], [], linestyle="none", label=f"{series.limit_label} = {limit} (drawn: the total)")
-        elif limit:
+        if limit:
             ax.axhline(limit, color=style["color"] if len(counter.series) > 1 else LIMIT_COLOR, linestyle="--",
                        linewidth=1, label=f"{series.limit_label} = {limit}")
             top = max(top, limit)
         elif series.limit_key == "max_turns":
             ax.plot([], [], linestyle="none", label="(no max_turns set)")
     for i, t in enumerate(_ended_at(run, counter)):
-        at = max(run.count_until(hits, t.call) for hits in counts)
+        at = max((ys[t.call] for ys in drawn if 0 <= t.call < len(ys)), default=0)
         ax.plot([t.call], [at], marker="X", color=ERROR_COLOR, markersize=9, linestyle="none",
                 label="the run ended here" if i == 0 else None)
     ax.set_title(counter.title, loc="left", fontsize=9, y=1.0)
@@ -635,7 +707,7 @@ def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True
     ax.legend(loc="upper left", fontsize=7, frameon=False, handlelength=1.6)
 
 
-RECOVERY_HEADING = "Recoveries so far (cumulative) against their limits"
+RECOVERY_HEADING = "Recoveries so far against their limits: totals per run, counts in a row"
 NO_RECOVERIES = "no recoveries in this run: nothing was retried, escalated, continued, compacted or blocked"
 
 
