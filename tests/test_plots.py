@@ -297,3 +297,14 @@ def test_counts_in_a_row_rise_and_start_over_as_the_loop_counts_them():
     assert in_a_row("api_errors", "API retries and fallbacks") == [(1, 1), (2, 2), (3, 3), (4, 0)]
     assert in_a_row("prompt_too_long", "compactions") == [(1, 0), (2, 0), (3, 0), (4, 1), (5, 0)]
     assert in_a_row("pause_turn", "pause_turn continuations") == [(1, 1), (2, 0)]
+
+
+def test_the_recovery_budget_shows_counts_in_a_row_where_they_stand_now():
+    loop = scenario_loop("max_tokens_give_up")
+    loop.run()
+    text = axes_text(plots.overview(loop, dpi=30))
+    assert "max_tokens continuations in a row" in text and "3 / 3" in text and "max_tokens escalations" in text
+    loop = scenario_loop("api_errors")
+    loop.run()
+    text = axes_text(plots.overview(loop, dpi=30))
+    assert "API retries in a row" in text and "0 / 5" in text      # 3 retries, then a call that succeeded

@@ -841,15 +841,20 @@ def decision_path(frame: Any, *, save: str | os.PathLike | None = None, dpi: int
 # --- the recovery budget at a glance (the widget's live view) ---------------------------------------------
 
 def draw_budget(ax, run: Run) -> None:
-    """One horizontal bar per bounded count: how much of its limit the run has used so far."""
+    """One horizontal bar per bounded count: how much of its limit the run has used so far (a total for a
+    limit per run, the current count in a row for a limit in a row)."""
     ax.set_title("Recovery budget used", loc="left", fontsize=11, y=1.0)
     labels, used, limits = [], [], []
     for counter in COUNTERS:
         for series in counter.series:
             if series.limit_key is None:
                 continue
-            labels.append(series.budget_label or series.label)
-            used.append(len(_occurrences(run, series.what)))
+            labels.append((series.budget_label or series.label) + (" in a row" if series.in_a_row else ""))
+            if series.in_a_row:   # where the count in a row stands now, against its limit in a row
+                now = in_a_row_after(run, series)
+                used.append(now[-1][1] if now else 0)
+            else:
+                used.append(len(_occurrences(run, series.what)))
             limits.append(run.limits.get(series.limit_key))
     ys = list(range(len(labels)))
     shares = [min(n / lim, 1.0) if lim else 0.0 for n, lim in zip(used, limits, strict=True)]
