@@ -649,3 +649,11 @@ def test_a_compaction_share_outside_zero_to_one_is_refused(name):
 
     with pytest.raises(ConfigError, match=f"Limits.{name} must be a share above 0 and at most 1"):
         Limits(**{name: 1.5})
+
+
+def test_the_retry_jitter_is_a_bound_of_the_limits():
+    from agentlab.core.errors import ConfigError
+
+    assert Limits().backoff_jitter == 0.25
+    with pytest.raises(ConfigError, match="Limits.backoff_jitter must be a finite share of the delay"):
+        Limits(backoff_jitter=-1)

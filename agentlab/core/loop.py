@@ -630,7 +630,7 @@ class AgentLoop:
             self.meter.base -= int((message.get("usage") or {}).get("output_tokens") or 0)
         match t:
             case Retry():                                                                   # row 0
-                delay = t.delay * (1 + 0.25 * self._rng.random()) if t.delay else 0.0
+                delay = t.delay * (1 + self.limits.backoff_jitter * self._rng.random()) if t.delay else 0.0
                 if t.switch_model:
                     self.trace.emit(Fallback(from_model=before.model, to_model=t.switch_model, cause="overloaded"),
                                     self.requests)

@@ -126,6 +126,7 @@ class Limits:
     backoff_base: float = 0.5
     backoff_cap: float = 32.0
     retry_after_cap: float = 60.0
+    backoff_jitter: float = 0.25              # a retry waits its delay times 1 to 1 + this (random, seeded)
     context_window: int = DEFAULT_CONTEXT_WINDOW  # tokens the loop plans with
     compact_threshold: float | None = None    # compact before a call once the context is this full (None: never)
     reactive_shrink: float = 0.5              # after a "does not fit": keep at most this share of the history...
@@ -152,6 +153,9 @@ class Limits:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ConfigError(f"Limits.{name} must be None or a model name; got {value!r}")
+        jitter = self.backoff_jitter
+        if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0 <= jitter < float("inf"):
+            raise ConfigError(f"Limits.backoff_jitter must be a finite share of the delay, 0 or more; got {jitter!r}")
         for name in ("reactive_shrink", "compact_margin", "proactive_target", "proactive_enough"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
