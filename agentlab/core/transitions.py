@@ -4,8 +4,11 @@ and from (state, transition) to the next state.
 Nothing here calls a model, a tool or a hook. ``decide()`` reads one outcome (a Message, or a failed call)
 and returns one small frozen dataclass naming the branch of the decision table and what to do next; the loop
 in ``loop.py`` performs it. ``check_turns()`` (row 9, before every call) and ``after_stop_hooks()`` (row 10,
-after a completion) are the two gates around it. ``advance()`` and the other ``after_*`` functions own every
-counter of ``LoopState``: the loop never counts for itself, and its ``Result`` is read off the final state.
+after a completion) are the two gates around it; ``completion_stands()``, ``stop_hook_said_stop()``,
+``prompt_hook_stop()``, ``tool_hook_stop()`` and ``context_give_up()`` are the ends that a hook or a failed
+compaction causes, and ``proactive_compaction_due()``, ``compaction_target()`` and ``compaction_enough()``
+say when and how far to compact. ``advance()`` and the other ``after_*`` functions own every counter of
+``LoopState``: the loop never counts for itself, and its ``Result`` is read off the final state.
 Stop reasons, branches, rows and result subtypes are ``Literal`` types: a branch name that is not in the
 table, or a transition kind the loop does not handle, is a type error. Every branch is reachable by grepping
 its name, e.g. ``"pause_turn"``.
