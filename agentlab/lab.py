@@ -29,11 +29,10 @@ from .core.loop import AgentLoop, Result
 from .core.paths import sandbox_dir
 from .core.tools import TestsState, ToolRegistry, demo_tools
 from .core.trace import Trace
-from .core.transitions import Limits
+from .core.transitions import DEFAULT_MODEL, Limits
 
 SANDBOX_DIR = sandbox_dir()
 PLACEHOLDER_KEY = "agentlab-placeholder-key"  # one of loop.PLACEHOLDER_KEYS: a server that ignores keys
-DEFAULT_MODEL = "claude-sonnet-4-6"
 
 _LIMIT_NAMES = frozenset(f.name for f in dataclasses.fields(Limits))
 _ALIASES = {"max_retries": "max_api_retries"}
@@ -180,7 +179,8 @@ class RunConfig:
                          trace=trace, compaction=self.compaction, stop_sequences=self.stop_sequences,
                          count_tokens=self.count_tokens, thinking=self.thinking, cache=self.cache, prices=self.prices,
                          server_tools=self.server_tools, **runtime)
-        loop.engine, loop.scenario, loop.config = engine, self.scenario, self
+        # the scenario the scripted model plays (with the loop's context window), when there is one
+        loop.engine, loop.scenario, loop.config = engine, engine.scenario if engine else self.scenario, self
         return loop
 
 

@@ -68,7 +68,7 @@ def test_thinking_and_cost_scenarios_async_carry_thinking_cache_and_cost():
         assert async_loop.engine.failures == [], (name, async_loop.engine.failures)
         assert async_result.cost_usd is not None and async_result.cost_usd == sync_result.cost_usd > 0
         bodies = [r.body for r in async_loop.engine.requests if r.body is not None]
-        assert all(any("cache_control" in json.dumps(m) for m in b["messages"]) for b in bodies), name
+        assert bodies and all(any("cache_control" in json.dumps(m) for m in b["messages"]) for b in bodies), name
     tool_use = run_both("thinking_tool_use")[2]
     first = [e.data["content"] for e in tool_use.trace if e.kind == "response"][0]
     second = [r.body for r in tool_use.engine.requests][1]

@@ -524,6 +524,18 @@ def test_refusal_leaves_a_valid_transcript(stream, case):
     assert validate_history(loop.result.messages) == []
 
 
+def test_refusal_keeps_thinking_and_redacted_thinking_blocks_alike(stream):
+    steps = [{"content": [{"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"},
+                          {"type": "thinking", "thinking": "I should not help with this."},
+                          text("I can't help with that.")], "stop_reason": "refusal"}]
+    loop = run(inline(steps, thinking=1024, max_tokens=2048), stream)
+    assert loop.result.subtype == "error_refusal"
+    kept = loop.result.messages[-1]
+    assert kept["role"] == "assistant"
+    assert [b["type"] for b in kept["content"]] == ["redacted_thinking", "thinking", "text"]
+    assert kept["content"][0]["data"] == "ZW5jcnlwdGVk"
+
+
 # --- the trace ---------------------------------------------------------------------------------------------
 
 def test_trace_is_written_and_flushed_event_by_event(tmp_path):

@@ -7,7 +7,10 @@ request bodies the backend received and the usage it answered with.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,7 @@ from agentlab.cli import main
 from agentlab.core.cost import PRICES_FILE, Price, call_cost, default_prices, format_cost, load_prices, usage_cost
 from agentlab.core.errors import ConfigError
 from agentlab.lab import scenario_loop
-from agentlab.core.loop import AgentLoop, Result, needs_streaming
+from agentlab.core.loop import NONSTREAMING_MAX_TOKENS, AgentLoop, Result, needs_streaming
 from agentlab.ui.plots import cost_overview, read_run
 from agentlab.backend.scenario import load_scenario, parse_scenario
 from agentlab.backend.scripted import ScenarioEngine, scripted_client, signature_for
@@ -255,7 +258,8 @@ def test_the_scripted_cache_is_deterministic_and_respects_the_minimum_length():
     again = [(c.cache_read, c.cache_write) for c in read_run(run("what_a_run_costs").trace).calls]
     assert first == again
     small = run("tool_use")   # every request is below 1024 tokens: nothing is cached
-    assert all(c.cache_tokens == 0 for c in read_run(small.trace).calls)
+    small_calls = read_run(small.trace).calls
+    assert len(small_calls) >= 2 and all(c.cache_tokens == 0 for c in small_calls)
     cache = PromptCache(min_tokens=0)
     request = with_breakpoints({"model": "m", "max_tokens": 10, "system": "s" * 400,
                                 "messages": [{"role": "user", "content": "hello"}]})
@@ -276,6 +280,42 @@ def test_the_price_table_is_dated_and_sourced_and_the_readme_says_so():
     assert table.price("claude-scripted") is None
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert table.checked in readme and "data/prices.yaml" in readme
+
+
+def readme_price_rows(readme: str) -> list[tuple[str, tuple[float, float, float, float]]]:
+    """The README's price table as (model, (input, cache write, cache read, output)) rows, one per model: a
+    row ``| `claude-sonnet-4-6`, `-4-5` | ...`` names claude-sonnet-4-6 and claude-sonnet-4-5."""
+    header = "| model | input | 5-minute cache write | cache read | output |"
+    assert header in readme, "the README's price table header"
+    lines = readme.split(header, 1)[1].splitlines()[2:]
+    rows = []
+    for line in itertools.takewhile(lambda text: text.startswith("|"), lines):
+        names, *prices = [cell.strip() for cell in line.strip("|").split("|")]
+        values = tuple(float(p.removeprefix("$")) for p in prices)
+        assert len(values) == 4, line
+        first, *others = [n.strip().strip("`") for n in names.split(",")]
+        family = re.sub(r"(-\d+)+$", "", first)
+        rows.append((first, values))
+        rows += [(family + other, values) for other in others]
+    return rows
+
+
+def test_every_price_the_readme_shows_is_the_one_in_the_price_file():
+    table = load_prices()
+    rows = readme_price_rows((REPO / "README.md").read_text(encoding="utf-8"))
+    assert len(rows) >= 5 and {"claude-sonnet-4-6", "claude-sonnet-4", "claude-opus-4-5"} <= {m for m, _ in rows}
+    for model, shown in rows:
+        price = table.price(model)
+        assert price is not None and price.model == model, f"README price row {model!r} is not in data/prices.yaml"
+        assert shown == (price.input, price.cache_write, price.cache_read, price.output), model
+
+
+def test_a_readme_price_row_that_differs_from_the_file_is_caught():
+    table = load_prices()
+    readme = (REPO / "README.md").read_text(encoding="utf-8").replace("| $3 | $3.75 |", "| $3 | $3.70 |", 1)
+    rows = dict(readme_price_rows(readme))
+    sonnet = table.price("claude-sonnet-4-6")
+    assert sonnet is not None and rows["claude-sonnet-4-6"][1] == 3.70 != sonnet.cache_write
 
 
 def test_call_cost_bills_each_part_of_the_prompt_at_its_own_price():
@@ -361,6 +401,29 @@ def test_the_sdk_refuses_a_large_non_streaming_request_and_the_loop_streams_it()
     assert needs_streaming(client, {"model": "claude-sonnet-4-6", "max_tokens": 64_000})
     assert not needs_streaming(client, {"model": "claude-sonnet-4-6", "max_tokens": 21_333})
     loop = AgentLoop(client, prompt="hi", max_tokens=64_000)
+    assert loop.run().subtype == "success" and engine.requests[-1].stream is True
+
+
+def test_without_the_sdks_private_check_the_documented_threshold_decides(monkeypatch):
+    """A newer or older SDK without ``_calculate_nonstreaming_timeout`` or ``anthropic._constants``: requests
+    over NONSTREAMING_MAX_TOKENS (21,333) are streamed, the SDK's own rule; a client not the SDK's never is."""
+    assert NONSTREAMING_MAX_TOKENS == 21_333
+    client = scripted_client(ScenarioEngine(load_scenario("end_turn")))
+    monkeypatch.setitem(sys.modules, "anthropic._constants", None)   # import fails: no per-model ceilings
+    assert needs_streaming(client, {"model": "claude-sonnet-4-6", "max_tokens": 64_000})
+    assert not needs_streaming(client, {"model": "claude-sonnet-4-6", "max_tokens": 21_333})
+    owner = next(c for c in type(client).__mro__ if "_calculate_nonstreaming_timeout" in vars(c))
+    monkeypatch.delattr(owner, "_calculate_nonstreaming_timeout")
+    assert not hasattr(client, "_calculate_nonstreaming_timeout")
+    assert needs_streaming(client, {"model": "claude-sonnet-4-6", "max_tokens": 21_334})
+    assert not needs_streaming(client, {"model": "claude-sonnet-4-6", "max_tokens": 21_333})
+    monkeypatch.setattr(anthropic.Anthropic, "_calculate_nonstreaming_timeout", lambda self, max_tokens: None,
+                        raising=False)   # a check with other arguments
+    assert needs_streaming(client, {"model": "claude-sonnet-4-6", "max_tokens": 64_000})
+    assert not needs_streaming(object(), {"model": "claude-sonnet-4-6", "max_tokens": 64_000})
+    monkeypatch.delattr(anthropic.Anthropic, "_calculate_nonstreaming_timeout")   # missing again
+    engine = ScenarioEngine(load_scenario("end_turn"))
+    loop = AgentLoop(scripted_client(engine), prompt="hi", max_tokens=64_000)
     assert loop.run().subtype == "success" and engine.requests[-1].stream is True
 
 

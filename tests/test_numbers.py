@@ -75,7 +75,7 @@ def test_the_max_tokens_counts_agree_everywhere(name: str, tmp_path: Path) -> No
                                  "the limit is 3 continuations in a row.")
         ended = loop.trace.of_kind("transition")[-1].data
         assert ended["branch"] == "max_tokens_give_up"
-        assert (ended["escalations"], ended["continuations"]) == (escalations, continuations)
+        assert (ended["escalations"], ended["continuations_in_a_row"]) == (escalations, continuations)
 
 
 def test_a_cut_tool_call_after_the_escalation_ends_the_run_and_says_why() -> None:

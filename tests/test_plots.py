@@ -218,10 +218,37 @@ def test_recoveries_count_against_their_limits(frames):
     assert counts["pause_turn continuations", "continuations"] == 0
     text = axes_text(plots.recovery_attempts(frames["max_tokens_give_up"], dpi=30))
     assert "escalations: limit per run = 1" in text and "continuations: limit in a row = 3" in text
+    assert "continuations in a row (3 in all)" in text
     assert "the run ended here" in text
     assert "pause_turn continuations" not in text   # a counter the run never moved gets no panel
     capped = axes_text(plots.recovery_attempts(frames["stop_hook_cap"], dpi=30))
-    assert "blocks fed back (8)" in capped and "cap in a row = 8" in capped and "the run ended here" in capped
+    assert "blocks fed back (8)" in capped and "cap per run = 8" in capped and "the run ended here" in capped
+
+
+def test_two_rounds_of_cut_offs_are_drawn_in_a_row_under_their_limit():
+    """Cut twice, a tool call, cut twice again: four continuations in all, never more than two in a row, and
+    the run succeeds. The panel draws the count in a row (at most 2) under the limit in a row (3), not the
+    total (4) above it."""
+    cut = {"content": [{"type": "text", "text": "part of the answer"}], "stop_reason": "max_tokens"}
+    steps = [cut, cut, cut,
+             {"content": [{"type": "tool_use", "name": "calculator", "input": {"expression": "2 + 2"}}],
+              "stop_reason": "tool_use"},
+             cut, cut, {"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}]
+    scenario = parse_scenario({"name": "two_rounds", "description": "two rounds of cut-offs", "tools": "demo",
+                               "steps": steps}, "two_rounds.yaml")
+    loop = scenario_loop(scenario)
+    result = loop.run()
+    assert (result.subtype, result.escalations, result.continuations) == ("success", 1, 4)
+    in_a_row = [e.payload.continuations_in_a_row for e in loop.trace.of_kind("transition")]
+    assert max(c for c in in_a_row if c is not None) == 2 < loop.limits.max_continuations
+    fig = plots.recovery_attempts(loop, dpi=30)
+    text = axes_text(fig)
+    assert "continuations in a row (4 in all)" in text and "continuations: limit in a row = 3" in text
+    panel = next(ax for ax in fig.axes if ax.get_title(loc="left") == "max_tokens: escalations and continuations")
+    lines = {line.get_label(): list(line.get_ydata()) for line in panel.get_lines()}
+    continued = lines["continuations in a row (4 in all)"]
+    assert max(continued) == 2 and continued.count(0) >= 2     # up to 2, back to 0 after the tool call, up again
+    assert lines["continuations: limit in a row = 3"] == [3, 3] and lines["escalations (1)"][-1] == 1
 
 
 def test_a_run_without_recoveries_says_so_in_one_line():
@@ -256,3 +283,28 @@ class _StopPrompt:
 
         return SimpleNamespace(stop_loop=True, blocked=False, stop_reason="prompt rejected in a test", reason=None,
                                additional_context=[], runs=[])
+
+
+def test_counts_in_a_row_rise_and_start_over_as_the_loop_counts_them():
+    """Retries in a row climb with each failed attempt and are 0 once a call succeeds; a compaction counts one
+    until a call answers; pauses start over after the reply that finishes the turn."""
+    def in_a_row(name: str, title: str) -> list[tuple[int, int]]:
+        loop = scenario_loop(name)
+        loop.run()
+        series = next(c for c in plots.COUNTERS if c.title == title).series[0]
+        return plots.in_a_row_after(plots.read_run(loop), series)
+
+    assert in_a_row("api_errors", "API retries and fallbacks") == [(1, 1), (2, 2), (3, 3), (4, 0)]
+    assert in_a_row("prompt_too_long", "compactions") == [(1, 0), (2, 0), (3, 0), (4, 1), (5, 0)]
+    assert in_a_row("pause_turn", "pause_turn continuations") == [(1, 1), (2, 0)]
+
+
+def test_the_recovery_budget_shows_counts_in_a_row_where_they_stand_now():
+    loop = scenario_loop("max_tokens_give_up")
+    loop.run()
+    text = axes_text(plots.overview(loop, dpi=30))
+    assert "max_tokens continuations in a row" in text and "3 / 3" in text and "max_tokens escalations" in text
+    loop = scenario_loop("api_errors")
+    loop.run()
+    text = axes_text(plots.overview(loop, dpi=30))
+    assert "API retries in a row" in text and "0 / 5" in text      # 3 retries, then a call that succeeded

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from agentlab.core.events import EVENT_KINDS, PAYLOADS, ApiError, RetryEvent, payload_from_data
+from agentlab.core.events import EVENT_KINDS, PAYLOADS, ApiError, RetryEvent, TransitionEvent, payload_from_data
 from agentlab.core.trace import Trace
 from agentlab.lab import scenario_loop
 
@@ -76,6 +76,19 @@ def test_a_trace_line_written_before_typed_events_reads_back(tmp_path):
     assert isinstance(event.payload, RetryEvent) and event.payload.attempt == 1
     assert event.payload.extra == {"client_action": "retry"}
     assert json.loads(event.to_json()) == line
+
+
+def test_a_transition_written_with_the_old_names_of_the_in_a_row_counts_reads_back():
+    old = {"branch": "max_tokens_continue", "row": "3", "continuations": 2, "pause_continuations": 1}
+    payload = payload_from_data("transition", old)
+    assert isinstance(payload, TransitionEvent)
+    assert (payload.continuations_in_a_row, payload.pauses_in_a_row) == (2, 1) and payload.extra == {}
+    data = payload.to_data()
+    assert "continuations" not in data and data["continuations_in_a_row"] == 2 and data["pauses_in_a_row"] == 1
+    loop = scenario_loop("max_tokens_give_up")
+    loop.run()
+    ended = loop.trace.of_kind("transition")[-1].payload
+    assert isinstance(ended, TransitionEvent) and ended.continuations_in_a_row == 3 == loop.result.continuations
 
 
 def test_an_unknown_event_kind_is_a_clear_error(tmp_path):

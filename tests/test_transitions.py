@@ -588,3 +588,72 @@ def test_all_decide_branches_are_reachable():
     }
     loop_only = {"hook_stop"}  # a hook's continue: false, applied by the loop
     assert {branch for _, branch, _ in ROWS} - loop_only <= seen
+
+
+# --- the choices around decide(): ends caused by effects, and compaction -----------------------------------
+
+def test_the_ends_an_effect_causes_are_made_here_not_in_the_loop():
+    from agentlab.core.transitions import context_give_up, prompt_hook_stop, stop_hook_said_stop, tool_hook_stop
+
+    assert (prompt_hook_stop("no").branch, prompt_hook_stop("no").subtype) == ("hook_stop", "error_during_execution")
+    assert tool_hook_stop("enough").message == "Stopped by a hook: enough"
+    said = stop_hook_said_stop("all done")
+    assert (said.branch, said.subtype, said.message) == ("hook_stop", "success", "all done")
+    assert stop_hook_said_stop(None).message == ""
+    gave_up = context_give_up("nothing to shrink")
+    assert (gave_up.branch, gave_up.subtype, gave_up.reason) == ("context_give_up", "error_context_window",
+                                                                 "nothing to shrink")
+
+
+def test_a_completion_that_stands_is_recorded_once():
+    from agentlab.core.transitions import Complete, completion_stands
+
+    assert completion_stands(Complete("complete", "end_turn with no tool_use")) is None
+    after_sequence = completion_stands(Complete("stop_sequence", "matched"))
+    assert after_sequence is not None and after_sequence.branch == "complete"
+    assert completion_stands(None) is not None
+
+
+def test_compaction_targets_and_when_to_stop_come_from_the_limits():
+    from agentlab.core.transitions import compaction_enough, compaction_target, fit_ratio
+
+    assert fit_ratio("prompt is too long: 250000 tokens > 200000 maximum") == 0.8
+    assert fit_ratio("no numbers") == 0.5
+    # reactive: at most half of the history (or what the server said fits), less a 10% margin
+    assert compaction_target("prompt_too_long", 10_000, "prompt is too long: 400 tokens > 100 maximum", LIMITS) \
+        == int(10_000 * 0.25 * 0.9)
+    assert compaction_target("context_window", 10_000, "", LIMITS) == 4500
+    assert compaction_target("context_window", 10_000, "", replace(LIMITS, reactive_shrink=0.3)) == 2700
+    proactive = replace(LIMITS, context_window=100_000, compact_threshold=0.5)
+    assert compaction_target("proactive", 99_999, "", proactive) == 30_000
+    assert compaction_enough("context_window", 4500, 4500, 0, LIMITS)
+    assert not compaction_enough("context_window", 4501, 4500, 0, LIMITS)
+    assert compaction_enough("proactive", 0, 30_000, 45_000, proactive)       # 0.9 of the threshold
+    assert not compaction_enough("proactive", 0, 30_000, 45_001, proactive)
+
+
+def test_proactive_compaction_is_due_past_the_threshold_only():
+    from agentlab.core.transitions import proactive_compaction_due
+
+    limits = replace(LIMITS, context_window=1000, compact_threshold=0.5)
+    assert proactive_compaction_due(501, 3, -1, limits)
+    assert not proactive_compaction_due(500, 3, -1, limits)
+    assert not proactive_compaction_due(900, 2, -1, limits)          # too short a history to compact
+    assert not proactive_compaction_due(900, 3, 3, limits)           # nothing new since it found nothing to do
+    assert not proactive_compaction_due(10**6, 9, -1, LIMITS)        # no threshold: never
+
+
+@pytest.mark.parametrize("name", ["reactive_shrink", "compact_margin", "proactive_target", "proactive_enough"])
+def test_a_compaction_share_outside_zero_to_one_is_refused(name):
+    from agentlab.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"Limits.{name} must be a share above 0 and at most 1"):
+        Limits(**{name: 1.5})
+
+
+def test_the_retry_jitter_is_a_bound_of_the_limits():
+    from agentlab.core.errors import ConfigError
+
+    assert Limits().backoff_jitter == 0.25
+    with pytest.raises(ConfigError, match="Limits.backoff_jitter must be a finite share of the delay"):
+        Limits(backoff_jitter=-1)

@@ -48,3 +48,29 @@ def test_a_transition_kind_the_loop_does_not_handle_fails_type_checking(tmp_path
                           text=True, timeout=900)
     assert proc.returncode == 1, proc.stdout
     assert 'agentlab/core/loop.py' in proc.stdout and '"assert_never" has incompatible type "Teleport"' in proc.stdout
+
+
+def test_a_misspelt_stop_reason_or_branch_fails_type_checking(tmp_path):
+    """Stop reasons and branches are Literal types: a typo in the decision, in a plot's counters or in the
+    replay's map of branches is a mypy error, not a branch that silently never fires."""
+    shutil.copytree(REPO / "agentlab", tmp_path / "agentlab", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    typos = {
+        "core/transitions.py": ('if stop_reason == "refusal":', 'if stop_reason == "refusall":'),
+        "ui/plots.py": ('("escalations", ("max_tokens_escalate",', '("escalations", ("max_token_escalate",'),
+        "observatory/replay.py": ('"api_retry": "Retry",', '"api_retyr": "Retry",'),
+    }
+    for name, (right, wrong) in typos.items():
+        path = tmp_path / "agentlab" / name
+        source = path.read_text()
+        assert source.count(right) == 1, (name, right)
+        path.write_text(source.replace(right, wrong))
+    cache = REPO / ".mypy_cache" / "misspelt-literals"
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(cache)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stdout
+    errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
+    assert any(line.startswith("agentlab/core/transitions.py") and "refusall" in line for line in errors), errors
+    assert any(line.startswith("agentlab/ui/plots.py") for line in errors), errors
+    assert any(line.startswith("agentlab/observatory/replay.py") and "api_retyr" in line for line in errors), errors
+    assert len(errors) == 3, errors

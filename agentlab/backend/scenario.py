@@ -20,13 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..core.errors import ScenarioError
 from ..core.hooks import FileTooLarge, NotAFile, read_small_file
 from ..core.paths import scenarios_dir
+from ..core.transitions import DEFAULT_MODEL, STOP_REASONS
 
 SCENARIO_DIR = scenarios_dir()
 
-KNOWN_STOP_REASONS = (
-    "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn",
-    "model_context_window_exceeded", "compaction",
-)
+KNOWN_STOP_REASONS = STOP_REASONS   # the core's Literal; unknown_stop_reason: true lets a scenario send another
 
 
 class _Strict(BaseModel):
@@ -274,7 +272,7 @@ class Scenario(_Strict):
     row: str | None = None
     prompt: str = "Hello"
     system: str | None = None
-    model: str = "claude-sonnet-4-6"
+    model: str = DEFAULT_MODEL
     max_tokens: int = Field(default=1024, ge=1)
     thinking: int | None = Field(default=None, ge=1024)  # extended thinking budget_tokens for runs of this scenario
     cache_min_tokens: int = Field(default=1024, ge=0)  # the shortest prefix the scripted prompt cache keeps

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.caching import PromptCache
-from ..core.compaction import estimate_tokens
+from ..core.compaction import estimate_tokens, text_blocks
 from .scenario import (
     ErrorSpec,
     Reply,
@@ -434,8 +434,7 @@ def normalise_request(request: dict[str, Any]) -> dict[str, Any]:
         return request
     out = dict(request)
     original = request.get("system")
-    blocks: list[Any] = list(original) if isinstance(original, list) else \
-        [{"type": "text", "text": original}] if isinstance(original, str) and original else []
+    blocks: list[Any] = text_blocks(original) if isinstance(original, str | list) and original else []
     out["messages"] = []
     for m in messages:
         if isinstance(m, dict) and m.get("role") == "system":

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .compaction import text_blocks
+
 EPHEMERAL = {"type": "ephemeral"}
 LOOKBACK_BLOCKS = 20          # the API looks for hits this many blocks before each breakpoint
 UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})  # blocks that cannot carry cache_control
@@ -37,16 +39,14 @@ def with_breakpoints(params: dict[str, Any]) -> dict[str, Any]:
         out["tools"][-1]["cache_control"] = dict(EPHEMERAL)
     system = params.get("system")
     if system:
-        marked: list[dict[str, Any]] = ([{"type": "text", "text": system}] if isinstance(system, str)
-                                        else copy.deepcopy(list(system)))
+        marked: list[dict[str, Any]] = copy.deepcopy(text_blocks(system))
         marked[-1]["cache_control"] = dict(EPHEMERAL)
         out["system"] = marked
     messages = params.get("messages") or []
     if messages:
         last = dict(messages[-1])
         content = last.get("content")
-        blocks: list[dict[str, Any]] = ([{"type": "text", "text": content}] if isinstance(content, str)
-                                        else [dict(b) for b in content or []])
+        blocks: list[dict[str, Any]] = [dict(b) for b in text_blocks(content)]
         for block in reversed(blocks):
             if block.get("type") not in UNCACHEABLE and not (block.get("type") == "text" and not block.get("text")):
                 block["cache_control"] = dict(EPHEMERAL)
@@ -94,7 +94,7 @@ def _flatten(request: dict[str, Any]) -> list[tuple[str, str, bool]]:
             continue
         role = str(message.get("role"))
         content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        blocks = text_blocks(content)
         for i, block in enumerate(blocks):
             marked = isinstance(block, dict) and "cache_control" in block
             # the role and a message boundary belong to the prefix: the same text as user or assistant differs

@@ -43,6 +43,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+DEFAULT_CONTEXT_WINDOW = 200_000   # tokens: the window the loop plans with unless told otherwise
+
 __all__ = [
     "DEFAULT_CHAIN",
     "STRATEGIES",
@@ -142,7 +144,7 @@ class ContextMeter:
     (linear in the request it is given).
     """
 
-    def __init__(self, window: int = 200_000) -> None:
+    def __init__(self, window: int = DEFAULT_CONTEXT_WINDOW) -> None:
         if window <= 0:
             raise ValueError(f"window must be positive, got {window}")
         self.window = window
@@ -262,9 +264,15 @@ def text_blocks(content: Any) -> list[Any]:
     return list(content or [])
 
 
-def _blocks(message: Message) -> list[Any]:
-    content = message.get("content")
-    return content if isinstance(content, list) else []
+def message_blocks(message: Any) -> list[dict[str, Any]]:
+    """The content blocks of a message (a dict, or an SDK Message whose blocks are converted) as dicts; string
+    or missing content has none, and a list item that is not a block is left out."""
+    if message is None:
+        return []
+    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
+    if not isinstance(content, list):
+        return []
+    return [b if isinstance(b, dict) else b.to_dict() for b in content if isinstance(b, dict) or hasattr(b, "to_dict")]
 
 
 def _snippet(text: str) -> str:
@@ -280,7 +288,7 @@ def _tool_names(message: Message | None) -> dict[str, str]:
         return {}
     return {
         str(b.get("id")): str(b.get("name", "?"))
-        for b in _blocks(message)
+        for b in message_blocks(message)
         if isinstance(b, dict) and b.get("type") == "tool_use"
     }
 
@@ -329,7 +337,7 @@ def _removable_turns(messages: list[Message], starts: list[int], keep_last_turns
     keep = keep_last_turns
     if starts and starts[-1] == len(messages) - 1:
         last = messages[-1]
-        if any(isinstance(b, dict) and b.get("type") == "tool_use" for b in _blocks(last)):
+        if any(isinstance(b, dict) and b.get("type") == "tool_use" for b in message_blocks(last)):
             keep = max(keep, 1)
     return max(len(starts) - keep, 0)
 
@@ -392,7 +400,7 @@ def clear_tool_results(
         (i, j)
         for i, msg in enumerate(messages)
         if msg.get("role") == "user"
-        for j, block in enumerate(_blocks(msg))
+        for j, block in enumerate(message_blocks(msg))
         if isinstance(block, dict) and block.get("type") == "tool_result"
     ]
     candidates = locations[: max(len(locations) - keep_last, 0)]
@@ -579,7 +587,7 @@ def summarize(
         )
 
     removed: list[str] = []
-    if any(_is_summary_block(b) for b in _blocks(messages[0])):
+    if any(_is_summary_block(b) for b in message_blocks(messages[0])):
         removed.append("request: earlier summary (replaced by the new one)")
     removed.extend(_describe_span(messages, 1, starts[0], 0))  # nudges that followed the request
     for k in range(n_summarised):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeAlias, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 EventKind = Literal["start", "request", "response", "api_error", "retry", "fallback", "transition", "append",
                     "tool", "hook", "compaction", "result"]
@@ -152,20 +152,30 @@ class TransitionEvent(Payload):
     """``decide()`` (or a gate) chose a branch of the decision table; the state counters as they were."""
 
     kind: ClassVar[EventKind] = "transition"
-    branch: str = ""
+    branch: str = ""                      # a Branch for agentlab's runs; a replay adds the client's own (resend, ...)
     row: str = ""
     reason: str = ""
     type: str = ""
-    subtype: str | None = None
+    subtype: str | None = None            # a Subtype for agentlab's runs; a replayed client's own label
     num_turns: int = 0
     max_tokens: int | None = None
     model: str | None = None
     escalations: int | None = None        # resends with a higher max_tokens so far in the run
-    continuations: int | None = None      # continuations in a row after max_tokens
+    continuations_in_a_row: int | None = None   # continuations after max_tokens since the last reply not cut
     consecutive_compactions: int | None = None
     api_attempts: int | None = None
-    stop_hook_blocks: int | None = None
-    pause_continuations: int | None = None
+    stop_hook_blocks: int | None = None   # Stop-hook blocks fed back so far in the run
+    pauses_in_a_row: int | None = None    # pause_turn continuations since the last other reply
+
+    # the names these in-a-row counts had in traces written before (the Result's totals keep theirs)
+    OLD_NAMES: ClassVar[Mapping[str, str]] = {"continuations": "continuations_in_a_row",
+                                              "pause_continuations": "pauses_in_a_row"}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Payload:
+        renamed = {cls.OLD_NAMES.get(k, k): v for k, v in data.items()
+                   if k not in cls.OLD_NAMES or cls.OLD_NAMES[k] not in data}   # a new name wins over its old one
+        return super().from_data(renamed)
 
 
 @dataclass(frozen=True)
@@ -233,7 +243,7 @@ class ResultEvent(Payload):
 
     kind: ClassVar[EventKind] = "result"
     type: str = "result"
-    subtype: str = ""
+    subtype: str = ""                     # a Subtype for agentlab's runs; a replayed client's own label
     is_error: bool = False
     num_turns: int = 0
     stop_reason: str | None = None
@@ -253,9 +263,6 @@ class ResultEvent(Payload):
     cost_usd: float | None = None         # None when a model of the run has no price (see unpriced_models)
     unpriced_models: Sequence[str] = ()
 
-
-EventPayload: TypeAlias = (Start | Request | Response | ApiError | RetryEvent | Fallback | TransitionEvent | Append
-                           | ToolRun | HookEvent | CompactionEvent | ResultEvent)
 
 PAYLOADS: dict[EventKind, type[Payload]] = {cls.kind: cls for cls in (
     Start, Request, Response, ApiError, RetryEvent, Fallback, TransitionEvent, Append, ToolRun, HookEvent,

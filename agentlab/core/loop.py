@@ -13,8 +13,10 @@ cache breakpoints too. A request goes as a stream when ``stream=True`` or when t
 (``cost.py``), so the Result and the trace carry ``cost_usd``.
 
 ``step()`` makes one model call (sending the request, retrying it, or compacting first) and performs the
-transition that follows. The choices (which branch, and every counter) are the pure functions of
-``transitions.py``; the loop keeps the latest ``LoopState``, the history and the trace, and derives its
+transition that follows. The choices are the pure functions of ``transitions.py``: which branch after a
+call (``decide``), the gates around it (``check_turns``, ``after_stop_hooks``), the ends an effect causes (a
+hook that stops the run, a history that cannot be compacted), when and how far to compact, and every counter.
+The loop performs them: it keeps the latest ``LoopState``, the history and the trace, and derives its
 ``Result`` from the final state.
 """
 
@@ -26,7 +28,6 @@ import functools
 import math
 import os
 import random
-import re
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
@@ -59,6 +60,7 @@ from .hooks import HookOutcome, Hooks
 from .tools import ToolOutcome, ToolRegistry
 from .trace import Event, Trace, surrogate_note, without_lone_surrogates
 from .transitions import (
+    DEFAULT_MODEL,
     MAX_TURNS_MARKER,
     SUBTYPES,
     Clamp,
@@ -84,12 +86,21 @@ from .transitions import (
     after_compaction,
     after_stop_hooks,
     check_turns,
+    compaction_enough,
+    compaction_target,
+    completion_stands,
+    context_give_up,
     decide,
     finish,
     note_cost,
     note_request,
     note_success,
     note_usage,
+    proactive_compaction_due,
+    prompt_hook_stop,
+    stop_hook_said_stop,
+    text_of,
+    tool_hook_stop,
 )
 
 __all__ = ["PLACEHOLDER_KEYS", "SUBTYPES", "AgentLoop", "Result", "StepReport", "needs_streaming"]
@@ -104,7 +115,7 @@ PLACEHOLDER_KEYS = frozenset({"scripted-offline-key", "agentlab-placeholder-key"
 class Result:
     """The run's outcome, shaped like the Claude Agent SDK's result message."""
 
-    subtype: str
+    subtype: str                       # a Subtype (transitions.py); read from a replayed client, its own label
     is_error: bool
     num_turns: int
     stop_reason: str | None
@@ -140,22 +151,28 @@ class Result:
             cost_usd=state.run_cost, unpriced_models=list(state.unpriced_models))
 
     @classmethod
-    def from_event(cls, data: dict[str, Any]) -> Result:
-        """A Result from a ``result`` event's payload (a trace read back, or a replayed client run).
+    def from_event(cls, data: dict[str, Any] | ResultEvent) -> Result:
+        """A Result from a ``result`` event's payload (a trace read back, or a replayed client run), typed or
+        in its JSONL form.
 
         Fields the payload lacks take neutral values: no counts, no model, no messages.
         """
-        counts = ("escalations", "continuations", "compactions", "retries", "fallbacks", "pause_continuations",
-                  "nudges", "stop_hook_blocks")
-        values: dict[str, Any] = {name: int(data.get(name) or 0) for name in counts}
-        cost = data.get("cost_usd")
+        if not isinstance(data, ResultEvent):
+            if "subtype" not in data or "is_error" not in data:
+                raise ValueError("a result event needs a subtype and is_error")
+            data = cast(ResultEvent, ResultEvent.from_data(data))
+        p = data
+        cost = p.cost_usd
         return cls(
             cost_usd=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
-            unpriced_models=[str(m) for m in data.get("unpriced_models") or []],
-            subtype=str(data["subtype"]), is_error=bool(data["is_error"]), num_turns=int(data.get("num_turns") or 0),
-            stop_reason=data.get("stop_reason"), stop_sequence=data.get("stop_sequence"),
-            result=str(data.get("result") or ""), usage=dict(data.get("usage") or {}),
-            model=str(data.get("model") or ""), requests=int(data.get("requests") or 0), **values)
+            unpriced_models=[str(m) for m in p.unpriced_models or []],
+            subtype=str(p.subtype), is_error=bool(p.is_error), num_turns=int(p.num_turns or 0),
+            stop_reason=p.stop_reason, stop_sequence=p.stop_sequence, result=str(p.result or ""),
+            usage=dict(p.usage or {}), model=str(p.model or ""), requests=int(p.requests or 0),
+            escalations=int(p.escalations or 0), continuations=int(p.continuations or 0),
+            compactions=int(p.compactions or 0), retries=int(p.retries or 0), fallbacks=int(p.fallbacks or 0),
+            pause_continuations=int(p.pause_continuations or 0), nudges=int(p.nudges or 0),
+            stop_hook_blocks=int(p.stop_hook_blocks or 0))
 
     def to_dict(self, *, with_messages: bool = False) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "messages"}
@@ -239,7 +256,7 @@ class AgentLoop:
         *,
         prompt: str | None = None,
         messages: list[Message] | None = None,
-        model: str = "claude-sonnet-4-6",
+        model: str = DEFAULT_MODEL,
         system: str | None = None,
         tools: ToolRegistry | None = None,
         max_tokens: int = 1024,
@@ -480,7 +497,8 @@ class AgentLoop:
             return self._report(gate, first_event)
         if self.count_tokens:
             yield from self._count_context()
-        if self._pending_compaction or self._over_threshold():
+        if self._pending_compaction or proactive_compaction_due(self.meter.tokens, len(self.messages),
+                                                               self._proactive_gave_up_at, self.limits):
             trigger: CompactTrigger = self._pending_compaction or "proactive"
             self._pending_compaction = None
             end = yield from self._compact(trigger)
@@ -511,9 +529,7 @@ class AgentLoop:
         outcome = yield from self._hook("UserPromptSubmit", {"prompt": self.prompt})
         if outcome is not None:
             if outcome.stop_loop or outcome.blocked:
-                why = outcome.stop_reason or outcome.reason or "no reason given"
-                end = End("hook_stop", f"UserPromptSubmit hook stopped the prompt: {why}",
-                          subtype="error_during_execution", message=f"Prompt blocked by a hook: {why}")
+                end = prompt_hook_stop(outcome.stop_reason or outcome.reason or "no reason given")
                 self._end_with(end)
                 return end
             content += [{"type": "text", "text": c} for c in outcome.additional_context]
@@ -619,7 +635,7 @@ class AgentLoop:
             self.meter.base -= int((message.get("usage") or {}).get("output_tokens") or 0)
         match t:
             case Retry():                                                                   # row 0
-                delay = t.delay * (1 + 0.25 * self._rng.random()) if t.delay else 0.0
+                delay = t.delay * (1 + self.limits.backoff_jitter * self._rng.random()) if t.delay else 0.0
                 if t.switch_model:
                     self.trace.emit(Fallback(from_model=before.model, to_model=t.switch_model, cause="overloaded"),
                                     self.requests)
@@ -629,7 +645,8 @@ class AgentLoop:
                     yield Wait(delay)
             case End():                                                                     # the run ends
                 if t.subtype == "error_refusal":  # keep what was said, never an unanswered tool call
-                    self._merge_or_append_assistant([b for b in blocks if b.get("type") in ("text", "thinking")])
+                    self._merge_or_append_assistant([b for b in blocks if b.get("type") in
+                                                     ("text", "thinking", "redacted_thinking")])
                 self._end()
             case Compact():                                                                 # rows 0b, 4
                 self._pending_compaction = t.trigger
@@ -737,8 +754,7 @@ class AgentLoop:
             results[i] = self._tool_result(use, content, out.is_error, tool_input=tool_input)
         self._append({"role": "user", "content": [r for r in results if r is not None]})
         if stop is not None:
-            self._end_with(End("hook_stop", f"a hook ended the run: {stop}", subtype="error_during_execution",
-                               message=f"Stopped by a hook: {stop}"))
+            self._end_with(tool_hook_stop(stop))
 
     def _tool_result(self, use: dict[str, Any], content: str, is_error: bool, *, tool_input: Any = None,
                      hook: str | None = None) -> dict[str, Any]:
@@ -763,17 +779,17 @@ class AgentLoop:
 
     def _stop_hooks(self, blocks: list[dict[str, Any]]) -> Steps[None]:
         outcome = yield from self._hook("Stop", {"stop_hook_active": self.state.stop_hook_active,
-                                                 "last_assistant_message": _text_of(blocks)})
+                                                 "last_assistant_message": text_of(blocks)})
         if outcome is not None and outcome.stop_loop:
-            self._end_with(End("hook_stop", f"a Stop hook said continue: false: {outcome.stop_reason}",
-                               subtype="success", message=outcome.stop_reason or ""))
+            self._end_with(stop_hook_said_stop(outcome.stop_reason))
             return
         blocked = bool(outcome and outcome.blocked)
         verdict = after_stop_hooks(blocked, outcome.reason if outcome else None, self.state, self.limits)
         match verdict:
             case None:  # nothing blocked: the completion stands
-                if self.last_transition is None or self.last_transition.branch != "complete":
-                    self._emit_transition(Complete("complete", "no Stop hook blocked"))
+                stands = completion_stands(self.last_transition)
+                if stands is not None:
+                    self._emit_transition(stands)
                 self.state = finish(self.state, "success")
                 self._end()
             case HookBlocked():
@@ -786,23 +802,12 @@ class AgentLoop:
                 assert_never(verdict)
 
     # -- compaction ---------------------------------------------------------------------------------------
-    def _over_threshold(self) -> bool:
-        if self.compact_threshold is None or len(self.messages) < 3:
-            return False
-        if len(self.messages) == self._proactive_gave_up_at:  # nothing new since it last found nothing to do
-            return False
-        return self._near_threshold(1.0)
-
-    def _near_threshold(self, share: float) -> bool:
-        return self.compact_threshold is not None and \
-            self.meter.tokens > share * self.compact_threshold * self.context_window
-
     def _compact(self, trigger: CompactTrigger) -> Steps[End | None]:
         """Compact the history; None when the loop may send its request, an End when it cannot.
 
         Strategies run in the chain's order, starting further down it after repeated failures, and go on
-        down the chain until the history is under the target: at least halved after a reactive trigger, a
-        tenth under the threshold after a proactive one.
+        down the chain until ``transitions.compaction_enough`` says so, for the target that
+        ``transitions.compaction_target`` sets (both read their shares from ``Limits``).
         A proactive compaction that finds nothing to do is not an error: the request is sent as it is.
         """
         reactive = trigger != "proactive"
@@ -813,11 +818,7 @@ class AgentLoop:
                 return None
             return self._give_up_on_context(f"a PreCompact hook blocked compaction: {pre.reason}")
         level = self.state.consecutive_compactions
-        current = estimate_tokens(self.messages)
-        if reactive:  # the server said it does not fit: cut in proportion to what it reported, at least by half
-            target = int(current * min(0.5, _fit_ratio(self._last_failure_message)) * 0.9)
-        else:
-            target = int(self.context_window * (self.compact_threshold or 0.8) * 0.6)
+        target = compaction_target(trigger, estimate_tokens(self.messages), self._last_failure_message, self.limits)
         applied = []
         for name in self.chain[min(level, len(self.chain) - 1):]:
             result = yield from self._run_strategy(name, self.messages, target, reactive=reactive)
@@ -832,7 +833,7 @@ class AgentLoop:
                 tokens_after=result.tokens_after, messages_before=result.messages_before,
                 messages_after=result.messages_after, removed=result.removed, context_before=context_before,
                 context_after=self.meter.tokens, target=target, context_window=self.context_window), self.requests)
-            if result.tokens_after <= target if reactive else not self._near_threshold(0.9):
+            if compaction_enough(trigger, result.tokens_after, target, self.meter.tokens, self.limits):
                 break
         self.state = after_compaction(self.state, len(applied))
         if applied:
@@ -844,8 +845,7 @@ class AgentLoop:
         return self._give_up_on_context(f"{trigger}: no compaction strategy could shrink the history")
 
     def _give_up_on_context(self, reason: str) -> End:
-        end = End("context_give_up", reason, subtype="error_context_window",
-                  message="The conversation does not fit the context window and cannot be compacted further.")
+        end = context_give_up(reason)
         self._end_with(end)
         return end
 
@@ -893,7 +893,7 @@ class AgentLoop:
                                      purpose="summary"), call, wall_ms=wall)
             raise _SummaryFailed(outcome.message)
         self._record_response(call, outcome, wall, purpose="summary")
-        text = compaction_mod.summary_text(_text_of(outcome.get("content") or []))
+        text = compaction_mod.summary_text(text_of(outcome.get("content") or []))
         if not text:
             raise _SummaryFailed("the summary came back empty")
         return text
@@ -905,10 +905,10 @@ class AgentLoop:
         self.trace.emit(TransitionEvent(
             branch=t.branch, row=t.row, reason=t.reason, type=type(t).__name__,
             subtype=t.subtype if isinstance(t, End) else None, num_turns=s.num_turns, max_tokens=s.max_tokens,
-            model=s.model, escalations=s.escalations, continuations=s.continuations_in_a_row,
+            model=s.model, escalations=s.escalations, continuations_in_a_row=s.continuations_in_a_row,
             consecutive_compactions=s.consecutive_compactions,
             api_attempts=s.api_attempts, stop_hook_blocks=s.stop_hook_blocks,
-            pause_continuations=s.pauses_in_a_row), self.requests)
+            pauses_in_a_row=s.pauses_in_a_row), self.requests)
 
     def _end_with(self, end: End) -> None:
         """A gate or an effect ended the run (not decide()): the transition, the final state, the result."""
@@ -929,20 +929,34 @@ class AgentLoop:
 
 # --- performing a model call -----------------------------------------------------------------------------------
 
+# The SDK's documented rule, used when its private check is not there (a newer or older SDK): it plans with
+# 128,000 output tokens an hour and refuses a non-streaming request over 10 minutes, so over 21,333 tokens.
+NONSTREAMING_MAX_TOKENS = 600 * 128_000 // 3600
+
+
 def needs_streaming(client: Any, params: dict[str, Any]) -> bool:
     """The SDK's own rule: a non-streaming request whose max_tokens implies more than 10 minutes of
-    generation (or more than the model's non-streaming ceiling) is refused unless a timeout is forced."""
+    generation (or more than the model's non-streaming ceiling) is refused unless a timeout is forced.
+
+    Asked of the SDK itself (``_calculate_nonstreaming_timeout`` and ``anthropic._constants``, both private);
+    when an SDK client lacks either, or its check takes other arguments, the documented threshold
+    ``NONSTREAMING_MAX_TOKENS`` decides. A client that is not the SDK's has no such rule: never streamed for it.
+    """
     check = getattr(client, "_calculate_nonstreaming_timeout", None)
-    if check is None:
-        return False
+    if not callable(check):
+        is_sdk = isinstance(client, anthropic.Anthropic | anthropic.AsyncAnthropic)
+        return is_sdk and int(params["max_tokens"]) > NONSTREAMING_MAX_TOKENS
     try:
         from anthropic._constants import MODEL_NONSTREAMING_TOKENS
-    except ImportError:  # pragma: no cover - older SDKs
-        MODEL_NONSTREAMING_TOKENS = {}
+        ceilings: dict[str, int] = dict(MODEL_NONSTREAMING_TOKENS)
+    except (ImportError, TypeError, ValueError):
+        ceilings = {}
     try:
-        check(params["max_tokens"], MODEL_NONSTREAMING_TOKENS.get(params["model"]))
+        check(params["max_tokens"], ceilings.get(params["model"]))
     except ValueError:
         return True
+    except TypeError:  # the private check changed its arguments: the documented threshold
+        return int(params["max_tokens"]) > NONSTREAMING_MAX_TOKENS
     return False
 
 
@@ -1194,27 +1208,12 @@ def _check_arguments(*, client: Any, prompt: Any, messages: Any, tools: Any, hoo
                           f"got {request_timeout!r}")
 
 
-_TOO_LONG = re.compile(r"(\d+)\s*tokens\s*>\s*(\d+)")
-
-
-def _fit_ratio(message: str) -> float:
-    """From "prompt is too long: 250000 tokens > 200000 maximum", the share that fits (0.8); 0.5 if unknown."""
-    match = _TOO_LONG.search(message)
-    if not match or int(match.group(1)) == 0:
-        return 0.5
-    return int(match.group(2)) / int(match.group(1))
-
-
 def _no_summary(older: list[Message]) -> str:
     raise AssertionError("summarize() asked for a summary of a history it found nothing to summarise in")
 
 
 def _types(blocks: list[dict[str, Any]]) -> str:
     return ",".join(str(b.get("type")) for b in blocks)
-
-
-def _text_of(blocks: list[dict[str, Any]]) -> str:
-    return "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
 
 
 def _compaction_chain(compaction: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:

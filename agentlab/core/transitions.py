@@ -4,8 +4,11 @@ and from (state, transition) to the next state.
 Nothing here calls a model, a tool or a hook. ``decide()`` reads one outcome (a Message, or a failed call)
 and returns one small frozen dataclass naming the branch of the decision table and what to do next; the loop
 in ``loop.py`` performs it. ``check_turns()`` (row 9, before every call) and ``after_stop_hooks()`` (row 10,
-after a completion) are the two gates around it. ``advance()`` and the other ``after_*`` functions own every
-counter of ``LoopState``: the loop never counts for itself, and its ``Result`` is read off the final state.
+after a completion) are the two gates around it; ``completion_stands()``, ``stop_hook_said_stop()``,
+``prompt_hook_stop()``, ``tool_hook_stop()`` and ``context_give_up()`` are the ends that a hook or a failed
+compaction causes, and ``proactive_compaction_due()``, ``compaction_target()`` and ``compaction_enough()``
+say when and how far to compact. ``advance()`` and the other ``after_*`` functions own every counter of
+``LoopState``: the loop never counts for itself, and its ``Result`` is read off the final state.
 Stop reasons, branches, rows and result subtypes are ``Literal`` types: a branch name that is not in the
 table, or a transition kind the loop does not handle, is a type error. Every branch is reachable by grepping
 its name, e.g. ``"pause_turn"``.
@@ -23,8 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, assert_never, get_args
 
-from .compaction import text_blocks
+from .compaction import DEFAULT_CONTEXT_WINDOW, message_blocks, text_blocks
 from .errors import ConfigError
+
+DEFAULT_MODEL = "claude-sonnet-4-6"   # the model a run uses unless told otherwise
 
 StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
                      "model_context_window_exceeded", "compaction"]
@@ -68,7 +73,7 @@ TABLE: tuple[tuple[Row, Branch, str], ...] = (
     ("6", "pause_give_up", "pause_turn too many times in a row: end with error_during_execution"),
     ("7", "stop_sequence", "stop_sequence: record which one matched, then the content check"),
     ("8", "empty_nudge", "empty end_turn right after tool results: one 'please continue' nudge"),
-    ("9", "max_turns", "max_turns model calls made: end with error_max_turns"),
+    ("9", "max_turns", "max_turns turns answered: end with error_max_turns"),
     ("10", "stop_hook_block", "a Stop hook blocked: feed its reason back, run another iteration"),
     ("10", "stop_hook_cap", "a 9th Stop-hook block after 8 fed back: end with error_during_execution"),
     ("10", "hook_stop", "a hook said continue: false: end the run"),
@@ -124,9 +129,14 @@ class Limits:
     backoff_base: float = 0.5
     backoff_cap: float = 32.0
     retry_after_cap: float = 60.0
-    context_window: int = 200_000             # tokens the loop plans with
+    backoff_jitter: float = 0.25              # a retry waits its delay times 1 to 1 + this (random, seeded)
+    context_window: int = DEFAULT_CONTEXT_WINDOW  # tokens the loop plans with
     compact_threshold: float | None = None    # compact before a call once the context is this full (None: never)
-    request_timeout: float = 600.0            # seconds, per non-streaming request
+    reactive_shrink: float = 0.5              # after a "does not fit": keep at most this share of the history...
+    compact_margin: float = 0.9               # ...times this margin (and the share the server's error says fits)
+    proactive_target: float = 0.6             # a proactive compaction aims at this share of the threshold...
+    proactive_enough: float = 0.9             # ...and stops once the context is under this share of it
+    request_timeout: float = 600.0            # seconds, per request (streamed or not)
     max_steps: int = 1000                     # a driver running to the end gives up after this many steps
 
     def __post_init__(self) -> None:
@@ -146,6 +156,13 @@ class Limits:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ConfigError(f"Limits.{name} must be None or a model name; got {value!r}")
+        jitter = self.backoff_jitter
+        if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0 <= jitter < float("inf"):
+            raise ConfigError(f"Limits.backoff_jitter must be a finite share of the delay, 0 or more; got {jitter!r}")
+        for name in ("reactive_shrink", "compact_margin", "proactive_target", "proactive_enough"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+                raise ConfigError(f"Limits.{name} must be a share above 0 and at most 1; got {value!r}")
         share = self.compact_threshold
         if share is not None and (isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1):
             raise ConfigError(f"Limits.compact_threshold must be None (no proactive compaction) or a share of the "
@@ -363,21 +380,9 @@ class End(_Base):
 
 Transition: TypeAlias = (RunTools | Retry | Escalate | Clamp | ContinueTruncated | Compact | Resume | Nudge
                          | RetryOnModel | Complete | HookBlocked | End)
-TRANSITION_KINDS: tuple[type[_Base], ...] = (RunTools, Retry, Escalate, Clamp, ContinueTruncated, Compact, Resume,
-                                            Nudge, RetryOnModel, Complete, HookBlocked, End)
 
 
 # --- reading a message ------------------------------------------------------------------------------------
-
-def _blocks(message: Any) -> list[dict[str, Any]]:
-    if message is None:
-        return []
-    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
-    out = []
-    for block in content or []:
-        out.append(block if isinstance(block, dict) else block.to_dict())
-    return out
-
 
 def _field(message: Any, name: str) -> Any:
     return message.get(name) if isinstance(message, dict) else getattr(message, name, None)
@@ -451,8 +456,9 @@ def _decide_failure(f: Failure, state: LoopState, limits: Limits) -> Transition:
 
 
 def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transition:
-    blocks = _blocks(message)
-    stop_reason = _field(message, "stop_reason")
+    blocks = message_blocks(message)
+    raw = _field(message, "stop_reason")              # what the server sent, a value the API may add later too
+    stop_reason: StopReason | None = raw if raw in STOP_REASONS else None
     uses = tool_uses(blocks)
     last_type = blocks[-1].get("type") if blocks else None
 
@@ -470,7 +476,7 @@ def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transitio
 
     if uses:                                                                        # row 2
         names = ", ".join(u.get("name", "?") for u in uses)
-        label = f" (labelled {stop_reason!r})" if stop_reason != "tool_use" else ""
+        label = f" (labelled {raw!r})" if stop_reason != "tool_use" else ""
         return RunTools("tool_use", f"{len(uses)} tool_use block(s): {names}{label}", tool_uses=tuple(uses))
 
     if stop_reason == "max_tokens":                                                 # row 3
@@ -512,8 +518,8 @@ def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transitio
 
     if stop_reason == "tool_use":
         reason = "labelled tool_use but no tool_use block: the content says the turn is complete"
-    elif stop_reason not in ("end_turn", None):
-        reason = f"unknown stop_reason {stop_reason!r}: no tool_use block, complete"
+    elif stop_reason is None and raw is not None:
+        reason = f"unknown stop_reason {raw!r}: no tool_use block, complete"
     elif stop_reason is None:
         reason = "no stop_reason: no tool_use block, complete"
     else:
@@ -553,17 +559,90 @@ def after_stop_hooks(blocked: bool, reason: str | None, state: LoopState, limits
         return None
     if state.stop_hook_blocks >= limits.stop_hook_block_cap:
         # Claude Code feeds 8 blocks back and ends at the 9th; it then reports success, agentlab an error.
-        text = (f"Stop hooks blocked {state.stop_hook_blocks + 1} times in a row; {limits.stop_hook_block_cap} "
+        text = (f"Stop hooks blocked {state.stop_hook_blocks + 1} times in this run; {limits.stop_hook_block_cap} "
                 f"were fed back (the cap), so the run ends without the hook's approval. Last reason: {reason}")
         return End("stop_hook_cap", text, subtype="error_during_execution", message=text)
     return HookBlocked("stop_hook_block", f"Stop hook blocked: {reason}",
                        feedback=STOP_HOOK_FEEDBACK.format(reason=reason or "(no reason given)"))
 
 
+def stop_hook_said_stop(reason: str | None) -> End:
+    """Row 10: a Stop hook answered ``continue: false``: the run ends, and the completion it followed stands."""
+    return End("hook_stop", f"a Stop hook said continue: false: {reason}", subtype="success", message=reason or "")
+
+
+def completion_stands(last: Transition | None) -> Complete | None:
+    """Row 11 after the Stop hooks let a completion stand: the ``complete`` transition, unless the step's own
+    transition was that already (a ``stop_sequence`` completion, or one that followed a Stop-hook block)."""
+    if last is not None and last.branch == "complete":
+        return None
+    return Complete("complete", "no Stop hook blocked")
+
+
+def prompt_hook_stop(why: str) -> End:
+    """A UserPromptSubmit hook blocked the prompt or said continue: false: the run ends before any call."""
+    return End("hook_stop", f"UserPromptSubmit hook stopped the prompt: {why}", subtype="error_during_execution",
+               message=f"Prompt blocked by a hook: {why}")
+
+
+def tool_hook_stop(why: str) -> End:
+    """A PreToolUse or PostToolUse hook said continue: false: the run ends once the tool results are in."""
+    return End("hook_stop", f"a hook ended the run: {why}", subtype="error_during_execution",
+               message=f"Stopped by a hook: {why}")
+
+
+def context_give_up(reason: str) -> End:
+    """Rows 0b and 4: compaction could not make the request fit (nothing to shrink, or a hook forbade it)."""
+    return End("context_give_up", reason, subtype="error_context_window",
+               message="The conversation does not fit the context window and cannot be compacted further.")
+
+
+# --- compaction: when, and how far ---------------------------------------------------------------------------
+
+_TOO_LONG = re.compile(r"(\d+)\s*tokens\s*>\s*(\d+)")
+
+
+def fit_ratio(message: str) -> float:
+    """From "prompt is too long: 250000 tokens > 200000 maximum", the share that fits (0.8); 0.5 if unknown."""
+    match = _TOO_LONG.search(message)
+    if not match or int(match.group(1)) == 0:
+        return 0.5
+    return int(match.group(2)) / int(match.group(1))
+
+
+def proactive_compaction_due(context_tokens: int, messages: int, gave_up_at: int, limits: Limits) -> bool:
+    """Before a call: compact first, because the context passed ``compact_threshold`` of the window? Never
+    with no threshold, under three messages, or when nothing was added since a compaction found nothing to do
+    at ``gave_up_at`` messages."""
+    if limits.compact_threshold is None or messages < 3 or messages == gave_up_at:
+        return False
+    return context_tokens > limits.compact_threshold * limits.context_window
+
+
+def compaction_target(trigger: CompactTrigger, history_tokens: int, failure_message: str, limits: Limits) -> int:
+    """The history size (estimated tokens) a compaction aims for: after a reactive trigger, what the server
+    said fits and at most ``reactive_shrink`` of the history, less a margin; after a proactive one, a share of
+    the threshold."""
+    if trigger != "proactive":
+        return int(history_tokens * min(limits.reactive_shrink, fit_ratio(failure_message)) * limits.compact_margin)
+    return int(limits.context_window * (limits.compact_threshold or 1.0) * limits.proactive_target)
+
+
+def compaction_enough(trigger: CompactTrigger, history_tokens: int, target: int, context_tokens: int,
+                      limits: Limits) -> bool:
+    """After one strategy: stop going down the chain? Reactive: the history is under the target; proactive: the
+    context is under ``proactive_enough`` of the threshold."""
+    if trigger != "proactive":
+        return history_tokens <= target
+    threshold = limits.compact_threshold
+    return threshold is None or context_tokens <= limits.proactive_enough * threshold * limits.context_window
+
+
 def check_turns(state: LoopState, limits: Limits) -> End | None:
     """Row 9, checked before every model call: the max_turns breaker."""
     if limits.max_turns is not None and state.num_turns >= limits.max_turns:
-        text = f"Reached max_turns ({limits.max_turns}) model calls."
+        text = (f"Reached max_turns ({limits.max_turns}): {_count(state.num_turns, 'turn')} answered by the model "
+                f"(retried and summary requests are not turns).")
         return End("max_turns", text, subtype="error_max_turns", message=text)
     return None
 
@@ -626,7 +705,8 @@ def advance(state: LoopState, t: Transition, outcome: Message | Failure | None) 
             return replace(state, max_tokens=t.max_tokens)
         case ContinueTruncated():
             return replace(state, continuations_in_a_row=state.continuations_in_a_row + 1,
-                           continuations=state.continuations + 1, pieces=(*state.pieces, _text(message)))
+                           continuations=state.continuations + 1,
+                           pieces=(*state.pieces, text_of(message_blocks(message))))
         case Resume():
             return replace(state, pauses_in_a_row=state.pauses_in_a_row + 1,
                            pause_continuations=state.pause_continuations + 1)
@@ -635,7 +715,7 @@ def advance(state: LoopState, t: Transition, outcome: Message | Failure | None) 
         case RetryOnModel():
             return replace(state, model=t.model, refusal_fallback_used=True, fallbacks=state.fallbacks + 1)
         case Complete():  # the answer: the pieces kept by continuations, then this reply
-            return replace(state, final_text="".join(state.pieces) + _text(message), pieces=())
+            return replace(state, final_text="".join(state.pieces) + text_of(message_blocks(message)), pieces=())
         case HookBlocked():
             return replace(state, stop_hook_active=True, stop_hook_blocks=state.stop_hook_blocks + 1)
         case End():
@@ -650,8 +730,9 @@ def advance(state: LoopState, t: Transition, outcome: Message | Failure | None) 
             assert_never(t)
 
 
-def _text(message: Message | None) -> str:
-    return "".join(str(b.get("text", "")) for b in _blocks(message) if b.get("type") == "text")
+def text_of(blocks: list[dict[str, Any]]) -> str:
+    """The text of a reply's text blocks, joined."""
+    return "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
 
 
 def after_append(state: LoopState, message: Message) -> LoopState:

@@ -171,7 +171,7 @@ HINT = """
 def finish_turn(call_model, messages, max_continuations=3):
     """Call the model; while it answers pause_turn, send its content back and call again."""
     response = call_model(messages)
-    answer = []                                 # the assistant's content so far, in order
+    answer: list[dict] = []                     # the assistant's content so far, in order
     for _ in range(max_continuations):
         if response["stop_reason"] != "pause_turn":
             break

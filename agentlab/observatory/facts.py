@@ -20,7 +20,7 @@ from typing import Any
 
 from ..backend.scenario import Scenario, load_scenario
 from ..core.compaction import facts_kept
-from ..core.events import CompactionEvent
+from ..core.events import CompactionEvent, Payload, Request, payload_from_data
 from ..core.trace import Event, Trace
 
 __all__ = ["COMPACTION_COLUMNS", "DEFAULT_STRATEGIES", "compaction_frame", "compare_strategies", "fact_column"]
@@ -134,9 +134,10 @@ def compaction_frame(trace_or_frame: Any):
 
     events = _events(trace_or_frame)
     if events is not None:
-        rows: list[tuple[int, str, int, dict[str, Any]]] = [(e.seq, e.kind, e.call, e.data) for e in events]
+        rows: list[tuple[int, int, Payload]] = [(e.seq, e.call, e.payload) for e in events]
     elif isinstance(trace_or_frame, pd.DataFrame):
-        rows = _rows_from_frame(trace_or_frame)
+        rows = [(seq, call, payload_from_data(kind, data)) for seq, kind, call, data in _rows_from_frame(trace_or_frame)
+                if kind in ("request", "compaction")]
     else:
         raise TypeError("compaction_frame() takes a Trace, an AgentLoop, a list of Events or Trace.to_frame(), "
                         f"not {type(trace_or_frame).__name__}")
@@ -144,22 +145,20 @@ def compaction_frame(trace_or_frame: Any):
     out = []
     last_request: int | None = None
     waiting: list[dict[str, Any]] = []  # compaction rows still looking for the next request
-    for seq, kind, call, data in rows:
-        if kind == "request" and data.get("purpose", "turn") == "turn":
-            tokens = data.get("context_tokens")
-            last_request = int(tokens) if tokens is not None else None
+    for seq, call, payload in rows:
+        if isinstance(payload, Request) and payload.purpose == "turn":
+            last_request = int(payload.context_tokens)
             for row in waiting:
                 row["request_tokens_after"] = last_request
             waiting = []
-        elif kind == "compaction":
-            removed = list(data.get("removed") or [])
-            before, after = data.get("tokens_before"), data.get("tokens_after")
+        elif isinstance(payload, CompactionEvent):
+            removed = list(payload.removed or [])
+            before, after = payload.tokens_before, payload.tokens_after
             row = {
-                "seq": seq, "call": call, "trigger": data.get("trigger"), "strategy": data.get("strategy"),
-                "tokens_before": before, "tokens_after": after,
-                "tokens_saved": before - after if before is not None and after is not None else None,
-                "messages_before": data.get("messages_before"), "messages_after": data.get("messages_after"),
-                "removed_count": len(removed), "removed": removed, "context_window": data.get("context_window"),
+                "seq": seq, "call": call, "trigger": payload.trigger, "strategy": payload.strategy,
+                "tokens_before": before, "tokens_after": after, "tokens_saved": before - after,
+                "messages_before": payload.messages_before, "messages_after": payload.messages_after,
+                "removed_count": len(removed), "removed": removed, "context_window": payload.context_window,
                 "request_tokens_before": last_request, "request_tokens_after": None,
             }
             out.append(row)

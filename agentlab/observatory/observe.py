@@ -785,7 +785,6 @@ CLIENTS: dict[str, Client] = {c.name: c for c in (
     Client("langchain", run_langchain, lambda: _package_version("langchain"),
            "langchain's create_agent with ChatAnthropic (langchain-anthropic) and the demo tools", 4),
 )}
-RUNNERS: dict[str, Runner] = {name: c.runner for name, c in CLIENTS.items()}
 
 
 def resolve_client(spec: str) -> Client:

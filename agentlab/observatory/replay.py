@@ -35,7 +35,7 @@ from typing import Any
 
 from ..backend.scenario import Reply, Scenario, load_scenario
 from ..backend.scripted import choose_reply, reply_slug, build_message
-from ..core.compaction import estimate_tokens
+from ..core.compaction import DEFAULT_CONTEXT_WINDOW, estimate_tokens
 from ..core.errors import ConfigError, ScenarioError
 from ..core.events import (
     Append,
@@ -53,12 +53,11 @@ from ..core.events import (
     TransitionEvent,
 )
 from ..core.trace import Event, Trace
-from ..core.transitions import ROW_OF, Limits
+from ..core.transitions import ROW_OF, Branch, Limits
 from .compare import outcome
 from .observe import OBSERVED_DIR, load_records, version_key
 
 CLIENT_DEFAULT = "claude-code"
-STOP_HOOK_PREFIX = "Stop hook feedback"
 # 2.1.197: "Stop hook feedback:\n<reason>"; 2.1.332 wraps it: "<system-reminder> Stop hook blocking error from …"
 _STOP_HOOK_TEXT = re.compile(r"^(<system-reminder>\s*)?Stop hook (feedback|blocking error)")
 
@@ -68,14 +67,15 @@ def is_stop_hook_text(text: str) -> bool:
     return bool(_STOP_HOOK_TEXT.match(text))
 
 # Transition types, as agentlab's loop names them (the plots only need "End" for the ones that end a run).
-BRANCH_TYPES = {
+BRANCH_TYPES: dict[Branch, str] = {
     "api_retry": "Retry", "api_fallback": "Retry", "prompt_too_long": "Compact", "context_compact": "Compact",
     "incomplete_tool_use": "Escalate", "max_tokens_escalate": "Escalate", "max_tokens_clamp": "Clamp",
     "tool_use": "RunTools", "max_tokens_continue": "ContinueTruncated", "pause_turn": "Resume",
     "empty_nudge": "Nudge", "refusal_fallback": "RetryOnModel", "stop_hook_block": "HookBlocked",
     "complete": "Complete", "stop_sequence": "Complete",
 }
-COUNTED = {  # result counters, as agentlab's Result names them, and the branches that add to each
+# result counters, as agentlab's Result names them, and the branches that add to each
+COUNTED: dict[str, tuple[Branch, ...]] = {
     "escalations": ("max_tokens_escalate", "incomplete_tool_use"), "continuations": ("max_tokens_continue",),
     "compactions": ("context_compact", "prompt_too_long"), "retries": ("api_retry", "api_fallback"),
     "fallbacks": ("api_fallback", "refusal_fallback"), "pause_continuations": ("pause_turn",),
@@ -373,7 +373,7 @@ def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
         scenario = None
     who = client_label(record)
     requests = record["requests"]
-    window = (scenario.context_window if scenario else None) or 200_000
+    window = (scenario.context_window if scenario else None) or DEFAULT_CONTEXT_WINDOW
     trace = Trace()
     first = requests[0] if requests else {}
     trace.emit(Start(
@@ -397,7 +397,7 @@ def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
                 counts[name] += 1
         trace.emit(TransitionEvent(
             branch=branch, row=ROW_OF.get(branch, "—"), reason=reason,
-            type="End" if terminal else BRANCH_TYPES.get(branch, "Other"),
+            type="End" if terminal else next((t for b, t in BRANCH_TYPES.items() if b == branch), "Other"),
             subtype=ending(record) if terminal else None, num_turns=num_turns,
             extra={"client_action": action, "replay": True}), call)
 
@@ -512,7 +512,7 @@ def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
 
 def replay_branches(trace: Trace | list[Event]) -> list[str]:
     """The branches of a (replayed) trace, in order: the path a plot draws."""
-    return [e.data["branch"] for e in trace if e.kind == "transition"]
+    return [e.payload.branch for e in trace if isinstance(e.payload, TransitionEvent)]
 
 
 def step_ends(events: list[Event]) -> list[int]:

@@ -12,18 +12,32 @@ import io
 import math
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from ..core.transitions import ROWS
+from ..core.events import (
+    PAYLOADS,
+    ApiError,
+    CompactionEvent,
+    Fallback,
+    Payload,
+    Request,
+    Response,
+    ResultEvent,
+    RetryEvent,
+    Start,
+    TransitionEvent,
+    payload_from_data,
+)
+from ..core.transitions import ROWS, Branch, EndBranch
 
 DPI = 100
 INPUT_COLOR = "#4C72B0"
@@ -72,22 +86,34 @@ class Call:
     answered: bool = False
 
 
+P = TypeVar("P", bound=Payload)
+
+
+@dataclass(frozen=True)
+class At(Generic[P]):
+    """An event's typed payload and the number of the model call it came with."""
+
+    call: int
+    event: P
+
+
 @dataclass
 class Run:
-    """What the plots need from a trace, in plain values."""
+    """What the plots need from a trace: the calls in plain values, the decisions, compactions, fallbacks and
+    result as the typed payloads of their events."""
 
     calls: list[Call] = field(default_factory=list)
-    transitions: list[dict[str, Any]] = field(default_factory=list)   # each with "call"
-    compactions: list[dict[str, Any]] = field(default_factory=list)
+    transitions: list[At[TransitionEvent]] = field(default_factory=list)
+    compactions: list[At[CompactionEvent]] = field(default_factory=list)
     retries: list[int] = field(default_factory=list)                  # call number of each retry
-    fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    fallbacks: list[At[Fallback]] = field(default_factory=list)
     limits: dict[str, Any] = field(default_factory=dict)
     context_window: int | None = None
-    result: dict[str, Any] | None = None
+    result: ResultEvent | None = None
 
     @property
     def last_call(self) -> int:
-        numbers = [c.n for c in self.calls] + [t["call"] for t in self.transitions]
+        numbers = [c.n for c in self.calls] + [t.call for t in self.transitions]
         return max(numbers, default=0)
 
     def count_until(self, items: Iterable[int], call: int) -> int:
@@ -128,10 +154,16 @@ def _records(frame) -> list[tuple[str, int, dict[str, Any]]]:
     return out
 
 
-def _source_records(source: Any) -> list[tuple[str, int, dict[str, Any]]]:
-    """(kind, call, payload) per event, read straight from the events of a Trace, an AgentLoop or a list of
-    Events (the same records the trace DataFrame gives, without building one: the widgets redraw after
-    every click); anything else through ``as_frame``."""
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return default if _missing(value) else int(value)
+
+
+def _source_payloads(source: Any) -> list[tuple[int, Payload]]:
+    """(call, typed payload) per event: the Events' own payloads, or those read back from the frame's rows."""
     from ..core.trace import Event, Trace
 
     events = source
@@ -141,20 +173,17 @@ def _source_records(source: Any) -> list[tuple[str, int, dict[str, Any]]]:
     if isinstance(events, Trace):
         events = events.events
     if isinstance(events, (list, tuple)) and all(isinstance(e, Event) for e in events):
-        return [(str(e.kind), int(e.call or 0), e.data) for e in events]
-    return _records(as_frame(source))
+        return [(int(e.call or 0), e.payload) for e in events]
+    return [(n, payload_from_data(kind, data)) for kind, n, data in _records(as_frame(source)) if kind in PAYLOADS]
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _int(value: Any, default: int = 0) -> int:
-    return default if _missing(value) else int(value)
+def _number(value: Any) -> float | None:
+    """A number read from a payload (a frame gives NaN for a value the event did not have)."""
+    return None if _missing(value) else float(value)
 
 
 def read_run(source: Any) -> Run:
-    """Parse a trace (DataFrame, Trace or AgentLoop) into a Run."""
+    """Parse a trace (DataFrame, Trace or AgentLoop) into a Run, reading each event's typed payload."""
     run = Run()
     calls: dict[int, Call] = {}
 
@@ -163,47 +192,47 @@ def read_run(source: Any) -> Run:
             calls[n] = Call(n)
         return calls[n]
 
-    for kind, n, d in _source_records(source):
-        if kind == "start":
-            run.limits = dict(d.get("limits") or {})
-            run.context_window = _int(d.get("context_window"), 0) or run.context_window
-        elif kind == "request":
-            c = call(n)
-            c.purpose = str(d.get("purpose") or "turn")
-            c.model, c.max_tokens = d.get("model"), _int(d.get("max_tokens"), 0) or None
-            c.context_tokens = None if _missing(d.get("context_tokens")) else int(d["context_tokens"])
-            run.context_window = _int(d.get("context_window"), 0) or run.context_window
-        elif kind == "response":
-            c = call(n)
-            found = d.get("usage")
-            usage: dict[str, Any] = found if isinstance(found, dict) else {}
-            c.answered = True
-            c.purpose = str(d.get("purpose") or c.purpose)
-            c.model = d.get("model") or c.model
-            c.stop_reason = d.get("stop_reason")
-            c.input_tokens = _int(d.get("input_tokens", usage.get("input_tokens")))
-            c.output_tokens = _int(d.get("output_tokens", usage.get("output_tokens")))
-            c.cache_read = _int(usage.get("cache_read_input_tokens"))
-            c.cache_write = _int(usage.get("cache_creation_input_tokens"))
-            c.cache_tokens = c.cache_read + c.cache_write
-            c.cost_usd = None if _missing(d.get("cost_usd")) else float(d["cost_usd"])
-        elif kind == "api_error":
-            c = call(n)
-            c.error_status = None if _missing(d.get("status")) else int(d["status"])
-            c.error_type = d.get("error_type")
-            c.error_message = None if _missing(d.get("message")) else str(d.get("message"))
-            if d.get("purpose"):
-                c.purpose = str(d["purpose"])
-        elif kind == "transition":
-            run.transitions.append({**d, "call": n})
-        elif kind == "compaction":
-            run.compactions.append({**d, "call": n})
-        elif kind == "retry":
-            run.retries.append(n)
-        elif kind == "fallback":
-            run.fallbacks.append({**d, "call": n})
-        elif kind == "result":
-            run.result = dict(d)
+    for n, p in _source_payloads(source):
+        match p:
+            case Start():
+                run.limits = dict(p.limits or {})
+                run.context_window = _int(p.context_window, 0) or run.context_window
+            case Request():
+                c = call(n)
+                c.purpose = str(p.purpose or "turn")
+                c.model, c.max_tokens = p.model, _int(p.max_tokens, 0) or None
+                c.context_tokens = None if _missing(p.context_tokens) else int(p.context_tokens)
+                run.context_window = _int(p.context_window, 0) or run.context_window
+            case Response():
+                c = call(n)
+                usage: Mapping[str, Any] = p.usage if isinstance(p.usage, Mapping) else {}
+                c.answered = True
+                c.purpose = str(p.purpose or c.purpose)
+                c.model = p.model or c.model
+                c.stop_reason = p.stop_reason
+                c.input_tokens = _int(p.input_tokens) or _int(usage.get("input_tokens"))
+                c.output_tokens = _int(p.output_tokens) or _int(usage.get("output_tokens"))
+                c.cache_read = _int(p.cache_read_input_tokens) or _int(usage.get("cache_read_input_tokens"))
+                c.cache_write = _int(p.cache_creation_input_tokens) or _int(usage.get("cache_creation_input_tokens"))
+                c.cache_tokens = c.cache_read + c.cache_write
+                c.cost_usd = _number(p.cost_usd)
+            case ApiError():
+                c = call(n)
+                c.error_status = None if p.status is None or _missing(p.status) else int(p.status)
+                c.error_type = p.error_type
+                c.error_message = None if _missing(p.message) else str(p.message)
+                if p.purpose:
+                    c.purpose = str(p.purpose)
+            case TransitionEvent():
+                run.transitions.append(At(n, p))
+            case CompactionEvent():
+                run.compactions.append(At(n, p))
+            case RetryEvent():
+                run.retries.append(n)
+            case Fallback():
+                run.fallbacks.append(At(n, p))
+            case ResultEvent():
+                run.result = p
     run.calls = [calls[n] for n in sorted(calls) if n > 0]
     return run
 
@@ -423,12 +452,12 @@ def draw_context_fill(ax, run: Run, *, legend_columns: int = 3) -> None:
                     transform=ax.transAxes, ha="right", va="top", fontsize=8, color=WINDOW_COLOR)
     last = max(run.last_call, 1)
     for i, comp in enumerate(run.compactions):
-        x = comp["call"] + 0.5
+        x = comp.call + 0.5
         right_half = x > (last + 1) / 2
         ax.axvline(x, color=COMPACTION_COLOR, linestyle=":", linewidth=1.5,
                    label="compaction" if i == 0 else None)
-        ax.annotate(f"compacted: {comp.get('strategy')}\nhistory ≈{_tokens(_int(comp.get('tokens_before')))} → "
-                    f"≈{_tokens(_int(comp.get('tokens_after')))} tokens", (x, low), xytext=(-3 if right_half else 3, 4),
+        ax.annotate(f"compacted: {comp.event.strategy}\nhistory ≈{_tokens(_int(comp.event.tokens_before))} → "
+                    f"≈{_tokens(_int(comp.event.tokens_after))} tokens", (x, low), xytext=(-3 if right_half else 3, 4),
                     textcoords="offset points", fontsize=7, color=COMPACTION_COLOR, va="bottom",
                     ha="right" if right_half else "left")
     ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
@@ -454,22 +483,22 @@ def draw_compaction_bars(ax, run: Run, *, compact: bool = False) -> None:
         _empty(ax, "no compaction in this run")
         return
     xs = list(range(len(run.compactions)))
-    before = [_int(c.get("tokens_before")) for c in run.compactions]
-    after = [_int(c.get("tokens_after")) for c in run.compactions]
+    before = [_int(c.event.tokens_before) for c in run.compactions]
+    after = [_int(c.event.tokens_after) for c in run.compactions]
     width = 0.38
     ax.bar([x - width / 2 for x in xs], before, width, color="#BBBBBB", label="before")
     ax.bar([x + width / 2 for x in xs], after, width, color=COMPACTION_COLOR, label="after")
     top = max(before + after + [1])
     for x, c, b, a in zip(xs, run.compactions, before, after, strict=True):
         saved = f"−{100 * (b - a) / b:.0f}%" if b else ""
-        ax.annotate(f"{saved}\n{c.get('messages_before')} → {c.get('messages_after')} msgs",
+        ax.annotate(f"{saved}\n{c.event.messages_before} → {c.event.messages_after} msgs",
                     (x, max(b, a)), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8)
     if compact:
-        ax.set_xticks(xs, [f"{c.get('strategy')}, call {c['call'] + 1}" for c in run.compactions], fontsize=7)
+        ax.set_xticks(xs, [f"{c.event.strategy}, call {c.call + 1}" for c in run.compactions], fontsize=7)
         ax.set_xlim(-0.7, len(xs) - 0.3)
         ax.tick_params(axis="y", labelsize=8)
     else:
-        ax.set_xticks(xs, [f"#{i + 1} before call {c['call'] + 1}\n{c.get('strategy')}\n({c.get('trigger')})"
+        ax.set_xticks(xs, [f"#{i + 1} before call {c.call + 1}\n{c.event.strategy}\n({c.event.trigger})"
                            for i, c in enumerate(run.compactions)], fontsize=8)
         ax.set_xlim(-1.2, max(len(xs), 2) - 0.8)
         ax.set_ylabel("estimated tokens in history")
@@ -487,60 +516,74 @@ def compaction_bars(frame: Any, *, save: str | os.PathLike | None = None, dpi: i
 
 # --- recoveries -------------------------------------------------------------------------------------------
 
+CountSource = Literal["retry", "fallback", "compaction", "turns"]
+
+
 @dataclass(frozen=True)
 class Series:
     label: str
-    what: str                                    # what to count (see _occurrences)
+    what: tuple[Branch, ...] | CountSource       # what to count: branches of the table, or events (see _occurrences)
     limit_key: str | None = None                 # the field of Limits that bounds it
     limit_label: str = ""
+    in_a_row: str | None = None                  # the limit bounds a count in a row (or per request): the
+                                                 # TransitionEvent field that records it, drawn instead of the total
+    budget_label: str = ""                       # its bar in the recovery budget
 
 
 @dataclass(frozen=True)
 class Counter:
     title: str
     series: tuple[Series, ...]
-    ends: tuple[str, ...]                        # branches that end the run at one of these limits
+    ends: tuple[EndBranch, ...]                  # branches that end the run at one of these limits
 
 
 COUNTERS = (
     Counter("max_tokens: escalations and continuations",
-            (Series("escalations", "branch:max_tokens_escalate,incomplete_tool_use", "max_escalations",
-                    "escalations: limit per run"),
-             Series("continuations", "branch:max_tokens_continue", "max_continuations",
-                    "continuations: limit in a row")), ("max_tokens_give_up",)),
+            (Series("escalations", ("max_tokens_escalate", "incomplete_tool_use"), "max_escalations",
+                    "escalations: limit per run", budget_label="max_tokens escalations"),
+             Series("continuations", ("max_tokens_continue",), "max_continuations",
+                    "continuations: limit in a row", in_a_row="continuations_in_a_row",
+                    budget_label="max_tokens continuations")),
+            ("max_tokens_give_up",)),
     Counter("API retries and fallbacks",
-            (Series("retries", "retry", "max_api_retries", "retries: limit per request"),
+            (Series("retries", "retry", "max_api_retries", "retries: limit per request", in_a_row="api_attempts",
+                    budget_label="API retries"),
              Series("fallbacks", "fallback")), ("api_error",)),
     Counter("pause_turn continuations",
-            (Series("continuations", "branch:pause_turn", "max_pause_continuations", "limit in a row"),),
+            (Series("continuations", ("pause_turn",), "max_pause_continuations", "limit in a row",
+                    in_a_row="pauses_in_a_row",
+                    budget_label="pause_turn continuations"),),
             ("pause_give_up",)),
     Counter("Stop-hook blocks",
-            (Series("blocks fed back", "branch:stop_hook_block", "stop_hook_block_cap", "cap in a row"),),
+            (Series("blocks fed back", ("stop_hook_block",), "stop_hook_block_cap", "cap per run",
+                    budget_label="Stop-hook blocks"),),
             ("stop_hook_cap",)),
     Counter("compactions",
-            (Series("compactions", "compaction", "max_compactions", "limit in a row"),), ("context_give_up",)),
+            (Series("compactions", "compaction", "max_compactions", "limit in a row",
+                    in_a_row="consecutive_compactions",
+                    budget_label="compactions"),), ("context_give_up",)),
     Counter("model turns",
-            (Series("turns answered", "turns", "max_turns", "max_turns"),), ("max_turns",)),
+            (Series("turns answered", "turns", "max_turns", "max_turns", budget_label="turns (max_turns)"),),
+            ("max_turns",)),
 )
 SERIES_STYLES = (dict(color=STEP_COLOR, marker="o"), dict(color=OUTPUT_COLOR, marker="s"))
 
 
-def _occurrences(run: Run, what: str) -> list[int]:
+def _occurrences(run: Run, what: tuple[Branch, ...] | CountSource) -> list[int]:
     """The call number of every occurrence of a counted thing."""
+    if isinstance(what, tuple):
+        return [t.call for t in run.transitions if t.event.branch in what]
     if what == "retry":
         return list(run.retries)
     if what == "fallback":
-        return [f["call"] for f in run.fallbacks]
+        return [f.call for f in run.fallbacks]
     if what == "compaction":
-        return [c["call"] for c in run.compactions]
-    if what == "turns":
-        return [c.n for c in run.calls if c.answered and c.purpose == "turn"]
-    branches = set(what.removeprefix("branch:").split(","))
-    return [t["call"] for t in run.transitions if t.get("branch") in branches]
+        return [c.call for c in run.compactions]
+    return [c.n for c in run.calls if c.answered and c.purpose == "turn"]   # turns
 
 
-def _ended_at(run: Run, counter: Counter) -> list[dict[str, Any]]:
-    return [t for t in run.transitions if t.get("branch") in counter.ends and t.get("type") == TERMINAL_TYPE]
+def _ended_at(run: Run, counter: Counter) -> list[At[TransitionEvent]]:
+    return [t for t in run.transitions if t.event.branch in counter.ends and t.event.type == TERMINAL_TYPE]
 
 
 def active_counters(run: Run) -> list[Counter]:
@@ -555,19 +598,90 @@ def active_counters(run: Run) -> list[Counter]:
     return out
 
 
+# The decisions that add one to a count in a row.
+IN_A_ROW_BRANCHES: dict[str, tuple[Branch, ...]] = {
+    "continuations_in_a_row": ("max_tokens_continue",), "api_attempts": ("api_retry", "api_fallback"),
+    "pauses_in_a_row": ("pause_turn",),
+}
+
+
+def _compactions_in_a_row(run: Run) -> list[tuple[int, int]]:
+    """(call, compactions in a row) after each decision and compaction: the compaction events between two
+    decisions are one compaction of the history (one strategy or several); a decision on a message that
+    came back, other than compacting, starts the count over (as ``transitions.advance`` does)."""
+    answered = {c.n for c in run.calls if c.answered and c.purpose == "turn"}
+    events: list[tuple[int, int, At[Any]]] = sorted(
+        [(t.call, 0, t) for t in run.transitions] + [(c.call, 1, c) for c in run.compactions],
+        key=lambda item: (item[0], item[1]))
+    count, passing, out = 0, False, []
+    for call, is_compaction, item in events:
+        if is_compaction:
+            count += 0 if passing else 1
+            passing = True
+        else:
+            passing = False
+            if item.event.type != "Compact" and call in answered:
+                count = 0
+        out.append((call, count))
+    return out
+
+
+def in_a_row_after(run: Run, series: Series) -> list[tuple[int, int]]:
+    """(call, count in a row after that call's decisions) for a series bounded in a row.
+
+    A transition event records the loop's counters as they were when it was decided: after a decision that
+    adds to the count (a continuation, a retry, ...) it is one more; after any other, it is what the next
+    decision records (the loop may start the count over between the two)."""
+    field_name = series.in_a_row
+    assert field_name is not None, series
+    if field_name == "consecutive_compactions":
+        return _compactions_in_a_row(run)
+    recorded = [(t.call, getattr(t.event, field_name), t) for t in run.transitions]
+    out: list[tuple[int, int]] = []
+    adds = IN_A_ROW_BRANCHES[field_name]
+    for i, (call, before, t) in enumerate(recorded):
+        if t.event.branch in adds:
+            after = None if before is None else before + 1
+        elif i + 1 < len(recorded):
+            after = recorded[i + 1][1]
+        else:   # the run ended: where the count stood, or after a completion (which starts every count over) 0
+            after = before if t.event.type == TERMINAL_TYPE else 0
+        out.append((call, int(after or 0)))
+    return out
+
+
+def _step_values(points: list[tuple[int, int]], xs: list[int]) -> list[int]:
+    """The value at each x: the last point's at or before it (0 before the first)."""
+    values, value, k = [], 0, 0
+    for x in xs:
+        while k < len(points) and points[k][0] <= x:
+            value = points[k][1]
+            k += 1
+        values.append(value)
+    return values
+
+
 def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True) -> None:
+    """One counter's series over the calls against its limits: a total for a limit per run, the count in a
+    row for a limit in a row (which a run's total may pass without ever reaching it)."""
     last = run.last_call
     xs = list(range(0, last + 1))
     top = 1
-    counts: list[list[int]] = []
+    drawn: list[list[int]] = []
     for series, style in zip(counter.series, SERIES_STYLES, strict=False):
         hits = _occurrences(run, series.what)
-        counts.append(hits)
-        ys = [run.count_until(hits, x) for x in xs]
-        top = max(top, ys[-1] if ys else 0)
-        ax.step(xs, ys, where="post", label=f"{series.label} ({len(hits)})", linewidth=1.6, color=style["color"])
+        if series.in_a_row:
+            ys = _step_values(in_a_row_after(run, series), xs)
+            label = f"{series.label} in a row ({len(hits)} in all)"
+        else:
+            ys = [run.count_until(hits, x) for x in xs]
+            label = f"{series.label} ({len(hits)})"
+        drawn.append(ys)
+        top = max(top, max(ys, default=0))
+        ax.step(xs, ys, where="post", label=label, linewidth=1.6, color=style["color"])
         marks = sorted(set(hits))
-        ax.plot(marks, [run.count_until(hits, x) for x in marks], linestyle="none", markersize=4, **style)
+        marks = [x for x in marks if 0 <= x < len(ys)]
+        ax.plot(marks, [ys[x] for x in marks], linestyle="none", markersize=4, **style)
         limit = run.limits.get(series.limit_key) if series.limit_key else None
         if limit:
             ax.axhline(limit, color=style["color"] if len(counter.series) > 1 else LIMIT_COLOR, linestyle="--",
@@ -576,8 +690,8 @@ def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True
         elif series.limit_key == "max_turns":
             ax.plot([], [], linestyle="none", label="(no max_turns set)")
     for i, t in enumerate(_ended_at(run, counter)):
-        at = max(run.count_until(hits, t["call"]) for hits in counts)
-        ax.plot([t["call"]], [at], marker="X", color=ERROR_COLOR, markersize=9, linestyle="none",
+        at = max((ys[t.call] for ys in drawn if 0 <= t.call < len(ys)), default=0)
+        ax.plot([t.call], [at], marker="X", color=ERROR_COLOR, markersize=9, linestyle="none",
                 label="the run ended here" if i == 0 else None)
     ax.set_title(counter.title, loc="left", fontsize=9, y=1.0)
     ax.set_ylim(-0.2, top * 1.7 + 0.6)
@@ -593,7 +707,7 @@ def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True
     ax.legend(loc="upper left", fontsize=7, frameon=False, handlelength=1.6)
 
 
-RECOVERY_HEADING = "Recoveries so far (cumulative) against their limits"
+RECOVERY_HEADING = "Recoveries so far against their limits: totals per run, counts in a row"
 NO_RECOVERIES = "no recoveries in this run: nothing was retried, escalated, continued, compacted or blocked"
 
 
@@ -674,17 +788,17 @@ def draw_decision_path(ax, run: Run) -> None:
     points = []
     per_call: dict[int, int] = {}
     for t in run.transitions:
-        branch = t.get("branch")
+        branch = t.event.branch
         if branch not in index:
             continue
-        k = per_call.get(t["call"], 0)
-        per_call[t["call"]] = k + 1
-        points.append((t["call"] + 0.18 * k, index[branch], t))
+        k = per_call.get(t.call, 0)
+        per_call[t.call] = k + 1
+        points.append((t.call + 0.18 * k, index[branch], t))
     ax.plot([p[0] for p in points], [p[1] for p in points], color="#AAAAAA", linewidth=1, zorder=1)
-    end = run.result.get("subtype") if run.result else None
+    end = run.result.subtype if run.result else None
     colors = []
     for i, (_x, _y, t) in enumerate(points):
-        subtype = t.get("subtype") if t.get("type") == TERMINAL_TYPE else None
+        subtype = t.event.subtype if t.event.type == TERMINAL_TYPE else None
         if i == len(points) - 1 and end is not None:
             subtype = end   # the last decision ended the run (a completion the Stop hooks let through)
         colors.append(STEP_COLOR if subtype is None else OK_COLOR if subtype == "success" else ERROR_COLOR)
@@ -707,9 +821,9 @@ def draw_decision_path(ax, run: Run) -> None:
     ax.scatter([], [], s=40, color=OK_COLOR, label="end: success")
     ax.scatter([], [], s=40, color=ERROR_COLOR, label="end: error")
     for f in run.fallbacks:
-        hits = [(x, y) for x, y, t in points if t["call"] == f["call"]]
+        hits = [(x, y) for x, y, t in points if t.call == f.call]
         if hits:
-            ax.annotate(f"→ {f.get('to_model')}", hits[-1], xytext=(7, 0), textcoords="offset points",
+            ax.annotate(f"→ {f.event.to_model}", hits[-1], xytext=(7, 0), textcoords="offset points",
                         va="center", fontsize=7, color="#555555")
     ax.legend(loc="lower right", bbox_to_anchor=(1, 1), fontsize=8, frameon=False, ncols=3,
               borderaxespad=0.1)
@@ -727,15 +841,20 @@ def decision_path(frame: Any, *, save: str | os.PathLike | None = None, dpi: int
 # --- the recovery budget at a glance (the widget's live view) ---------------------------------------------
 
 def draw_budget(ax, run: Run) -> None:
-    """One horizontal bar per bounded count: how much of its limit the run has used so far."""
+    """One horizontal bar per bounded count: how much of its limit the run has used so far (a total for a
+    limit per run, the current count in a row for a limit in a row)."""
     ax.set_title("Recovery budget used", loc="left", fontsize=11, y=1.0)
     labels, used, limits = [], [], []
     for counter in COUNTERS:
         for series in counter.series:
             if series.limit_key is None:
                 continue
-            labels.append(BUDGET_LABELS.get(series.what, series.label))
-            used.append(len(_occurrences(run, series.what)))
+            labels.append((series.budget_label or series.label) + (" in a row" if series.in_a_row else ""))
+            if series.in_a_row:   # where the count in a row stands now, against its limit in a row
+                now = in_a_row_after(run, series)
+                used.append(now[-1][1] if now else 0)
+            else:
+                used.append(len(_occurrences(run, series.what)))
             limits.append(run.limits.get(series.limit_key))
     ys = list(range(len(labels)))
     shares = [min(n / lim, 1.0) if lim else 0.0 for n, lim in zip(used, limits, strict=True)]
@@ -750,17 +869,6 @@ def draw_budget(ax, run: Run) -> None:
     ax.set_xticks([0, 0.5, 1], ["0", "half", "limit"], fontsize=8)
     for spine in ("top", "right"):
         ax.spines[spine].set_visible(False)
-
-
-BUDGET_LABELS = {
-    "branch:max_tokens_escalate,incomplete_tool_use": "max_tokens escalations",
-    "branch:max_tokens_continue": "max_tokens continuations",
-    "retry": "API retries",
-    "branch:pause_turn": "pause_turn continuations",
-    "branch:stop_hook_block": "Stop-hook blocks",
-    "compaction": "compactions",
-    "turns": "turns (max_turns)",
-}
 
 
 def overview(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
@@ -780,8 +888,8 @@ def run_title(run: Run) -> str:
     if run.result is None:
         return f"Run in progress: {calls} model call(s) so far"
     r = run.result
-    last = f"last stop_reason {r['stop_reason']}" if r.get("stop_reason") else "no message came back"
-    return (f"Run ended: {r.get('subtype')}  ·  {r.get('num_turns')} turn(s), {r.get('requests', calls)} "
+    last = f"last stop_reason {r.stop_reason}" if r.stop_reason else "no message came back"
+    return (f"Run ended: {r.subtype}  ·  {r.num_turns} turn(s), {r.requests or calls} "
             f"model call(s)  ·  {last}")
 
 
@@ -820,7 +928,8 @@ def _mark_compactions(ax, run: Run, *, label: bool = True) -> None:
     """A dashed line before the first call after each compaction (the history changed between the two)."""
     seen: set[int] = set()
     for c in run.compactions:
-        after = int(c["call"]) + 1 if c.get("trigger") != "proactive" else int(c["call"]) + 1
+        # proactive or reactive, a compaction runs before the next request, so it carries the last call's number
+        after = c.call + 1
         if after in seen:
             continue
         seen.add(after)

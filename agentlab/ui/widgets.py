@@ -41,6 +41,7 @@ from ..core.events import (
     Start,
     TransitionEvent,
 )
+from ..core.compaction import DEFAULT_CONTEXT_WINDOW
 from ..core.trace import Event
 from ..core.transitions import ROWS
 from ..lab import scenario_loop
@@ -48,7 +49,6 @@ from ..observatory.replay import client_label, load_record, record_to_trace, ste
 from . import plots
 from .report import cache_note
 
-DEFAULT_CONTEXT_WINDOW = 200_000
 PLOT_CHOICES = (("tokens · context · budget", "overview"), ("decision path", "path"),
                 ("recoveries vs limits", "recoveries"), ("compactions", "compaction"),
                 ("tokens per call", "tokens"), ("context fill", "context"), ("dashboard (slow)", "dashboard"))
@@ -296,7 +296,7 @@ def _render_counters(loop: AgentLoop | None) -> str:
              f"escalations {s.escalations}/{lim.max_escalations}",
              f"continuations in a row {s.continuations_in_a_row}/{lim.max_continuations}",
              f"compactions in a row {s.consecutive_compactions}/{lim.max_compactions}",
-             f"pause continuations {s.pauses_in_a_row}/{lim.max_pause_continuations}",
+             f"pauses in a row {s.pauses_in_a_row}/{lim.max_pause_continuations}",
              f"Stop-hook blocks {s.stop_hook_blocks}/{lim.stop_hook_block_cap}"]
     return (f'<div class="agentlab-counters" style="font-size:11px;color:#555;margin-top:6px">'
             f'Loop state: {" · ".join(_e(p) for p in parts)}</div>')
@@ -561,10 +561,7 @@ class Stepper(WidgetView):
                                "pass a scenario name to the Stepper to be able to reset")
         sc = self._scenario(choice)
         settings = self.settings
-        window = settings["context_window"]
-        if window != (sc.context_window or DEFAULT_CONTEXT_WINDOW):
-            sc = sc.model_copy(update={"context_window": window})   # the scripted server enforces it too
-        self.loop = scenario_loop(sc, **settings)
+        self.loop = scenario_loop(sc, **settings)   # RunConfig.engine() gives the scripted server the same window
 
     def select(self, name: str) -> None:
         """Pick a scenario by name or path (as if chosen in the dropdown)."""
@@ -705,7 +702,7 @@ class _ShownRun:
     def of(cls, events: list[Event]) -> _ShownRun:
         requests = sum(1 for e in events if e.kind == "request")
         turns = sum(1 for e in events if isinstance(e.payload, Response) and e.payload.purpose == "turn")
-        end = next((e.data for e in events if isinstance(e.payload, ResultEvent)), None)
+        end = next((e.payload for e in events if isinstance(e.payload, ResultEvent)), None)
         return cls(requests, _ShownState(turns), Result.from_event(end) if end is not None else None)
 
 
