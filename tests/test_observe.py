@@ -425,18 +425,25 @@ def test_any_agent_is_observed_through_one_runner_function(tmp_path: Path) -> No
 
 def test_a_record_is_the_same_on_another_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A client that writes its working folder and the OS release into its system prompt (as Claude Code
-    does) gives the same record, request sizes included, on two machines with different OS releases."""
+    does) gives the same record, request sizes included, on two machines with different OS releases; the
+    server answers it with the same sizes too (usage, count_tokens), so a client's decisions on them and the
+    numbers in its error texts do not depend on the machine either."""
     import platform
 
     import anthropic
 
     from agentlab.observatory.observe import ClientOutcome, comparable, observe_scenario
 
+    told: list[tuple[int, int]] = []  # (count_tokens, usage.input_tokens) as the server answered, per run
+
     def environment_aware(scenario, base_url, workdir, timeout):
         client = anthropic.Anthropic(base_url=base_url, api_key="k", max_retries=0)
         system = f"Primary working directory: {workdir}/work\nOS Version: Linux {platform.release()}"
-        client.messages.create(model=scenario.model, max_tokens=scenario.max_tokens, system=system,
-                               messages=[{"role": "user", "content": scenario.prompt}])
+        messages = [{"role": "user", "content": scenario.prompt}]
+        counted = client.messages.count_tokens(model=scenario.model, system=system, messages=messages)
+        reply = client.messages.create(model=scenario.model, max_tokens=scenario.max_tokens, system=system,
+                                       messages=messages)
+        told.append((counted.input_tokens, reply.usage.input_tokens))
         return ClientOutcome({"exit_code": 0})
 
     records = []
@@ -446,6 +453,8 @@ def test_a_record_is_the_same_on_another_machine(tmp_path: Path, monkeypatch: py
     first, second = records
     assert first["requests"][0]["tokens"] == second["requests"][0]["tokens"]
     assert comparable(first) == comparable(second)
+    assert len(told) == 2 and told[0] == told[1]
+    assert told[0][1] == first["requests"][0]["tokens"]
 
 
 def test_clients_resolve_by_name_and_claude_code_by_version() -> None:

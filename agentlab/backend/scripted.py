@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from ..core.caching import PromptCache
@@ -115,6 +116,11 @@ class ScenarioEngine:
     stand_ins: dict[str, int] = field(default_factory=dict)
     last_stop_reason: str | None = None   # of the last message this engine answered with
     cache: PromptCache = field(default_factory=PromptCache)
+    # Applied to a request before its size is estimated and its cache prefix read: an observation replaces
+    # what differs from machine to machine (temporary folders, the OS release, the date a client writes into
+    # its system prompt) by fixed placeholders, so the sizes the server answers with, and the decisions a
+    # client takes on them, are the same wherever the record is made.
+    sizing: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.cache.min_tokens = self.scenario.cache_min_tokens
@@ -135,6 +141,8 @@ class ScenarioEngine:
 
     def request_tokens(self, request: dict[str, Any]) -> int:
         """The engine's estimate of a request's size: what fills the context window, stand-ins at their weight."""
+        if self.sizing is not None:
+            request = self.sizing(request)
         tokens = estimate_tokens(request_payload(request))
         if self.stand_ins:
             for message in request.get("messages") or []:
@@ -260,7 +268,7 @@ class ScenarioEngine:
         the prompt split into uncached input, cache writes and cache reads (from the prompt cache), and an
         estimate of the output. The cache is read and written even when the scenario fixes the numbers."""
         given = reply.usage.model_dump(exclude_none=True, exclude={"staged"}) if reply.usage else {}
-        cached = self.cache.use(request, tokens)
+        cached = self.cache.use(self.sizing(request) if self.sizing is not None else request, tokens)
         computed = {
             "input_tokens": tokens - cached.read - cached.written,
             "cache_creation_input_tokens": cached.written,

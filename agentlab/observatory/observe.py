@@ -983,11 +983,12 @@ def observe_scenario(client: str, scenario: str | Scenario, *, version: str | No
         raise ConfigError(f"client {client!r} has a runner of its own: give its version= too")
     name = client.partition("@")[0]
     with tempfile.TemporaryDirectory(prefix="agentlab-observe-") as tmp:
-        with ScenarioServer(ScenarioEngine(lenient(sc))) as server:
+        replacements = machine_replacements(tmp)
+        engine = ScenarioEngine(lenient(sc), sizing=lambda request: _scrub(request, replacements))
+        with ScenarioServer(engine) as server:
             started = time.perf_counter()
             outcome = runner(sc, server.base_url, Path(tmp), timeout)
             wall = time.perf_counter() - started
-        replacements = machine_replacements(tmp)
         record = build_record(sc, server, name, version, outcome, wall, replacements)
         return _scrub(record, replacements)
 
