@@ -308,3 +308,40 @@ def test_the_recovery_budget_shows_counts_in_a_row_where_they_stand_now():
     loop.run()
     text = axes_text(plots.overview(loop, dpi=30))
     assert "API retries in a row" in text and "0 / 5" in text      # 3 retries, then a call that succeeded
+
+
+def _text_boxes(fig):
+    """(text, its box in display pixels, the axes it belongs to) for every visible text of the figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    for ax in fig.axes:
+        texts = [ax.title, ax._left_title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
+        for axis in (ax.xaxis, ax.yaxis):   # the tick labels that are drawn: those inside the view
+            low, high = sorted(axis.get_view_interval())
+            slack = (high - low) * 1e-9
+            texts += [tick.label1 for tick in axis.get_major_ticks() if low - slack <= tick.get_loc() <= high + slack]
+        for t in texts:
+            if t.get_visible() and t.get_text().strip():
+                yield t.get_text(), t.get_window_extent(renderer), ax
+
+
+@pytest.mark.parametrize("function", [plots.overview, plots.dashboard])
+@pytest.mark.parametrize("name", ["tour", "max_tokens_give_up", "stop_hook_cap", "door_code"])
+def test_no_text_is_cut_off_or_drawn_over_another_panel(function, name, frames):
+    fig = function(frames[name])
+    boxes = list(_text_boxes(fig))
+    width, height = fig.canvas.get_width_height()
+    assert len(boxes) > 20
+    for text, box, ax in boxes:
+        assert box.x0 >= -1 and box.y0 >= -1 and box.x1 <= width + 1 and box.y1 <= height + 1, \
+            f"{function.__name__}({name}): {text!r} runs off the figure: {box}"
+        for other in fig.axes:
+            if other is not ax and other.get_visible() and other.axison:
+                inside = other.get_window_extent()
+                overlap = min(box.x1, inside.x1) - max(box.x0, inside.x0)
+                vertical = min(box.y1, inside.y1) - max(box.y0, inside.y0)
+                assert overlap <= 1 or vertical <= 1, \
+                    f"{function.__name__}({name}): {text!r} is drawn over another panel"

@@ -876,7 +876,7 @@ def overview(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DP
     run = read_run(frame)
     fig = new_figure(15, 3.7, dpi)
     draw_token_usage(place(fig, 0.7, 0.35, 4.6, 2.75), run)
-    draw_context_fill(place(fig, 6.15, 0.35, 4.3, 2.3), run)
+    draw_context_fill(place(fig, 6.15, 0.35, 3.95, 2.3), run)
     draw_budget(place(fig, 12.45, 0.35, 2.0, 2.75), run)
     return _finish(fig, save)
 
