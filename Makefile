@@ -23,9 +23,13 @@ lab: $(STAMP)
 
 # The tests and the lessons (nbval) in one run on two workers; a file's tests stay on one worker, so module
 # fixtures (the built wheel, the JupyterLab of the browser test) are set up once. The site tests: make site-test.
+# Bytecode is cached in .pytest_cache/pycache even where PYTHONDONTWRITEBYTECODE is set (some CI images and
+# containers set it): otherwise every worker re-does pytest's assertion rewriting of the test modules and of the
+# plugins' packages (hypothesis, anyio) on each run. Nothing is written into the source tree or the venv.
 WORKERS ?= 2
+PYCACHE ?= $(CURDIR)/.pytest_cache/pycache
 test: $(STAMP)
-	$(BIN)/python -m pytest tests notebooks -q -n $(WORKERS) --dist loadfile -m "not site" -p no:randomly \
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) $(BIN)/python -m pytest tests notebooks -q -n $(WORKERS) --dist loadfile -m "not site" -p no:randomly \
 		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore=tests/browser_stepper.ipynb
 
 # The lessons as a static website in build/site (open build/site/index.html)

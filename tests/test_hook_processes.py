@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -24,15 +25,23 @@ def settings(command: str, timeout: float = 30, event: str = "Stop") -> dict:
     return {"hooks": {event: [{"hooks": [{"type": "command", "command": command, "timeout": timeout}]}]}}
 
 
-def gone(pid: int) -> bool:
-    """The process has ended (a zombie waiting for its parent counts as ended)."""
+def gone(pid: int, within: float = 10) -> bool:
+    """The process has ended within ``within`` seconds (a zombie waiting for its parent counts as ended).
+
+    The state is looked at every 50 ms rather than waiting for the pid to disappear: a killed process that was
+    reparented stays a zombie until the init process reaps it, which can take seconds in some containers."""
     try:
         proc = psutil.Process(pid)
-        proc.wait(timeout=10)
+        deadline = time.monotonic() + within
+        while proc.status() != psutil.STATUS_ZOMBIE:
+            try:
+                proc.wait(timeout=0.05)
+                return True
+            except psutil.TimeoutExpired:
+                if time.monotonic() > deadline:
+                    return False
     except psutil.NoSuchProcess:
         return True
-    except psutil.TimeoutExpired:
-        return proc.status() == psutil.STATUS_ZOMBIE
     return True
 
 

@@ -106,7 +106,12 @@ def test_a_used_up_script_ends_the_turn_and_counts_model_requests_not_probes() -
     assert len(server.engine.failures) == 1 and len(server.exchanges) == 4  # and no retry came
 
 
-def test_error_steps_send_the_headers_the_api_sends() -> None:
+def test_error_steps_send_the_headers_the_api_sends(monkeypatch) -> None:
+    # the SDK's waits between retries are recorded instead of slept (the second follows retry-after: 2 s)
+    waits: list[float] = []
+    monkeypatch.setattr(anthropic.Anthropic, "_sleep_for_retry", lambda self, **kw: waits.append(
+        self._calculate_retry_timeout(kw["max_retries"] - kw["retries_taken"], kw["options"],
+                                      kw["response"].headers if kw["response"] else None)))
     fatal = load_scenario("api_error_fatal").steps[0].error
     assert fatal is not None and fatal.api_headers == {"x-should-retry": "false"}
     with ScenarioServer("api_error_fatal") as server:
@@ -118,6 +123,7 @@ def test_error_steps_send_the_headers_the_api_sends() -> None:
         sdk(server, max_retries=3).messages.create(model="m", max_tokens=5, messages=USER)
     assert [e.reply.headers.get("x-should-retry") for e in server.exchanges] == ["true", "true", "true", None]
     assert server.exchanges[1].reply.headers["retry-after"] == "2"
+    assert len(waits) == 3 and waits[1] == 2.0, waits  # one wait per retry; after the reply saying 2 s, 2 s
 
 
 @pytest.mark.parametrize("asked, status", [(64000, 400), (4097, 400), (4096, 200), (1024, 200)])
