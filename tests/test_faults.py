@@ -391,6 +391,24 @@ def test_model_text_and_a_tool_call_with_a_lone_surrogate_are_taken_in_as_u_fffd
     assert "note" not in loop.trace.of_kind("response")[1].data
 
 
+def test_a_tool_output_with_a_lone_surrogate_is_sent_as_u_fffd(serve) -> None:
+    tools = ToolRegistry()
+
+    @tools.tool
+    def record(note: str) -> str:
+        """Record a note."""
+        return "stored \ud800 here"   # e.g. a file name read with errors="surrogateescape"
+
+    server = serve(ok(message([text("Recording."), TOOL_CALL], "tool_use")), ok(message([text("Recorded.")])))
+    loop = run_against(server, stream=False, tools=tools)
+    assert loop.result.subtype == "success" and loop.result.result == "Recorded.", errors(loop)
+    assert errors(loop) == [] and len(server.bodies) == 2
+    result = server.bodies[1]["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result" and result["content"] == "stored \ufffd here"
+    tool = loop.trace.of_kind("tool")[0].data
+    assert tool["output"] == "stored \ufffd here" and "U+FFFD" in tool["note"]
+
+
 def test_a_stop_hook_reason_with_a_lone_surrogate_is_fed_back_as_u_fffd(serve, tmp_path) -> None:
     from agentlab.core.hooks import Hooks
 

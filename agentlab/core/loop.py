@@ -758,9 +758,10 @@ class AgentLoop:
 
     def _tool_result(self, use: dict[str, Any], content: str, is_error: bool, *, tool_input: Any = None,
                      hook: str | None = None) -> dict[str, Any]:
+        content, replaced = without_lone_surrogates(content)  # a tool's text that could never be sent: U+FFFD
         self.trace.emit(ToolRun(
             id=use["id"], name=use.get("name"), input=tool_input if tool_input is not None else use.get("input"),
-            output=content, is_error=is_error, denied_by=hook), self.requests)
+            output=content, is_error=is_error, denied_by=hook, extra=surrogate_note(replaced)), self.requests)
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use["id"], "content": content}
         if is_error:
             block["is_error"] = True
