@@ -311,7 +311,13 @@ def test_a_trace_in_a_read_only_folder_is_bad_usage_before_anything_runs(tmp_pat
         folder = base / "read_only"
         folder.mkdir(mode=0o555)
         folder.chmod(0o555)
-        code, err = run_as_another_user(["run", "end_turn", "--trace", str(folder / "t.jsonl")])
+        # the scenario beside it, readable by the other user wherever the checkout lies (its folder may be private)
+        from agentlab.core.paths import scenarios_dir
+
+        scenario = base / "end_turn.yaml"
+        scenario.write_bytes((scenarios_dir() / "end_turn.yaml").read_bytes())
+        scenario.chmod(0o644)
+        code, err = run_as_another_user(["run", str(scenario), "--trace", str(folder / "t.jsonl")])
         if os.geteuid() == 0 and "Operation not permitted" in err:
             pytest.skip("cannot become another user here")
         assert code == 2, err
