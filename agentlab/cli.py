@@ -180,21 +180,20 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _not_utf8(tokens: list[str]) -> str | None:
     """The first command-line argument that was not valid UTF-8 (Python keeps such bytes as lone surrogates),
     named by its option; None when all are text."""
+    from .core.trace import LONE_SURROGATE
+
     for i, token in enumerate(tokens):
-        found = _SURROGATE.search(token)
+        found = LONE_SURROGATE.search(token)
         if found is None:
             continue
         at = found.start()
         if token.startswith("--") and "=" in token:
             name = token.split("=", 1)[0]
             at -= len(name) + 1
-        elif i > 0 and tokens[i - 1].startswith("-") and not _SURROGATE.search(tokens[i - 1]):
+        elif i > 0 and tokens[i - 1].startswith("-") and not LONE_SURROGATE.search(tokens[i - 1]):
             name = tokens[i - 1]
         else:
             name = f"argument {i + 1}"

@@ -18,8 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..core.errors import ScenarioError
-from ..core.hooks import FileTooLarge, NotAFile, read_small_file
-from ..core.paths import scenarios_dir
+from ..core.paths import FileTooLarge, NotAFile, read_small_file, scenarios_dir
 from ..core.transitions import DEFAULT_MODEL, STOP_REASONS
 
 SCENARIO_DIR = scenarios_dir()

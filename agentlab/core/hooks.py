@@ -50,7 +50,6 @@ import os
 import re
 import selectors
 import signal
-import stat
 import subprocess
 import threading
 import time
@@ -64,6 +63,7 @@ from typing import IO, Any, cast
 import psutil
 
 from .errors import ConfigError
+from .paths import FileTooLarge, NotAFile, read_small_file
 from .trace import without_lone_surrogates
 
 HOOK_EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact")
@@ -308,10 +308,11 @@ class Hooks:
         except Exception as exc:  # noqa: BLE001 - a broken hook must not break the run
             stderr = _where_it_failed(exc)
             reply, error = _Reply(), f"raised {type(exc).__name__}: {exc}"
+        answer, answer_replaced = _capped_reply(reply)
         run = _capped(HookRun(event=hook.event, source="python", name=hook.name, exit_code=None, stdout=stdout,
                               stderr=stderr, timed_out=False, error=error, decision=reply.decision,
-                              reason=reply.reason, duration_ms=(self._clock() - start) * 1000.0), reply)
-        return run, _capped_reply(reply)
+                              reason=reply.reason, duration_ms=(self._clock() - start) * 1000.0), answer_replaced)
+        return run, answer
 
     def _run_command(self, hook: _Hook, stdin_text: str) -> tuple[HookRun, _Reply]:
         timeout = hook.timeout if hook.timeout is not None else self.default_timeout
@@ -351,10 +352,11 @@ class Hooks:
         if talk.overflow:
             error = _join([error, f"printed more than {MAX_OUTPUT_BYTES} bytes on "
                                   f"{' and '.join(talk.overflow)}; the rest was not read"])
+        answer, answer_replaced = _capped_reply(reply)
         run = _capped(HookRun(event=hook.event, source="command", name=hook.name, exit_code=returncode,
                               stdout=stdout, stderr=stderr, timed_out=talk.timed_out, error=error,
-                              decision=reply.decision, reason=reply.reason, duration_ms=duration_ms), reply)
-        return run, _capped_reply(reply)
+                              decision=reply.decision, reason=reply.reason, duration_ms=duration_ms), answer_replaced)
+        return run, answer
 
     def kill_running(self) -> None:
         """Kill every hook still running, with what it started (the run was interrupted)."""
@@ -691,15 +693,14 @@ def _cap(text: str | None, limit: int = MAX_KEPT_CHARS) -> str | None:
     return f"{text[:limit]}… [cut: {len(text) - limit} more characters not kept]"
 
 
-def _capped(run: HookRun, reply: _Reply) -> HookRun:
+def _capped(run: HookRun, answer_replaced: int) -> HookRun:
     """The run as the trace keeps it: stdout, stderr and reason cut to ``MAX_KEPT_CHARS``, and lone surrogates
     (text that is not valid Unicode, from a JSON escape such as ``"\\ud800"`` or a Python hook) replaced with
     U+FFFD, so that what a hook said can be sent to the model; ``error`` says what was changed."""
     notes = []
     texts = {name: getattr(run, name) for name in ("stdout", "stderr", "reason", "error")}
     cleaned, replaced = without_lone_surrogates(texts)
-    answer_replaced = without_lone_surrogates(asdict(reply))[1]
-    if replaced or answer_replaced:
+    if replaced or answer_replaced:  # in the run's texts, or anywhere in its answer (``_capped_reply``)
         notes.append("lone surrogates (text that is not valid Unicode) in its output replaced with U+FFFD")
     cut = [name for name in ("stdout", "stderr", "reason") if len(cleaned[name] or "") > MAX_KEPT_CHARS]
     if cut:
@@ -710,10 +711,14 @@ def _capped(run: HookRun, reply: _Reply) -> HookRun:
                    reason=_cap(cleaned["reason"]), error=_join([cleaned["error"], *notes]))
 
 
-def _capped_reply(reply: _Reply) -> _Reply:
-    reply = _Reply(**without_lone_surrogates(asdict(reply))[0])
+def _capped_reply(reply: _Reply) -> tuple[_Reply, int]:
+    """The answer as the loop takes it: lone surrogates replaced with U+FFFD, texts cut to ``MAX_KEPT_CHARS``;
+    and how many surrogates were replaced."""
+    fields, replaced = without_lone_surrogates(asdict(reply))
+    reply = _Reply(**fields) if replaced else reply
     return replace(reply, reason=_cap(reply.reason), stop_reason=_cap(reply.stop_reason),
-                   system_message=_cap(reply.system_message), context=[_cap(c) or "" for c in reply.context])
+                   system_message=_cap(reply.system_message),
+                   context=[_cap(c) or "" for c in reply.context]), replaced
 
 
 # -- settings -----------------------------------------------------------------------------------------
@@ -753,30 +758,6 @@ def _read_settings(settings: dict[str, Any] | str | os.PathLike[str] | None) -> 
 
 
 MAX_SETTINGS_BYTES = 1_000_000  # a settings file is small data
-
-
-class FileTooLarge(OSError):
-    """The file holds more bytes than the reader takes."""
-
-
-class NotAFile(OSError):
-    """The path is a device, a pipe or a socket, not a regular file."""
-
-
-def read_small_file(path: str | os.PathLike[str], limit: int) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes; never more than ``limit + 1`` bytes are read.
-
-    Raises ``NotAFile`` for a device, pipe or socket (``/dev/zero`` would never end), ``FileTooLarge`` past the
-    limit, and ``OSError`` when the file cannot be read.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO would block an ordinary open until a writer came
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotAFile(os.fspath(path))
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise FileTooLarge(os.fspath(path))
-    return data
 
 
 def _fail(source: str, where: str, problem: str) -> HookConfigError:

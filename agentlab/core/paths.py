@@ -6,17 +6,21 @@ of the repository, where readers find them. A built wheel carries the same folde
 has no ``data`` folder of its own and the repository's ``data/`` is used.
 
 Every other module asks this one: :func:`data_dir` and the named folders below, and :func:`project_dir`,
-the folder that holds ``data/`` (the ``$CLAUDE_PROJECT_DIR`` of the example hook settings).
+the folder that holds ``data/`` (the ``$CLAUDE_PROJECT_DIR`` of the example hook settings). Input files a user
+gives (a scenario, a settings file) are read with :func:`read_small_file`, which never reads past their bound.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from importlib.resources import files
 from pathlib import Path
 
 from .errors import ConfigError
 
-__all__ = ["data_dir", "hooks_dir", "observed_dir", "project_dir", "sandbox_dir", "scenarios_dir"]
+__all__ = ["FileTooLarge", "NotAFile", "data_dir", "hooks_dir", "observed_dir", "project_dir", "read_small_file",
+           "sandbox_dir", "scenarios_dir"]
 
 
 def _package_dir() -> Path:
@@ -58,3 +62,29 @@ def sandbox_dir() -> Path:
 
 def observed_dir() -> Path:
     return data_dir() / "observed"
+
+
+# -- reading a small input file (a scenario, a settings file) ---------------------------------------------
+
+class FileTooLarge(OSError):
+    """The file holds more bytes than the reader takes."""
+
+
+class NotAFile(OSError):
+    """The path is a device, a pipe or a socket, not a regular file."""
+
+
+def read_small_file(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; never more than ``limit + 1`` bytes are read.
+
+    Raises ``NotAFile`` for a device, pipe or socket (``/dev/zero`` would never end), ``FileTooLarge`` past the
+    limit, and ``OSError`` when the file cannot be read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO would block an ordinary open until a writer came
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotAFile(os.fspath(path))
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise FileTooLarge(os.fspath(path))
+    return data

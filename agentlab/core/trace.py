@@ -19,12 +19,13 @@ from typing import IO, Any
 from .errors import ConfigError
 from .events import EVENT_KINDS, EventKind, Payload, payload_from_data
 
-__all__ = ["EVENT_KINDS", "Event", "Trace", "events_to_frame", "redact", "surrogate_note", "without_lone_surrogates"]
+__all__ = ["EVENT_KINDS", "LONE_SURROGATE", "Event", "Trace", "events_to_frame", "redact", "surrogate_note",
+           "without_lone_surrogates"]
 
 _SECRET_PATTERN = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # text that cannot be encoded as UTF-8
 REPLACEMENT_CHARACTER = "\ufffd"
 
 
@@ -33,7 +34,7 @@ def without_lone_surrogates(value: Any) -> tuple[Any, int]:
     U+FFFD, and how many were replaced. Such text cannot be encoded as UTF-8, so a request holding it could
     never be sent; a value without any comes back as it is (the same object)."""
     if isinstance(value, str):
-        return _LONE_SURROGATE.subn(REPLACEMENT_CHARACTER, value)
+        return LONE_SURROGATE.subn(REPLACEMENT_CHARACTER, value)
     if isinstance(value, dict):
         count, items = 0, []
         for key, item in value.items():
