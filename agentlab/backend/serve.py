@@ -78,17 +78,29 @@ def request_record(request: RecordedRequest, reply_body: bytes | None = None,
     return line
 
 
-def _threaded(method: str, path: str, body: bytes | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The parsed body and its ``thread`` field, for a Messages request that has one."""
-    if method != "POST" or path.split("?", 1)[0].rstrip("/") != "/v1/messages" or not body:
-        return {}, None
+_UNREADABLE = object()  # a body that is not JSON (the engine says what is wrong with it)
+_TOO_DEEP = object()     # JSON nested too deeply to read
+
+
+def _read_body(method: str, path: str, body: bytes | None) -> Any:
+    """A Messages or count_tokens body parsed once for the checks before the engine: the JSON value,
+    ``_UNREADABLE``, ``_TOO_DEEP``, or None for a request without a body to judge."""
+    if method != "POST" or path.split("?", 1)[0].rstrip("/") not in _SERVED or not body:
+        return None
     try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError):
+        return json.loads(body)
+    except RecursionError:
+        return _TOO_DEEP
+    except ValueError:
+        return _UNREADABLE
+
+
+def _threaded(path: str, request: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The parsed body and its ``thread`` field, for a Messages request that has one."""
+    if path.split("?", 1)[0].rstrip("/") != "/v1/messages" or not isinstance(request, dict) \
+            or not isinstance(request.get("thread"), dict):
         return {}, None
-    if not isinstance(parsed, dict) or not isinstance(parsed.get("thread"), dict):
-        return {}, None
-    return parsed, parsed["thread"]
+    return request, request["thread"]
 
 
 def _thread_error(code: str, previous: str) -> WireReply:
@@ -150,19 +162,14 @@ _BLOCK_STRINGS = {"text": ("text",), "thinking": ("thinking", "signature"), "red
                   "tool_use": ("id", "name"), "server_tool_use": ("id", "name"), "tool_result": ("tool_use_id",)}
 
 
-def _body_problem(method: str, path: str, body: bytes | None) -> str | None:
-    """What the API would refuse in a Messages or count_tokens body before the engine looks at it: JSON nested
-    too deeply to read, and content blocks or fields of the wrong type. None when the engine may judge it."""
-    if method != "POST" or path.split("?", 1)[0].rstrip("/") not in _SERVED or not body:
-        return None
-    try:
-        request = json.loads(body)
-    except RecursionError:
+def _body_problem(request: Any) -> str | None:
+    """What the API would refuse in a Messages or count_tokens body (``_read_body``'s value) before the engine
+    looks at it: JSON nested too deeply to read, and content blocks or fields of the wrong type. None when the
+    engine may judge it."""
+    if request is _TOO_DEEP:
         return "request body is not JSON: nested too deeply"
-    except ValueError:
-        return None  # the engine says what is wrong with it
     if not isinstance(request, dict):
-        return None
+        return None  # no body, not JSON, or not an object: the engine says what is wrong with it
     thinking = request.get("thinking")
     if thinking is not None and not isinstance(thinking, dict):
         return f"thinking: expected an object, got {type(thinking).__name__}"
@@ -348,7 +355,8 @@ class ScenarioServer:
         A request the engine fails on is answered with the API's JSON 500 and recorded all the same."""
         arrived = time.monotonic()
         with self._lock:
-            problem = _body_problem(method, path, body)
+            request = _read_body(method, path, body)
+            problem = _body_problem(request)
             if problem is not None:  # answered as the API does, and no scenario step is used up
                 reply = _json_error(400, "invalid_request_error", problem, "invalid_request")
                 recorded = RecordedRequest(index=len(self.exchanges), method=method, path=path,
@@ -356,7 +364,7 @@ class ScenarioServer:
                                            kind="invalid_request")
                 self._keep(recorded, reply, None, None, arrived)
                 return reply
-            sent, thread = _threaded(method, path, body)
+            sent, thread = _threaded(path, request)
             count = len(self.engine.requests)
             try:
                 if thread is None:
