@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SCENARIO ?= tour
 
-.PHONY: lab test site site-test demo bench lint clean claude-code grade record
+.PHONY: lab test test-times site site-test demo bench lint clean claude-code grade record
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,15 +22,21 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab $(ROOT_FLAG) $(LAB_ARGS) notebooks/
 
 # The tests and the lessons (nbval) in one run on two workers; a file's tests stay on one worker, so module
-# fixtures (the built wheel, the JupyterLab of the browser test) are set up once. The site tests: make site-test.
+# fixtures (the built wheel, the JupyterLab of the browser test) are set up once. Files are handed out longest
+# first (conftest.py), from the times of the last run or tests/file_seconds.json. The site tests: make site-test.
 # Bytecode is cached in .pytest_cache/pycache even where PYTHONDONTWRITEBYTECODE is set (some CI images and
 # containers set it): otherwise every worker re-does pytest's assertion rewriting of the test modules and of the
 # plugins' packages (hypothesis, anyio) on each run. Nothing is written into the source tree or the venv.
 WORKERS ?= 2
 PYCACHE ?= $(CURDIR)/.pytest_cache/pycache
 test: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) $(BIN)/python -m pytest tests notebooks -q -n $(WORKERS) --dist loadfile -m "not site" -p no:randomly \
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) $(BIN)/python -m pytest tests notebooks -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not site" -p no:randomly \
 		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore=tests/browser_stepper.ipynb
+
+# tests/file_seconds.json, the order of a first run (a fresh clone has no pytest cache), from the last run's times
+test-times:
+	$(BIN)/python -c "import json, pathlib; t = json.loads(pathlib.Path('.pytest_cache/v/agentlab/file_seconds').read_text()); \
+	pathlib.Path('tests/file_seconds.json').write_text(json.dumps(dict(sorted(t.items(), key=lambda kv: -kv[1])), indent=1) + '\\n')"
 
 # The lessons as a static website in build/site (open build/site/index.html)
 site: $(STAMP)

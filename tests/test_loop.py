@@ -697,6 +697,29 @@ def test_scenario_that_is_not_yaml_is_rejected(tmp_path):
         load_scenario(path)
 
 
+def test_a_scenario_is_read_again_each_time_and_a_caller_cannot_change_the_next_load(tmp_path):
+    """Parses are kept by text: an edited file gives the edited scenario, a file made bad fails, and one
+    caller's changes to its scenario are not seen by the next caller."""
+    path = tmp_path / "edited.yaml"
+    path.write_text("description: edited\nsteps:\n  - content: [{type: text, text: first}, {type: tool_use, "
+                    "name: calculator, input: {expression: 6 * 7}}]\n", encoding="utf-8")
+    first = load_scenario(path)
+    first.steps[0].content[0].text = "changed by a caller"
+    first.steps[0].content[1].input["expression"] = "changed by a caller"
+    first.steps.append(first.steps[0])
+    again = load_scenario(path)
+    assert len(again.steps) == 1 and again.steps[0].content[0].text == "first"
+    assert again.steps[0].content[1].input == {"expression": "6 * 7"}
+    path.write_text("description: edited\nsteps:\n  - content: [{type: text, text: second}]\n", encoding="utf-8")
+    assert load_scenario(path).steps[0].content[0].text == "second"
+    path.write_text("steps: [\n  - {content: ", encoding="utf-8")
+    for _ in range(2):
+        with pytest.raises(ScenarioError, match="not valid YAML"):
+            load_scenario(path)
+    path.write_text("description: edited\nsteps:\n  - content: [{type: text, text: first}]\n", encoding="utf-8")
+    assert load_scenario(path).steps[0].content[0].text == "first"
+
+
 def test_unknown_scenario_name_lists_the_known_ones():
     with pytest.raises(ScenarioError, match="tool_use"):
         load_scenario("no_such_scenario_anywhere")

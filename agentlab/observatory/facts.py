@@ -21,7 +21,7 @@ from typing import Any
 from ..backend.scenario import Scenario, load_scenario
 from ..core.compaction import facts_kept
 from ..core.events import CompactionEvent, Payload, Request, payload_from_data
-from ..core.trace import Event, Trace
+from ..core.trace import Event, Trace, frame_rows
 
 __all__ = ["COMPACTION_COLUMNS", "DEFAULT_STRATEGIES", "compaction_frame", "compare_strategies", "fact_column"]
 
@@ -109,7 +109,7 @@ def _events(source: Any) -> list[Event] | None:
 def _rows_from_frame(frame: Any) -> list[tuple[int, str, int, dict[str, Any]]]:
     """(seq, kind, call, payload) for each row of a ``Trace.to_frame()`` DataFrame."""
     out = []
-    for position, row in enumerate(frame.to_dict("records")):
+    for position, row in enumerate(frame_rows(frame)):
         data = row.get("data")
         if not isinstance(data, dict):
             data = {k: v for k, v in row.items() if k not in ("seq", "kind", "call", "wall_ms", "data")}

@@ -38,6 +38,7 @@ from ..core.events import (
     payload_from_data,
 )
 from ..core.transitions import ROWS, Branch, EndBranch
+from ..core.trace import frame_rows
 
 DPI = 100
 INPUT_COLOR = "#4C72B0"
@@ -144,7 +145,7 @@ def _records(frame) -> list[tuple[str, int, dict[str, Any]]]:
         return []
     has_data = "data" in frame.columns
     out = []
-    for row in frame.to_dict("records"):
+    for row in frame_rows(frame):
         data = row.get("data") if has_data else None
         if not isinstance(data, dict):
             data = {k: v for k, v in row.items() if k not in ("seq", "kind", "call", "wall_ms", "data")
