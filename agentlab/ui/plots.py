@@ -150,8 +150,7 @@ def _records(frame) -> list[tuple[str, int, dict[str, Any]]]:
         if not isinstance(data, dict):
             data = {k: v for k, v in row.items() if k not in ("seq", "kind", "call", "wall_ms", "data")
                     and not _missing(v)}
-        call = row.get("call")
-        out.append((str(row["kind"]), 0 if _missing(call) else int(call), data))
+        out.append((str(row["kind"]), _int(row.get("call")), data))
     return out
 
 
