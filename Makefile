@@ -21,13 +21,15 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: $(STAMP)
 	$(BIN)/jupyter lab $(ROOT_FLAG) $(LAB_ARGS) notebooks/
 
-# The tests and the lessons (nbval) in one run on two workers; a file's tests stay on one worker, so module
-# fixtures (the built wheel, the JupyterLab of the browser test) are set up once. Files are handed out longest
-# first (conftest.py), from the times of the last run or tests/file_seconds.json. The site tests: make site-test.
+# The tests and the lessons (nbval) in one run on three workers for two cores: some tests wait (on a
+# subprocess, a kernel, a timeout that is the point of the test, Chromium) and the third worker uses the core
+# meanwhile. A file's tests stay on one worker, so module fixtures (the built wheel, the JupyterLab of the
+# browser test) are set up once. Files are handed out longest first (conftest.py), from the times of the
+# last run or tests/file_seconds.json (`make test-times` rewrites it). bench/make_test.py times it. The site tests: make site-test.
 # Bytecode is cached in .pytest_cache/pycache even where PYTHONDONTWRITEBYTECODE is set (some CI images and
 # containers set it): otherwise every worker re-does pytest's assertion rewriting of the test modules and of the
 # plugins' packages (hypothesis, anyio) on each run. Nothing is written into the source tree or the venv.
-WORKERS ?= 2
+WORKERS ?= 3
 PYCACHE ?= $(CURDIR)/.pytest_cache/pycache
 test: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) $(BIN)/python -m pytest tests notebooks -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not site" -p no:randomly \
