@@ -26,6 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = REPO / ".venv" / "bin" / "python"
 BUDGET_S = 120.0
+LOGS = REPO / "build" / "bench"
 
 
 def children_cpu() -> float:
@@ -51,6 +52,11 @@ def one_run(workers: int | None) -> dict:
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     wall = time.perf_counter() - started
     cpu = children_cpu() - cpu_before
+    if done.returncode != 0:   # keep what a failed run printed: its failures are the point
+        LOGS.mkdir(parents=True, exist_ok=True)
+        log = LOGS / f"make-test-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        log.write_text(done.stdout + done.stderr, encoding="utf-8")
+        print(f"  the output of this run: {log}")
     lines = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed)", line)]
     return {"wall": wall, "cpu": cpu, "status": done.returncode, "summary": lines[-1].strip("= ") if lines else
             done.stdout.strip().splitlines()[-1:] or "(no output)"}

@@ -26,6 +26,16 @@ import agentlab.cli  # imported once here, so every fork starts with the SDK loa
 REPO = Path(__file__).resolve().parents[1]
 
 
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` for a ``python -m agentlab`` subprocess that a test stops with SIGINT (Ctrl-C).
+
+    A command started in the background (``make test &``, nohup, some CI runners) inherits SIGINT ignored,
+    and Python then keeps ignoring it, as it should: such a process is not meant to see a terminal's Ctrl-C.
+    The child gets SIGINT back at its default, as a command typed in a terminal has it, so that Python
+    installs its KeyboardInterrupt handler and the test's Ctrl-C is the one a user would press."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @dataclass
 class Ran:
     code: int

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from agentlab.core.hooks import MAX_KEPT_CHARS, Hooks
+from forked import as_from_a_terminal
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -111,7 +112,7 @@ def test_ctrl_c_while_a_hook_runs_kills_the_hook_and_what_it_started(tmp_path) -
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     proc = subprocess.Popen([sys.executable, "-m", "agentlab", "run", "end_turn", "--settings", str(settings_file),
                              "--trace", str(tmp_path / "trace.jsonl")], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal)
     try:
         while not ready.exists():  # the hook is running once it has written its pids
             if proc.poll() is not None:

@@ -19,6 +19,7 @@ from agentlab.backend.serve import ScenarioServer, reply_message
 from agentlab.cli import main as cli_main
 from agentlab.core.errors import ConfigError
 from agentlab.lab import scenario_loop
+from forked import as_from_a_terminal
 
 REPO = Path(__file__).resolve().parent.parent
 USER = [{"role": "user", "content": "hi"}]
@@ -216,7 +217,7 @@ def test_cli_serve_prints_its_url_answers_records_and_stops_on_ctrl_c(tmp_path: 
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     proc = subprocess.Popen([sys.executable, "-m", "agentlab", "serve", "end_turn", "--port", "0",
                              "--record", str(record)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO, env=env)
+                            text=True, cwd=REPO, env=env, preexec_fn=as_from_a_terminal)
     guard = threading.Timer(60, proc.kill)  # never hang the suite if the server does not come up
     guard.start()
     try:
