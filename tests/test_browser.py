@@ -187,7 +187,8 @@ def test_stepper_in_jupyterlab(lab, tmp_path, capsys):
                 stepper.locator(".agentlab-run").click()
                 expect(result.locator(".agentlab-subtype")).to_have_text(subtype, timeout=30_000)
                 expect(plot).not_to_have_attribute("src", before, timeout=30_000)
-                assert stepper.locator(".agentlab-error").is_hidden(), f"{name}: the error pane is showing"
+                error = stepper.locator(".agentlab-error")
+                assert error.is_hidden(), f"{name}: the error pane is showing: {error.inner_text()}"
         finally:
             browser.close()
     elapsed = time.monotonic() - started
