@@ -25,7 +25,8 @@ lab: $(STAMP)
 # subprocess, a kernel, a timeout that is the point of the test, Chromium) and the third worker uses the core
 # meanwhile. A file's tests stay on one worker, so module fixtures (the built wheel, the JupyterLab of the
 # browser test) are set up once. Files are handed out longest first (conftest.py), from the times of the
-# last run or tests/file_seconds.json (`make test-times` rewrites it). bench/make_test.py times it. The site tests: make site-test.
+# last run or tests/file_seconds.json (`make test-times` rewrites it). bench/make_test.py times it.
+# The site tests: make site-test.
 # Bytecode is cached in .pytest_cache/pycache even where PYTHONDONTWRITEBYTECODE is set (some CI images and
 # containers set it): otherwise every worker re-does pytest's assertion rewriting of the test modules and of the
 # plugins' packages (hypothesis, anyio) on each run. Nothing is written into the source tree or the venv.
@@ -37,8 +38,7 @@ test: $(STAMP)
 
 # tests/file_seconds.json, the order of a first run (a fresh clone has no pytest cache), from the last run's times
 test-times:
-	$(BIN)/python -c "import json, pathlib; t = json.loads(pathlib.Path('.pytest_cache/v/agentlab/file_seconds').read_text()); \
-	pathlib.Path('tests/file_seconds.json').write_text(json.dumps(dict(sorted(t.items(), key=lambda kv: -kv[1])), indent=1) + '\\n')"
+	$(BIN)/python conftest.py
 
 # The lessons as a static website in build/site (open build/site/index.html)
 site: $(STAMP)

@@ -71,6 +71,17 @@ class FileTimes:
         cache.set(CACHE_KEY, merged)
 
 
+def write_committed_times(root: Path = Path(__file__).parent) -> None:
+    """``make test-times``: the cache's file times, longest first, into tests/file_seconds.json."""
+    cached = json.loads((root / ".pytest_cache" / "v" / CACHE_KEY).read_text(encoding="utf-8"))
+    ordered = dict(sorted(cached.items(), key=lambda kv: -kv[1]))
+    COMMITTED.write_text(json.dumps(ordered, indent=1) + "\n", encoding="utf-8")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):   # the controller, or a run without xdist
         config.pluginmanager.register(FileTimes(), "agentlab-file-times")
+
+
+if __name__ == "__main__":
+    write_committed_times()

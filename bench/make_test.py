@@ -58,8 +58,8 @@ def one_run(workers: int | None) -> dict:
         log.write_text(done.stdout + done.stderr, encoding="utf-8")
         print(f"  the output of this run: {log}")
     lines = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed)", line)]
-    return {"wall": wall, "cpu": cpu, "status": done.returncode, "summary": lines[-1].strip("= ") if lines else
-            done.stdout.strip().splitlines()[-1:] or "(no output)"}
+    last = (lines or done.stdout.strip().splitlines() or ["(no output)"])[-1]
+    return {"wall": wall, "cpu": cpu, "status": done.returncode, "summary": last.strip("= ")}
 
 
 def main(argv: list[str] | None = None) -> int:
