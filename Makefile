@@ -33,7 +33,7 @@ lab: $(STAMP)
 WORKERS ?= 3
 PYCACHE ?= $(CURDIR)/.pytest_cache/pycache
 test: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) $(BIN)/python -m pytest tests notebooks -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not site" -p no:randomly \
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) $(BIN)/python -m pytest tests notebooks -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not site" -p no:randomly -p pytest_gc \
 		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore=tests/browser_stepper.ipynb
 
 # tests/file_seconds.json, the order of a first run (a fresh clone has no pytest cache), from the last run's times

@@ -1,8 +1,11 @@
-"""A full garbage collection inside a Step walks only what was made after the stepper was built."""
+"""The garbage collector: importing agentlab leaves what it loaded out of the collector's reach, and a full
+collection inside a Step walks only what was made after the stepper was built."""
 
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 
 from agentlab.ui.widgets import Stepper
 
@@ -23,3 +26,32 @@ def test_building_a_stepper_moves_the_objects_alive_then_out_of_the_collectors_r
     assert gc.get_freeze_count() > frozen
     assert len(gc.get_objects()) < made_by_the_run
     assert second.loop is not None and second.loop.requests == 0
+
+
+def _python(code: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_importing_agentlab_freezes_what_it_loaded_and_leaves_the_collector_on():
+    enabled, frozen, walked, sdk_frozen = _python(
+        "import gc, agentlab, anthropic.types\n"
+        "print(gc.isenabled(), gc.get_freeze_count(), len(gc.get_objects()),\n"
+        "      not any(gc.is_tracked(o) and o is anthropic.types.Message for o in gc.get_objects()))")
+    assert enabled == "True"
+    assert int(frozen) > 100_000 > 10 * int(walked), (frozen, walked)
+    assert sdk_frozen == "True"   # the SDK's model classes are among the frozen, not walked by any collection
+
+
+def test_a_collector_turned_off_before_the_import_stays_off():
+    assert _python("import gc; gc.disable(); import agentlab; print(gc.isenabled())") == ["False"]
+
+
+def test_a_cycle_made_after_the_import_is_still_collected():
+    assert _python(
+        "import gc, weakref, agentlab\n"
+        "class Node: pass\n"
+        "a, b = Node(), Node(); a.other, b.other = b, a\n"
+        "gone = weakref.ref(a); del a, b\n"
+        "gc.collect(); print(gone() is None)") == ["True"]
