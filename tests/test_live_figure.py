@@ -21,22 +21,37 @@ from agentlab.ui.canvas import CachingCanvas, TextCache
 from agentlab.ui.widgets import PLOT_DPI, Stepper
 
 
-def pixels(png: bytes) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+def pixels(picture: bytes | np.ndarray) -> np.ndarray:
+    if isinstance(picture, np.ndarray):
+        return picture
+    return np.asarray(Image.open(io.BytesIO(picture)).convert("RGB"))
 
 
-def fresh_png(kind: str, events, dpi: int) -> bytes:
-    """The plot drawn the long way: a new figure, a new canvas, nothing cached."""
+def fresh_pixels(kind: str, events, dpi: int) -> np.ndarray:
+    """The plot drawn the long way: a new figure, a new canvas, nothing cached. Its pixels are read from the
+    canvas as ``png_of_canvas`` reads them (RGBA, alpha dropped), without the PNG round trip, which is
+    lossless and would only add an encoding and a decoding to every Step of the comparison."""
     fig = plots.PLOTS[kind](list(events), dpi=dpi)
-    CachingCanvas(fig)
-    return plots.png_of_canvas(fig)
+    canvas = CachingCanvas(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()
 
 
-def assert_same_picture(live: bytes, fresh: bytes, where: str) -> None:
+def assert_same_picture(live: bytes | np.ndarray, fresh: bytes | np.ndarray, where: str) -> None:
     a, b = pixels(live), pixels(fresh)
     assert a.shape == b.shape, f"{where}: size {a.shape} != {b.shape}"
     differing = int((a != b).any(axis=2).sum())
     assert differing == 0, f"{where}: {differing} pixels differ from a fresh drawing"
+
+
+def test_the_canvas_pixels_are_the_pixels_of_the_png():
+    loop = scenario_loop("tour")
+    loop.step()
+    fig = plots.PLOTS["dashboard"](list(loop.trace.events), dpi=PLOT_DPI["dashboard"])
+    CachingCanvas(fig)
+    png = plots.png_of_canvas(fig)
+    from_canvas = np.asarray(fig.canvas.buffer_rgba())[..., :3]
+    assert np.array_equal(pixels(png), from_canvas)
 
 
 # tour: the layout of the dashboard changes on the way (recovery panels appear, a second row of them);
@@ -49,7 +64,7 @@ def test_the_live_figure_draws_what_a_new_figure_draws_after_every_step(kind, sc
     live = plots.LiveFigure(kind, dpi=dpi)
     steps = 0
     while True:
-        assert_same_picture(live.render(list(loop.trace.events)), fresh_png(kind, loop.trace.events, dpi),
+        assert_same_picture(live.render(list(loop.trace.events)), fresh_pixels(kind, loop.trace.events, dpi),
                             f"{kind} of {scenario} after {steps} step(s)")
         if loop.done:
             break
@@ -64,7 +79,7 @@ def test_every_other_plot_kind_draws_the_same_live_and_fresh(kind):
     loop = scenario_loop("tour")
     live = plots.LiveFigure(kind, dpi=60)
     for steps in range(4):
-        assert_same_picture(live.render(list(loop.trace.events)), fresh_png(kind, loop.trace.events, 60),
+        assert_same_picture(live.render(list(loop.trace.events)), fresh_pixels(kind, loop.trace.events, 60),
                             f"{kind} after {steps} step(s)")
         loop.step()
 
@@ -86,7 +101,7 @@ def test_the_live_figure_starts_over_after_a_failed_drawing():
         live.render(object())
     loop = scenario_loop("tour")
     loop.step()
-    assert_same_picture(live.render(list(loop.trace.events)), fresh_png("overview", loop.trace.events, 64),
+    assert_same_picture(live.render(list(loop.trace.events)), fresh_pixels("overview", loop.trace.events, 64),
                         "after a failure")
 
 
@@ -144,6 +159,6 @@ def test_the_stepper_shows_the_live_figure():
     for _ in range(3):
         stepper.step_button.click()
     shown = stepper.plot_image.value
-    assert_same_picture(shown, fresh_png("dashboard", stepper.loop.trace.events, PLOT_DPI["dashboard"]),
+    assert_same_picture(shown, fresh_pixels("dashboard", stepper.loop.trace.events, PLOT_DPI["dashboard"]),
                         "the stepper's image")
     assert stepper._live["dashboard"].figure is not None
