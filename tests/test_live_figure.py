@@ -162,3 +162,19 @@ def test_the_stepper_shows_the_live_figure():
     assert_same_picture(shown, fresh_pixels("dashboard", stepper.loop.trace.events, PLOT_DPI["dashboard"]),
                         "the stepper's image")
     assert stepper._live["dashboard"].figure is not None
+
+
+def test_a_run_before_its_first_call_shows_one_empty_plot_for_every_scenario():
+    stepper = Stepper("tour", plot="dashboard")
+    dpi = PLOT_DPI["dashboard"]
+    empty = stepper.plot_image.value
+    assert_same_picture(empty, fresh_pixels("dashboard", [], dpi), "before the first call")
+    stepper.run_button.click()
+    assert stepper.plot_image.value != empty
+    stepper.select("max_tokens_give_up")
+    assert stepper.plot_image.value == empty   # the same bytes: shown again, not drawn again
+    stepper.step_button.click()
+    assert_same_picture(stepper.plot_image.value, fresh_pixels("dashboard", stepper.loop.trace.events, dpi),
+                        "the first Step of the next scenario")
+    stepper.reset_button.click()
+    assert stepper.plot_image.value == empty
