@@ -120,7 +120,7 @@ record: $(STAMP)
 	fi; rm -rf $$logs; echo "make record: every client reproduces its committed records"
 
 lint: $(STAMP)
-	$(BIN)/ruff check agentlab tests bench
+	$(BIN)/ruff check agentlab tests bench conftest.py pytest_gc.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
