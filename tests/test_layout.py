@@ -127,7 +127,8 @@ def test_the_readme_layout_matches_the_tree():
 
     layout = _readme_layout()
     named_dirs = set(re.findall(r"^  (\w+)/", layout, flags=re.M))
-    named_modules = set(re.findall(r"\b(\w+)\.py\b", layout))
+    package_lines = "\n".join(line for line in layout.splitlines() if line.startswith(" "))   # under agentlab/
+    named_modules = set(re.findall(r"\b(\w+)\.py\b", package_lines))
     subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
     assert named_dirs == subpackages, f"README layout names {sorted(named_dirs)}, the tree has {sorted(subpackages)}"
     modules = {p.stem for sub in ("core", "backend", "observatory", "ui") for p in (PACKAGE / sub).glob("*.py")
@@ -137,3 +138,5 @@ def test_the_readme_layout_matches_the_tree():
     assert named_modules <= modules, f"README layout names modules that do not exist: {sorted(named_modules - modules)}"
     for folder in re.findall(r"^([\w.]+/(?:[\w.]+/?)?)", layout, flags=re.M):
         assert (REPO / folder).exists(), f"README layout names {folder}, which does not exist"
+    for top_file in re.findall(r"^([\w-]+\.\w+)\s", layout, flags=re.M):
+        assert (REPO / top_file).is_file(), f"README layout names {top_file}, which does not exist"
