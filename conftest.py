@@ -1,8 +1,8 @@
 """The order make test hands files to its workers: the longest first.
 
-``make test`` runs on two workers with ``--dist loadfile --no-loadscope-reorder``: a file's tests stay on one
-worker, and files are handed out in the order they are collected. Collected in the default order, a long file
-that comes last (the browser test takes 20 s) runs while the other worker has nothing left to do. So the files
+``make test`` runs on three workers with ``--dist loadfile --no-loadscope-reorder``: a file's tests stay on
+one worker, and files are handed out in the order they are collected. Collected in the default order, a long file
+that comes last (the browser test takes 20 s) runs while the other workers have nothing left to do. So the files
 are put in order of how long they took, longest first, and the short ones fill the gaps at the end.
 
 How long a file took is read from the last run (pytest's cache, ``agentlab/file_seconds``) and, for a file the

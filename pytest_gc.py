@@ -4,7 +4,7 @@ collector is paused while pytest starts and collects, and what is alive then is 
 Starting and collecting imports nbval (whose nbformat builds a URI grammar through jsonschema), the SDK,
 matplotlib, pandas and hypothesis, and builds the 2 000 test items: some 500 000 objects that live as long as
 the process. The collector, run again and again on the way, walks them and finds nothing to free, and each
-full collection after that would walk them again: a worker spent 4-6 s of its CPU in collections. So the
+full collection after that would walk them again: a worker spent 6-7.4 s of its CPU in collections. So the
 collector is off from this plugin's import until the tests are collected (``pytest_collection_finish``), or,
 on the xdist controller, which collects nothing, until the run loop starts. Then everything alive is frozen
 (``gc.freeze()``) and the collector is put back on. Frozen objects are still freed by reference counting;

@@ -18,7 +18,7 @@ from PIL import Image
 from agentlab.lab import scenario_loop
 from agentlab.ui import plots
 from agentlab.ui.canvas import CachingCanvas, TextCache
-from agentlab.ui.widgets import PLOT_DPI, Stepper
+from agentlab.ui.widgets import PLOT_DPI, ReplayStepper, Stepper
 
 
 def pixels(picture: bytes | np.ndarray) -> np.ndarray:
@@ -164,7 +164,8 @@ def test_the_stepper_shows_the_live_figure():
     assert stepper._live["dashboard"].figure is not None
 
 
-def test_a_run_before_its_first_call_shows_one_empty_plot_for_every_scenario():
+def test_a_run_before_its_first_call_shows_one_empty_plot_for_every_scenario(monkeypatch):
+    original_render = plots.LiveFigure.render
     stepper = Stepper("tour", plot="dashboard")
     dpi = PLOT_DPI["dashboard"]
     empty = stepper.plot_image.value
@@ -178,3 +179,15 @@ def test_a_run_before_its_first_call_shows_one_empty_plot_for_every_scenario():
                         "the first Step of the next scenario")
     stepper.reset_button.click()
     assert stepper.plot_image.value == empty
+    replay = ReplayStepper("max_tokens_give_up")   # the decision path, at 72 dpi
+    start = replay.plot_image.value
+    assert_same_picture(start, fresh_pixels("path", [], 72), "a replay before its first call")
+    replay.run_button.click()
+    assert replay.plot_image.value != start
+    renders = []
+    monkeypatch.setattr(plots.LiveFigure, "render",
+                        lambda self, source, **kw: renders.append(len(source)) or original_render(self, source, **kw))
+    replay.reset_button.click()
+    stepper.select("tour")
+    assert replay.plot_image.value == start and stepper.plot_image.value == empty   # the same bytes ...
+    assert renders == []                                                               # ... not drawn again

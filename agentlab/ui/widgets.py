@@ -639,11 +639,7 @@ class Stepper(WidgetView):
         key = (id(self.loop), len(events), kind) if events else (None, 0, kind)
         if key == self._plot_key:
             return
-        dpi = PLOT_DPI.get(kind, 60)
-        if events:
-            self.plot_image.value = _live_figure(self._live, kind, dpi).render(list(events))
-        else:   # the live figure keeps the layout of the last run drawn, which the next Step is likely to reuse
-            self.plot_image.value = empty_plot(kind, dpi)
+        self.plot_image.value = _plot_png(self._live, kind, PLOT_DPI.get(kind, 60), events)
         self._plot_key = key
 
     # -- conveniences -----------------------------------------------------------------------------------
@@ -678,6 +674,15 @@ def empty_plot(kind: str, dpi: int) -> bytes:
     live dashboard 150-260 ms, and made the stepper's live figure lay out the empty plot's panels and then
     the run's again at the next Step."""
     return plots.LiveFigure(kind, dpi=dpi).render([])
+
+
+def _plot_png(figures: dict[str, plots.LiveFigure], kind: str, dpi: int, events: list[Event]) -> bytes:
+    """A widget's plot of ``events``: drawn again in the widget's live figure for that kind, or, before the
+    first call, the ``empty_plot``; the live figure then keeps the layout of the last run it drew, which
+    the next Step is likely to reuse."""
+    if not events:
+        return empty_plot(kind, dpi)
+    return _live_figure(figures, kind, dpi).render(list(events))
 
 
 def _live_figure(figures: dict[str, plots.LiveFigure], kind: str, dpi: int) -> plots.LiveFigure:
@@ -829,7 +834,7 @@ class ReplayStepper(WidgetView):
         if key == self._plot_key:
             return
         kind = self.plot_picker.value
-        self.plot_image.value = _live_figure(self._live, kind, 64 if kind == "overview" else 72).render(list(events))
+        self.plot_image.value = _plot_png(self._live, kind, 64 if kind == "overview" else 72, events)
         self._plot_key = key
 
 
