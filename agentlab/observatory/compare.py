@@ -20,7 +20,7 @@ import yaml
 
 from ..backend.scenario import Scenario, list_scenarios
 from ..core.errors import ConfigError
-from .observe import (  # noqa: F401  (describe: the lessons read it here)
+from .records import (  # noqa: F401  (describe: the lessons read it here)
     OBSERVED_DIR,
     describe,
     load_records,
