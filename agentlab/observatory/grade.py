@@ -3,7 +3,7 @@
 For each scenario a fresh :class:`~agentlab.backend.serve.ScenarioServer` answers; the agent runs once against it
 (a command, with the scenario's prompt appended as its last argument and ``ANTHROPIC_BASE_URL`` /
 ``ANTHROPIC_API_KEY`` set, or a Python function given an ``anthropic.Anthropic`` client); what it sent is
-turned into the observatory's behaviour record (:func:`agentlab.observatory.observe.build_record`), and the record is
+turned into the observatory's behaviour record (:func:`agentlab.observatory.records.build_record`), and the record is
 judged against the careful-loop rules of docs/conformance.md.
 
 The rules are pure functions of a record (the requests the client sent, what each was answered, when it
@@ -18,7 +18,6 @@ The rules are in :mod:`~agentlab.observatory.grade_rules`, the serving of the sc
 :mod:`~agentlab.observatory.grade_serving`, the report cards in :mod:`~agentlab.observatory.grade_report`;
 this module is the command line (:func:`grade_main`) and names all of them.
 """
-
 
 from __future__ import annotations
 
