@@ -1,6 +1,7 @@
 """The observatory: what real clients do at the end of a turn, recorded against ``agentlab serve``.
 
 observe  run a client (Claude Code, agentlab, ...) against each scenario and record its requests
+frameworks  the agent frameworks observe runs: Vercel AI SDK, TypeScript tool runner, openai-agents, strands
 compare  the comparison table: article, API docs, each observed client, agentlab
 replay   a recorded client run turned into an agentlab trace (data only)
 facts    what compaction keeps and costs, measured on scenario runs
