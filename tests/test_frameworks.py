@@ -150,3 +150,29 @@ def test_the_runner_reproduces_its_committed_records(client: str, tmp_path: Path
         assert comparable(record) == comparable(saved[record["scenario"]]), describe(record)
     tool_use = next(r for r in fresh if r["scenario"] == "tool_use")
     assert tool_use["requests"][1]["appended"]["tool_results"][0]["content"] == "6912"
+
+
+def test_the_clients_table_gives_each_clients_options_and_the_branches_it_reached() -> None:
+    from agentlab.observatory.matrix import clients_matrix
+
+    table = clients_matrix().set_index("reproduce")
+    assert table.loc["agentlab observe vercel-ai", "options"] == (
+        "retries 2; server tools: web_search; thinking where the scenario enables it")
+    assert table.loc["agentlab observe openai-agents", "options"] == (
+        "retries 0; no server tools; thinking where the scenario enables it")
+    assert table.loc["agentlab observe pydantic-ai", "options"].endswith("thinking not stated")
+    assert (table["reached"] <= table["records"]).all()
+
+
+def test_a_cell_says_when_its_run_never_reached_the_branch() -> None:
+    from agentlab.observatory.matrix import NOT_REACHED, branch_reached, comparison_matrix
+
+    record = committed("anthropic-ts")["end_turn"]
+    assert branch_reached(record)
+    stopped = {**record, "scenario": "refusal", "row": "5"}  # a final answer: it never got a refusal
+    assert not branch_reached(stopped)
+    table = comparison_matrix().set_index("scenario")
+    assert not any(NOT_REACHED in str(cell) for cell in table.loc["end_turn"])
+    # strands and openai-agents drop the redacted_thinking block and get the API's 400 before the pause_turn
+    assert table.loc["redacted_thinking", "strands 1.62.0"].endswith(f"({NOT_REACHED})")
+    assert NOT_REACHED not in table.loc["redacted_thinking", "vercel-ai 6.0.325"]

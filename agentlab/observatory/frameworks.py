@@ -291,7 +291,9 @@ def run_openai_agents(scenario: Scenario, base_url: str, workdir: Path, timeout:
     settings = {"call": "Runner.run_sync(Agent(model=LitellmModel('anthropic/<model>'), tools=[...]), prompt, "
                         "max_turns=N)",
                 "litellm": python_version("litellm"), "max_turns": _steps(scenario),
-                "max_tokens": scenario.max_tokens, "retry": None, "litellm_num_retries": litellm.num_retries,
+                "max_tokens": scenario.max_tokens,
+                # no retry: the runner's (ModelSettings.retry) is off unless configured, LiteLLM's num_retries unset
+                "max_retries": 0, "retry": None, "litellm_num_retries": litellm.num_retries,
                 "extra_args": extra or None, "server_tools": [],
                 "thinking": extra.get("thinking"), "tracing_disabled": True,
                 "env": dict(OFFLINE_ENV)}
