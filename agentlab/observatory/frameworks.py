@@ -187,6 +187,8 @@ def _node_spec(scenario: Scenario, base_url: str, tools_url: str, registry: Tool
 
 def run_node(script: str, scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> dict[str, Any]:
     """Run ``node clients/node/<script> spec.json`` for the scenario; the client's result as it printed it."""
+    if not (NODE_CLIENTS / "node_modules").is_dir():
+        raise ConfigError(f"the Node clients are not installed in {NODE_CLIENTS}: run `make node-clients`")
     registry = scenario_tools(scenario)
     path = _installed_script(script)
     with tool_endpoint(registry) as tools_url:
