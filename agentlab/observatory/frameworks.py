@@ -25,6 +25,7 @@ framework needs to run offline, which the runner sets).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -334,8 +335,9 @@ def _strands_tools(registry: ToolRegistry) -> list[Any]:
 
 
 def run_strands(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> Observation:
-    """strands-agents: ``Agent(model=AnthropicModel(...), tools=[...])(prompt)``, with its default retry
-    strategy and conversation manager."""
+    """strands-agents: ``await Agent(model=AnthropicModel(...), tools=[...]).invoke_async(prompt, limits={"turns":
+    N})``, with its default retry strategy and conversation manager. ``agent(prompt)`` runs the same coroutine on
+    an event loop of its own; awaiting it here lets the run close its HTTP client on that loop."""
     try:
         from strands import Agent
         from strands.models.anthropic import AnthropicModel
@@ -355,7 +357,9 @@ def run_strands(scenario: Scenario, base_url: str, workdir: Path, timeout: float
     agent = Agent(model=model, tools=_strands_tools(scenario_tools(scenario)), system_prompt=scenario.system,
                   callback_handler=None)
     retry = agent._retry_strategy  # noqa: SLF001 -- the default strategy's bounds, for the record
-    settings = {"call": "Agent(model=AnthropicModel(...), tools=[...])(prompt)",
+    limits = {"turns": _steps(scenario)}
+    settings = {"call": "await Agent(model=AnthropicModel(...), tools=[...]).invoke_async(prompt, limits=...)",
+                "limits": limits,
                 "anthropic": python_version("anthropic"), "max_retries": model.client.max_retries,
                 "retry_strategy": {"max_attempts": getattr(retry, "_max_attempts", None),
                                    "initial_delay_s": getattr(retry, "_initial_delay", None),
@@ -364,13 +368,18 @@ def run_strands(scenario: Scenario, base_url: str, workdir: Path, timeout: float
                 "max_tokens": scenario.max_tokens, "params": params or None,
                 "server_tools": _server_tool_names(scenario), "thinking": params.get("thinking"), "stream": True}
     notes = _common_notes(scenario, "strands")
-    if scenario.max_turns:
-        notes.append("strands' Agent has no turn limit: the scenario's max_turns is not applied")
     notes.append("strands-agents' `anthropic` extra asks for anthropic<1; it is installed without that extra and "
                  "its AnthropicModel runs on the anthropic SDK pinned for the other clients")
     result: dict[str, Any] = {"exit_code": None}
+
+    async def invoke() -> Any:
+        try:
+            return await agent.invoke_async(scenario.prompt, limits=limits)
+        finally:
+            await model.client.close()
+
     try:
-        run = agent(scenario.prompt)
+        run = asyncio.run(invoke())
     except Exception as exc:  # noqa: BLE001 -- what the framework raises is the observation
         _raised(result, exc)
     else:
