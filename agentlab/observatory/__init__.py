@@ -2,8 +2,10 @@
 
 observe         ``agentlab observe``: run a client against each scenario and record its requests
 observe_clients the clients observe runs (agentlab, tool-runner, claude-code, pydantic-ai, langchain)
+frameworks      the agent frameworks observe runs: Vercel AI SDK, TypeScript tool runner, openai-agents, strands
 records         behaviour records: built from what the server saw, diffed, classified, loaded, described
 compare         the comparison table: article, API docs, each observed client, agentlab
+matrix          the tables with each run's reach (branch reached or not) and each client's options
 replay          a recorded client run turned into an agentlab trace (data only)
 facts           what compaction keeps and costs, measured on scenario runs
 grade           ``agentlab grade``: the conformance rules checked on any client's recorded requests

@@ -31,8 +31,9 @@ from .records import (  # noqa: F401  (describe: the lessons read it here)
 
 CLAIMS_PATH = OBSERVED_DIR / "claims.yaml"
 # columns: the article, the API docs, the clients people use (Claude Code by version, then the frameworks,
-# then the SDK's own tool runner), agentlab last
-CLIENT_ORDER = ("claude-code", "pydantic-ai", "langchain", "tool-runner", "agentlab")
+# then the SDKs' own tool runners), agentlab last
+CLIENT_ORDER = ("claude-code", "pydantic-ai", "langchain", "openai-agents", "strands", "vercel-ai", "anthropic-ts",
+                "tool-runner", "agentlab")
 Signature = tuple[tuple[str, ...], str]
 
 

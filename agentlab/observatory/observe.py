@@ -181,10 +181,11 @@ def observe(client: str, scenarios: Iterable[str] | None = None, *, out: str | P
 def observe_main(args: Any) -> int:
     """``agentlab observe CLIENT [SCENARIO...] [--out DIR] [--check] [--list]``."""
     if args.list or not args.client:
+        width = max(map(len, CLIENTS))
         for name, client in CLIENTS.items():
-            print(f"{name:12s} {client.about}")
+            print(f"{name:{width}s} {client.about}")
         installed = installed_claude_versions()
-        print(f"{'':12s} Claude Code versions installed here: {', '.join(installed) or 'none'}")
+        print(f"{'':{width}s} Claude Code versions installed here: {', '.join(installed) or 'none'}")
         return 0 if args.list else 2
     try:
         resolve_client(args.client).version()  # an unknown or missing client fails before anything runs

@@ -19,6 +19,7 @@ from typing import Any
 from ..backend.scenario import Scenario
 from ..core.errors import AgentlabError, ConfigError
 from ..core.paths import sandbox_dir
+from . import frameworks
 from .records import REPO, ClientOutcome, shorten
 
 SANDBOX_DIR = sandbox_dir()
@@ -516,6 +517,30 @@ CLIENTS: dict[str, Client] = {c.name: c for c in (
     Client("langchain", run_langchain, lambda: _package_version("langchain"),
            "langchain's create_agent with ChatAnthropic (langchain-anthropic) and the demo tools", 4),
 )}
+
+
+def _framework(run: Callable[[Scenario, str, Path, float], frameworks.Observation]) -> Runner:
+    """A runner of ``frameworks`` as an observe runner."""
+    def runner(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
+        seen = run(scenario, base_url, workdir, timeout)
+        return ClientOutcome(seen.result, seen.settings, seen.notes)
+
+    return runner
+
+
+CLIENTS.update({c.name: c for c in (
+    Client("vercel-ai", _framework(frameworks.run_vercel_ai), lambda: frameworks.node_version("ai"),
+           "the Vercel AI SDK (ai + @ai-sdk/anthropic), generateText with tools and stopWhen: stepCountIs(N); "
+           "make node-clients installs it", 4),
+    Client("anthropic-ts", _framework(frameworks.run_anthropic_ts),
+           lambda: frameworks.node_version("@anthropic-ai/sdk"),
+           "the Anthropic TypeScript SDK's client.beta.messages.toolRunner; make node-clients installs it", 4),
+    Client("openai-agents", _framework(frameworks.run_openai_agents),
+           lambda: frameworks.python_version("openai-agents"),
+           "the OpenAI Agents SDK's Runner with its LiteLLM model for Anthropic (LitellmModel), run offline", 1),
+    Client("strands", _framework(frameworks.run_strands), lambda: frameworks.python_version("strands-agents"),
+           "a strands-agents Agent on its AnthropicModel", 2),
+)})
 
 
 def resolve_client(spec: str) -> Client:
