@@ -72,7 +72,8 @@ class ScenarioGrade:
             name = rule.rule if isinstance(rule, Check) else rule.name
             c = self.check(name)
             status = "not_reached" if c is None or c.status == "skip" else c.status
-            message = c.why if c is not None else f"{rule.branch if isinstance(rule, Rule) else name}: not reached"
+            branch = rule.branch if isinstance(rule, Rule) else name
+            message = c.why if c is not None else f"the run never reached this branch ({branch})"
             out.append({"rule": name, "status": status, "message": message})
         return out
 
