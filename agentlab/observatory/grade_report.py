@@ -12,7 +12,7 @@ from typing import Any
 from ..backend.scenario import Scenario, load_scenario
 from ..core.errors import AgentlabError, ConfigError
 from ..core.extras import require
-from .grade_rules import RULES, UNIVERSAL, Check, Rule, Run, ending, plural
+from .grade_rules import RULES, UNIVERSAL, Check, Run, ending, plural
 
 STRIPPED_ENV = ("ANTHROPIC_*", "CLAUDE*")  # removed from a graded command's environment (grade_serving)
 
@@ -66,14 +66,13 @@ class ScenarioGrade:
     def rule_results(self) -> list[dict[str, str]]:
         """Every rule, in the order of the decision table: ``pass`` or ``fail`` with its message, or
         ``not_reached`` (the run never reached its branch, or the record cannot say: the message says why)."""
-        known = {r.name for r in RULES}
+        branches = {r.name: r.branch for r in RULES}
+        names = [*branches, *(c.rule for c in self.checks if c.rule not in branches)]
         out = []
-        for rule in [*RULES, *(c for c in self.checks if c.rule not in known)]:
-            name = rule.rule if isinstance(rule, Check) else rule.name
+        for name in names:
             c = self.check(name)
             status = "not_reached" if c is None or c.status == "skip" else c.status
-            branch = rule.branch if isinstance(rule, Rule) else name
-            message = c.why if c is not None else f"the run never reached this branch ({branch})"
+            message = c.why if c is not None else f"the run never reached this branch ({branches.get(name, name)})"
             out.append({"rule": name, "status": status, "message": message})
         return out
 
