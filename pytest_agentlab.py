@@ -86,16 +86,26 @@ class GradeSession:
             raise pytest.UsageError(f"--agentlab-grade: {exc}") from None
         self._report: Any = None
 
-    def report(self) -> Any:
-        """The command graded on every scenario (once, at the first test that asks)."""
-        if self._report is None:
-            from agentlab.observatory.grade import grade_command
+    def grade(self, name: str) -> Any:
+        """The grade of one scenario. The command is graded on every scenario at once, --agentlab-jobs at a
+        time, at the first test; under pytest-xdist (a worker runs only some of the tests) each test grades
+        its own scenario."""
+        from agentlab.observatory.grade import Report, grade_command
 
-            opt = self.config.getoption
+        opt = self.config.getoption
+        worker = hasattr(self.config, "workerinput")
+        if self._report is None:
+            self._report = Report(str(opt("agentlab_grade")))
+        if worker and all(g.scenario != name for g in self._report.grades):
+            one = grade_command(self.argv, [name], timeout=opt("agentlab_timeout"), jobs=1,
+                                pass_env=self.pass_env, keep=opt("agentlab_keep"))
+            self._report.grades += one.grades
+            self._report.command, self._report.passed_env = one.command, one.passed_env
+        elif not worker and not self._report.grades:
             self._report = grade_command(self.argv, self.names, timeout=opt("agentlab_timeout"),
                                          jobs=opt("agentlab_jobs"), pass_env=self.pass_env,
                                          keep=opt("agentlab_keep"))
-        return self._report
+        return self._report.grade(name)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_ignore_collect(self, collection_path: Any, config: pytest.Config) -> bool | None:
@@ -112,7 +122,7 @@ class GradeSession:
         items[:0] = suite.collect()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self._report is None:
+        if self._report is None or not self._report.grades:
             return
         from agentlab.observatory.grade import STRIPPED_ENV, check_baseline
 
@@ -136,7 +146,7 @@ class GradeItem(pytest.Item):
 
     def runtest(self) -> None:
         grading: GradeSession = self.parent.grading  # type: ignore[union-attr]
-        grade = grading.report().grade(self.name)
+        grade = grading.grade(self.name)
         new = [rule for rule in grade.failed if (self.name, rule) not in grading.known]
         if new:
             raise GradeFailure(self._failure_text(grade, new))

@@ -288,7 +288,7 @@ def test_serve_in_grade_mode_answers_what_strict_mode_refuses(mode):
 
 def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           "-p", "no:xdist", *args], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                           *args], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "COLUMNS": "250"})  # the short summary's lines are not cut
 
 
@@ -325,16 +325,25 @@ def test_a_scenario_not_reached_is_skipped(tmp_path):
         import pytest_agentlab
         from agentlab.observatory.grade import Check, Report, ScenarioGrade
 
-        def report(self):
-            return Report("fake", [ScenarioGrade("end_turn", [Check("ends_on_its_own", "pass", "it ended")], 1,
-                                                 "exit 0", notes=["the branch was never offered"])])
+        def grade(self, name):
+            self._report = Report("fake", [ScenarioGrade(name, [Check("ends_on_its_own", "pass", "it ended")], 1,
+                                                         "exit 0", notes=["the branch was never offered"])])
+            return self._report.grade(name)
 
-        pytest_agentlab.GradeSession.report = report
+        pytest_agentlab.GradeSession.grade = grade
     """))
     done = _pytest(tmp_path, "--agentlab-grade", "true", "--agentlab-scenarios", "end_turn", "-rs")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 skipped" in done.stdout and "not reached: exit 0, 1 request(s); the branch was never offered" \
         in done.stdout
+
+
+def test_the_plugin_under_xdist_grades_each_scenario_on_its_worker(tmp_path):
+    done = _pytest(tmp_path, "--agentlab-grade", NAIVE, "--agentlab-scenarios", "pause_turn,end_turn",
+                   "-n", "2")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED agentlab-grade::pause_turn - pause_turn: pause_turn_resume failed" in done.stdout
+    assert "1 failed, 1 passed" in done.stdout
 
 
 def test_bad_plugin_options_are_a_usage_error(tmp_path):
