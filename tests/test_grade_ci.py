@@ -165,6 +165,28 @@ def test_a_baseline_accepts_known_failures_fails_on_new_ones_and_names_what_pass
     assert "new failures: pause_turn: pause_turn_resume" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--save", "same.json", "--junit", "same.json"], "--junit same.json: is also the file of --save"),
+    (["--junit", "out", "--save", "r.json"], "--junit out: is a folder"),
+])
+def test_output_files_that_collide_exit_2_before_anything_runs(tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    assert main(["grade", "--command", NAIVE, "end_turn", *args]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "agentlab grade:" not in captured.err
+    assert not (tmp_path / "same.json").exists()
+
+
+def test_saving_over_a_loaded_report_is_refused(naive, tmp_path, capsys):
+    saved = tmp_path / "saved.json"
+    saved.write_text((naive["dir"] / "saved.json").read_text())
+    before = saved.read_text()
+    assert main(["grade", "--load", str(saved), "--save", str(saved)]) == 2
+    assert "is also the file of --load" in capsys.readouterr().err
+    assert saved.read_text() == before
+
+
 def test_a_malformed_baseline_exits_2_before_anything_runs(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text('{"failures": 3}', encoding="utf-8")

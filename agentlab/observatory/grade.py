@@ -151,6 +151,24 @@ def _check_usage(args: Any) -> None:
     if args.agent_command:
         check_timeout(args.timeout)  # before the banner and before anything runs
         check_pass_env(args.pass_env or [])
+    _check_outputs(args)
+
+
+def _check_outputs(args: Any) -> None:
+    """Each file grade writes is written once, and none of them is a report it reads (--load)."""
+    import os
+
+    seen: dict[str, str] = {os.path.realpath(path): "--load" for path in args.load or []}
+    for option in ("--save", "--junit", "--write-baseline", "--heatmap"):
+        path = getattr(args, option[2:].replace("-", "_"))
+        if not path:
+            continue
+        if os.path.isdir(path):
+            raise ConfigError(f"{option} {path}: is a folder; give a file name")
+        other = seen.get(os.path.realpath(path))
+        if other is not None:
+            raise ConfigError(f"{option} {path}: is also the file of {other}; one would overwrite the other")
+        seen[os.path.realpath(path)] = option
 
 
 def _grade_the_command(args: Any) -> Report:
