@@ -1,8 +1,9 @@
 """``agentlab grade``: a report card for any agent loop, in any language.
 
 For each scenario a fresh :class:`~agentlab.backend.serve.ScenarioServer` answers; the agent runs once against it
-(a command, with the scenario's prompt appended as its last argument and ``ANTHROPIC_BASE_URL`` /
-``ANTHROPIC_API_KEY`` set, or a Python function given an ``anthropic.Anthropic`` client); what it sent is
+(a command, with the scenario's prompt where ``{prompt}`` stands or appended as its last argument, and
+``ANTHROPIC_BASE_URL``, a dummy ``ANTHROPIC_API_KEY`` and the ``AGENTLAB_*`` variables set, or a Python function
+given an ``anthropic.Anthropic`` client); what it sent is
 turned into the observatory's behaviour record (:func:`agentlab.observatory.records.build_record`), and the record is
 judged against the careful-loop rules of docs/conformance.md.
 
@@ -15,8 +16,10 @@ the requests. ``RULES`` lists them in the order of the decision table; docs/conf
 same rules under the same names.
 
 The rules are in :mod:`~agentlab.observatory.grade_rules`, the serving of the scenarios to a client in
-:mod:`~agentlab.observatory.grade_serving`, the report cards in :mod:`~agentlab.observatory.grade_report`;
-this module is the command line (:func:`grade_main`) and names all of them.
+:mod:`~agentlab.observatory.grade_serving`, the report cards in :mod:`~agentlab.observatory.grade_report`, what
+is written for machines (the JSON report and its schema, JUnit XML, the baseline) in
+:mod:`~agentlab.observatory.grade_output`; this module is the command line (:func:`grade_main`) and names all
+of them.
 """
 
 from __future__ import annotations
