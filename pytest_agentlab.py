@@ -85,11 +85,12 @@ class GradeSession:
         except AgentlabError as exc:
             raise pytest.UsageError(f"--agentlab-grade: {exc}") from None
         self._report: Any = None
+        self.selected: list[str] = []  # the scenarios whose tests were selected (-k, a node id)
 
     def grade(self, name: str) -> Any:
-        """The grade of one scenario. The command is graded on every scenario at once, --agentlab-jobs at a
-        time, at the first test; under pytest-xdist (a worker runs only some of the tests) each test grades
-        its own scenario."""
+        """The grade of one scenario. The command is graded on every selected scenario at once, --agentlab-jobs
+        at a time, at the first test; under pytest-xdist (a worker runs only some of the tests) each test
+        grades its own scenario."""
         from agentlab.observatory.grade import Report, grade_command
 
         opt = self.config.getoption
@@ -102,7 +103,7 @@ class GradeSession:
             self._report.grades += one.grades
             self._report.command, self._report.passed_env = one.command, one.passed_env
         elif not worker and not self._report.grades:
-            self._report = grade_command(self.argv, self.names, timeout=opt("agentlab_timeout"),
+            self._report = grade_command(self.argv, self.selected or self.names, timeout=opt("agentlab_timeout"),
                                          jobs=opt("agentlab_jobs"), pass_env=self.pass_env,
                                          keep=opt("agentlab_keep"))
         return self._report.grade(name)
@@ -120,6 +121,9 @@ class GradeSession:
         suite = GradeSuite.from_parent(session, name=SUITE, nodeid=SUITE)
         suite.grading = self
         items[:0] = suite.collect()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.selected = [item.name for item in session.items if isinstance(item, GradeItem)]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self._report is None or not self._report.grades:

@@ -368,6 +368,14 @@ def test_the_plugin_under_xdist_grades_each_scenario_on_its_worker(tmp_path):
     assert "1 failed, 1 passed" in done.stdout
 
 
+def test_the_plugin_grades_only_the_selected_scenarios(tmp_path):
+    done = _pytest(tmp_path, "--agentlab-grade", NAIVE, "--agentlab-scenarios", ",".join(SCENARIOS), "-k", "end_turn",
+                   "--agentlab-keep", "kept")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed, 2 deselected" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["end_turn"]
+
+
 def test_bad_plugin_options_are_a_usage_error(tmp_path):
     done = _pytest(tmp_path, "--agentlab-grade", "true", "--agentlab-scenarios", "no_such_scenario")
     assert done.returncode == 4, done.stdout + done.stderr
