@@ -143,7 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--observed", nargs="*", metavar="CLIENT",
                        help="also grade the committed records of these clients (client or client@version; "
                             "none named: all)")
-    grade.add_argument("--load", action="append", metavar="REPORT.json", help="add a report saved with --save")
+    grade.add_argument("--load", action="append", metavar="REPORT.json",
+                       help="add a report saved with --save (or printed by --json)")
     grade.add_argument("--save", metavar="REPORT.json",
                        help="save the JSON report (the --json document), to combine reports later (--load)")
     grade.add_argument("--junit", metavar="FILE.xml",
