@@ -168,14 +168,17 @@ def test_a_baseline_accepts_known_failures_fails_on_new_ones_and_names_what_pass
 @pytest.mark.parametrize("args, message", [
     (["--save", "same.json", "--junit", "same.json"], "--junit same.json: is also the file of --save"),
     (["--junit", "out", "--save", "r.json"], "--junit out: is a folder"),
+    (["--keep", "same.json/kept"], "--keep same.json/kept: cannot create the folder"),
 ])
 def test_output_files_that_collide_exit_2_before_anything_runs(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "out").mkdir()
+    if "--keep" in args:
+        (tmp_path / "same.json").write_text("a file, not a folder")
     assert main(["grade", "--command", NAIVE, "end_turn", *args]) == 2
     captured = capsys.readouterr()
     assert message in captured.err and "agentlab grade:" not in captured.err
-    assert not (tmp_path / "same.json").exists()
+    assert "--keep" in args or not (tmp_path / "same.json").exists()
 
 
 def test_saving_over_a_loaded_report_is_refused(naive, tmp_path, capsys):
@@ -253,6 +256,20 @@ def test_the_prompt_goes_where_the_placeholder_stands_and_the_environment_is_doc
     assert doc["reports"][0]["environment"] == {"removed": ["ANTHROPIC_*", "CLAUDE*"], "passed": ["ANTHROPIC_MODEL"]}
     assert "without the ANTHROPIC_* and CLAUDE* variables (passed with --pass-env: ANTHROPIC_MODEL)" in captured.err
     assert scenarios(doc)["end_turn"]["verdict"] == "pass"
+
+
+def test_a_passed_variable_and_an_api_key_printed_by_the_command_are_redacted(tmp_path, capsys, monkeypatch):
+    script = tmp_path / "leak.py"
+    script.write_text("import os, sys\nprint('token', os.environ['ANTHROPIC_AUTH_TOKEN'], file=sys.stderr)\n"
+                      "print('key sk-ant-api03-abcdefghijklmnop', file=sys.stderr)\nsys.exit(3)\n")
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "very-secret-token-value")
+    assert main(["grade", "--command", f"{PY} {shlex.quote(str(script))}", "end_turn", "--pass-env",
+                 "ANTHROPIC_AUTH_TOKEN", "--keep", str(tmp_path / "kept"), "--json"]) == 1
+    captured = capsys.readouterr()
+    kept = (tmp_path / "kept" / "end_turn" / "stderr.txt").read_text()
+    for text in (captured.out, captured.err, kept):
+        assert "very-secret-token-value" not in text and "sk-ant-api03" not in text
+    assert "token [redacted]" in kept and "key [redacted]" in kept
 
 
 def test_without_a_placeholder_the_prompt_is_the_last_argument(tmp_path, capsys, monkeypatch):

@@ -149,8 +149,13 @@ def _check_usage(args: Any) -> None:
     if (args.baseline or args.write_baseline or args.keep) and not args.agent_command:
         option = "--baseline" if args.baseline else "--write-baseline" if args.write_baseline else "--keep"
         raise ConfigError(f"{option} goes with --command (it is about the command graded now)")
-    if args.keep and Path(args.keep).exists() and not Path(args.keep).is_dir():
-        raise ConfigError(f"--keep {args.keep}: is a file; --keep takes a folder")
+    if args.keep:
+        if Path(args.keep).exists() and not Path(args.keep).is_dir():
+            raise ConfigError(f"--keep {args.keep}: is a file; --keep takes a folder")
+        try:
+            Path(args.keep).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"--keep {args.keep}: cannot create the folder: {exc.strerror or exc}") from None
     if args.agent_command:
         check_timeout(args.timeout)  # before the banner and before anything runs
         check_pass_env(args.pass_env or [])

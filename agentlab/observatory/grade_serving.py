@@ -174,7 +174,11 @@ def command_runner(argv: Sequence[str], cwd: str | Path | None = None, *, pass_e
     """An observe runner: the command with the prompt in it (:func:`command_argv`) and :func:`command_env`, in
     its own process group, killed (the whole group) at the timeout. ``keep``: a folder where each scenario's
     stdout, stderr and exit status are written (in a folder named after the scenario)."""
+    from ..core.trace import redact
     from .observe_clients import ClientOutcome
+
+    # what the command prints is kept and shown: any API key in it, and the values passed with --pass-env, are not
+    secrets = tuple(os.environ[name] for name in pass_env if name in os.environ)
 
     def run(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
         env = command_env(scenario, base_url, pass_env)
@@ -195,6 +199,7 @@ def command_runner(argv: Sequence[str], cwd: str | Path | None = None, *, pass_e
             result.update(exit_code=None, timed_out=True, timeout_s=timeout)
         if result.get("exit_code") is not None and result["exit_code"] < 0:
             result["signal"] = -result["exit_code"]
+        out, err = redact(out or "", secrets), redact(err or "", secrets)
         if _last_line(out):
             result["text"] = _last_line(out)
         if _tail(err):
