@@ -186,6 +186,16 @@ def test_the_plain_install_says_which_extra_the_heatmap_needs(slim):
     assert "Traceback" not in done.stderr
 
 
+def test_the_plain_install_grades_from_the_command_line(slim):
+    done = subprocess.run([str(slim["bin"] / "agentlab"), "grade", "--command", "agentlab run --tools demo --prompt",
+                           "end_turn", "--json", "--junit", "grade.xml"], cwd=slim["cwd"], env=slim["env"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "pass" and report["agentlab_version"] == "0.1.0"
+    assert (slim["cwd"] / "grade.xml").read_text().startswith('<?xml version="1.0" encoding="utf-8"?>')
+
+
 def _plugin(slim: dict, command: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(slim["bin"] / "python"), "-m", "pytest", "-p", "no:cacheprovider", "--agentlab-grade",
                            command, "--agentlab-scenarios", ",".join(DONE_WHEN), "--junitxml", "grade.xml"],
