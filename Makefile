@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test,site]'
+	$(BIN)/python -m pip install --quiet -e '.[lab,test,site]'
 	touch $(STAMP)
 
 LAB_ARGS ?=

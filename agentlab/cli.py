@@ -103,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("scenario")
     serve.add_argument("--port", type=int, default=0, help="port (default: a free one, printed)")
     serve.add_argument("--record", help="append every request to this JSONL file")
+    serve.add_argument("--mode", choices=["strict", "grade"], default="strict",
+                       help="strict (default): a request the script does not expect gets a 400 naming why; grade: "
+                            "served exactly as `agentlab grade` serves it (never a 400 for an unexpected request: "
+                            "the grade judges it), to reproduce a grade by hand")
 
     observe = sub.add_parser("observe", help="run a client against each scenario and record what it does")
     observe.add_argument("client", nargs="?", help="agentlab, tool-runner, claude-code[@VERSION], pydantic-ai, "
@@ -122,22 +126,43 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("scenarios", nargs="*", help="scenario names (default: every scenario a client can be "
                                                      "graded on from its prompt alone)")
     grade.add_argument("--command", dest="agent_command",
-                       help="the agent: \"CMD ARGS\"; the scenario's prompt is appended as the last argument, "
-                            "ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY (a dummy) are set")
+                       help="the agent: \"CMD ARGS\"; the scenario's prompt goes where {prompt} stands, else it is "
+                            "appended as the last argument; ANTHROPIC_BASE_URL, a dummy ANTHROPIC_API_KEY and "
+                            "AGENTLAB_PROMPT, AGENTLAB_SCENARIO, AGENTLAB_MODEL, AGENTLAB_MAX_TOKENS, "
+                            "AGENTLAB_SERVER_TOOLS are set; every other ANTHROPIC_* and CLAUDE* variable is removed")
+    grade.add_argument("--pass-env", action="append", metavar="NAME",
+                       help="give the command this variable from the environment although it is an ANTHROPIC_* or "
+                            "CLAUDE* one (repeat for several)")
     grade.add_argument("--timeout", type=float, default=60.0,
                        help="seconds per scenario; a command still running then is stopped (its process group "
                             "killed) and graded as such (default 60)")
-    grade.add_argument("--jobs", type=int, default=4, help="scenarios run at the same time (default 4)")
+    grade.add_argument("--jobs", type=int, default=4,
+                       help="scenarios run at the same time, each with its own server and its own run of the "
+                            "command (default 4; 1 for a command that cannot run twice at once)")
     grade.add_argument("--label", help="the name of the graded client in reports (default: the command)")
     grade.add_argument("--observed", nargs="*", metavar="CLIENT",
                        help="also grade the committed records of these clients (client or client@version; "
                             "none named: all)")
-    grade.add_argument("--load", action="append", metavar="REPORT.json", help="add a report saved with --save")
-    grade.add_argument("--save", metavar="REPORT.json", help="save the reports, to combine them later (--load)")
+    grade.add_argument("--load", action="append", metavar="REPORT.json",
+                       help="add a report saved with --save (or printed by --json)")
+    grade.add_argument("--save", metavar="REPORT.json",
+                       help="save the JSON report (the --json document), to combine reports later (--load)")
+    grade.add_argument("--junit", metavar="FILE.xml",
+                       help="write JUnit XML: a test case per scenario and rule (failed rule: failure with its "
+                            "message; branch not reached: skipped)")
+    grade.add_argument("--write-baseline", metavar="FILE.json",
+                       help="record today's failures as the known ones (commit it; then --baseline FILE)")
+    grade.add_argument("--baseline", metavar="FILE.json",
+                       help="accept the failures recorded with --write-baseline: exit 0 when every failure is in "
+                            "it, 1 on a new one; the report names the entries that no longer fail")
+    grade.add_argument("--keep", metavar="DIR",
+                       help="keep per scenario, in DIR/SCENARIO/: the requests and replies as the server saw them "
+                            "(exchanges.jsonl), the behaviour record (record.json), stdout.txt, stderr.txt and "
+                            "exit.json")
     grade.add_argument("--heatmap", metavar="FILE.png", help="draw the reports as a heatmap, clients × branches")
     grade.add_argument("--json", action="store_true",
-                       help="print one JSON object on the last line: the verdict, each scenario's name, verdict "
-                            "and failed rules")
+                       help="print the JSON report on stdout, as one document (the text report goes to stderr); "
+                            "its JSON Schema is agentlab/observatory/schemas/grade-report.schema.json")
     return parser
 
 
@@ -160,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             from .backend.serve import serve_main
 
+            if args.mode == "grade":
+                from .observatory.grade import grading_engine
+
+                return serve_main(args, engine=grading_engine(args.scenario))
             return serve_main(args)
         if args.command == "observe":
             from .observatory.observe import observe_main
@@ -167,9 +196,8 @@ def main(argv: list[str] | None = None) -> int:
             return observe_main(args)
         if args.command == "grade":
             from .observatory.grade import grade_main
-            from .ui.plots import grade_heatmap
 
-            return grade_main(args, heatmap=grade_heatmap)
+            return grade_main(args, heatmap=_heatmap_maker() if args.heatmap else None)
     except AgentlabError as exc:
         print(f"agentlab: {exc}", file=sys.stderr)
         return 2
@@ -178,6 +206,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     parser.error(f"unknown command {args.command!r}")
     return 2
+
+
+def _heatmap_maker():
+    """``grade --heatmap``: the figure maker, or a clear error before anything runs when matplotlib (the lab
+    extra) is not installed."""
+    from .core.extras import MissingExtra
+
+    try:
+        from .ui.plots import grade_heatmap
+    except MissingExtra as exc:
+        raise ConfigError(f"--heatmap: {exc}") from None
+    return grade_heatmap
 
 
 def _not_utf8(tokens: list[str]) -> str | None:

@@ -23,15 +23,25 @@ PY = shlex.quote(sys.executable)
 
 
 def grade(capsys, *args: str) -> tuple[int, str, dict]:
+    """Exit code, the text report (stdout, or stderr with --json) and the JSON document (all of stdout)."""
     code = main(["grade", *args])
-    out = capsys.readouterr().out
-    last = out.strip().splitlines()[-1] if out.strip() else ""
-    data = json.loads(last) if last.startswith("{") else {}
-    return code, out, data
+    captured = capsys.readouterr()
+    if "--json" not in args:
+        return code, captured.out, {}
+    data = json.loads(captured.out) if captured.out.strip() else {}
+    return code, captured.err, data
+
+
+def scenarios(data: dict) -> list[dict]:
+    return [dict(s, client=r["client"]) for r in data["reports"] for s in r["scenarios"]]
 
 
 def failures(data: dict) -> dict[str, list[str]]:
-    return {s["name"]: s["failed"] for s in data["scenarios"]}
+    return {s["name"]: s["failed"] for s in scenarios(data)}
+
+
+def why(data: dict) -> dict[str, dict[str, str]]:
+    return {s["name"]: {r["rule"]: r["message"] for r in s["rules"] if r["status"] == "fail"} for s in scenarios(data)}
 
 
 # -- usage --------------------------------------------------------------------------------------------------
@@ -43,6 +53,10 @@ def failures(data: dict) -> dict[str, list[str]]:
     (["--command", "true", "no_such_scenario"], "no_such_scenario"),
     (["--command", "true", "--timeout", "0"], "--timeout"),
     (["--command", "true", "--jobs", "0"], "--jobs"),
+    (["--command", "true", "--pass-env", "ANTHROPIC_BASE_URL"], "--pass-env ANTHROPIC_BASE_URL: grade sets it"),
+    (["--command", "true", "--pass-env", "A B"], "not an environment variable name"),
+    (["--observed", "agentlab", "--baseline", "b.json"], "--baseline goes with --command"),
+    (["--command", "true", "--baseline", "/no/such/baseline.json"], "--baseline /no/such/baseline.json: cannot read"),
     (["end_turn"], "nothing to grade"),
     (["--observed", "nobody"], "no records for nobody"),
 ])
@@ -95,9 +109,8 @@ def test_the_naive_loop_fails_with_the_rules_named_by_scenario(capsys):
     assert data["verdict"] == "fail"
     assert failures(data) == {"pause_turn": ["pause_turn_resume"], "mislabel_end_turn": ["tool_result_pairing"],
                               "max_tokens_give_up": ["bounded_max_tokens_recovery"]}
-    why = {s["name"]: s["why"] for s in data["scenarios"]}
-    assert "the run ended there, with the server tool unfinished" in why["pause_turn"]["pause_turn_resume"]
-    assert "(labelled end_turn)" in why["mislabel_end_turn"]["tool_result_pairing"]
+    assert "the run ended there, with the server tool unfinished" in why(data)["pause_turn"]["pause_turn_resume"]
+    assert "(labelled end_turn)" in why(data)["mislabel_end_turn"]["tool_result_pairing"]
 
 
 # -- commands that misbehave -------------------------------------------------------------------------------------
@@ -154,7 +167,7 @@ def test_a_crashing_command_is_graded_on_what_it_sent(tmp_path, capsys):
     code, out, data = grade(capsys, "--command", command, "tool_use", "end_turn", "--json")
     assert code == 1, out
     assert failures(data) == {"tool_use": ["tool_result_pairing"], "end_turn": []}
-    ending = {s["name"]: s["ending"] for s in data["scenarios"]}
+    ending = {s["name"]: s["ending"] for s in scenarios(data)}
     assert ending == {"tool_use": "exit 1", "end_turn": "exit 1"}
     assert "request 1's reply asked for 1 tool call; the run ended without sending the results" in out
 
@@ -166,7 +179,7 @@ def test_a_command_that_never_offers_the_server_tool_is_told_so(tmp_path, capsys
     """)
     code, out, data = grade(capsys, "--command", command, "pause_turn", "end_turn", "--json")
     assert code == 1, out
-    notes = {s["name"]: s.get("notes", []) for s in data["scenarios"]}
+    notes = {s["name"]: s["notes"] for s in scenarios(data)}
     assert notes["end_turn"] == []
     assert len(notes["pause_turn"]) == 1 and "never offered the server tool(s) web_search" in notes["pause_turn"][0]
     assert "    note: the client never offered the server tool(s) web_search" in out
@@ -178,12 +191,12 @@ def test_observed_records_are_graded_saved_combined_and_drawn(tmp_path, capsys):
     saved = tmp_path / "reports.json"
     code, out, data = grade(capsys, "--observed", "agentlab", "tool-runner", "--save", str(saved), "--json")
     assert code == 1  # the tool runner fails several rules
-    clients = {s["client"] for s in data["scenarios"]}
+    clients = {s["client"] for s in scenarios(data)}
     assert any(c.startswith("agentlab ") for c in clients) and any(c.startswith("tool-runner ") for c in clients)
     assert {c.split()[0] for c in clients} == {"agentlab", "tool-runner"}
     picture = tmp_path / "heat.png"
     code, out, again = grade(capsys, "--load", str(saved), "--heatmap", str(picture), "--json")
-    assert code == 1 and again["scenarios"] == data["scenarios"]
+    assert code == 1 and scenarios(again) == scenarios(data)
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"heatmap: {picture}" in out
 
@@ -191,7 +204,7 @@ def test_observed_records_are_graded_saved_combined_and_drawn(tmp_path, capsys):
 def test_observed_agentlab_alone_exits_0(capsys):
     code, out, data = grade(capsys, "--observed", "agentlab", "--json")
     assert code == 0, out
-    assert data["verdict"] == "pass" and all(s["verdict"] == "pass" for s in data["scenarios"])
+    assert data["verdict"] == "pass" and all(s["verdict"] == "pass" for s in scenarios(data))
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to see whether a process is alive")

@@ -95,9 +95,11 @@ def test_the_comparison_sees_a_changed_bound(tmp_path, monkeypatch):
 def test_required_packages_are_declared():
     project = pyproject()["project"]
     runtime = {normalise(r) for r in project["dependencies"]}
+    lab = {normalise(r) for r in project["optional-dependencies"]["lab"]}
     test = {normalise(r) for r in project["optional-dependencies"]["test"]}
-    assert {"anthropic", "pandas", "matplotlib", "ipywidgets", "jupyterlab", "pyyaml"} <= runtime
-    assert {"pytest", "nbval", "hypothesis"} <= test
+    assert {"anthropic", "httpx2", "pydantic", "pyyaml", "tornado", "psutil"} <= runtime
+    assert {"pandas", "matplotlib", "ipywidgets", "jupyterlab"} <= lab and not lab & runtime
+    assert {"pytest", "nbval", "hypothesis", "jsonschema"} <= test
 
 
 def test_normalise():

@@ -7,6 +7,10 @@ site-packages: downloading pandas, matplotlib, JupyterLab and the rest again wou
 network, and would test pip rather than this wheel. Only the path line is shared: the editable install's own
 ``.pth`` there is not read, so ``import agentlab`` finds the installed wheel, which the tests check. ``pip
 check`` then confirms that the wheel's declared requirements are met by what the venv sees.
+
+The plain install is checked apart, in a second venv (``slim``): the wheel and its declared requirements only
+(no ``lab`` extra), installed by pip from the package index (pip's cache makes it some ten seconds), and
+pytest, to run the pytest plugin there as a framework's CI would.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
          "-w", str(out), str(REPO)], cwd=out, env=os.environ.copy())
-    wheels = list(out.glob("agentlab-*.whl"))
+    wheels = list(out.glob("agentlab_workbench-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0]
 
@@ -143,3 +147,71 @@ def test_installed_agentlab_serves_the_lessons(fresh):
     assert seen["ends"]["tour"] == "success"
     assert seen["claims"] and seen["record"] == "tour"
     assert seen["hook"] == ["deny", []], seen["hook"]
+
+
+# -- the plain install, alone in a venv -------------------------------------------------------------------------------
+
+NOTEBOOK_STACK = ("pandas", "matplotlib", "ipywidgets", "jupyterlab", "IPython")
+DONE_WHEN = ["pause_turn", "max_tokens_give_up", "max_tokens_continue", "incomplete_tool_use", "mislabel_end_turn",
+             "end_turn"]
+
+
+@pytest.fixture(scope="module")
+def slim(tmp_path_factory, wheel) -> dict:
+    """A venv with the wheel installed with its requirements and no extra, and pytest: nothing else."""
+    root = tmp_path_factory.mktemp("slim")
+    venv = root / "venv"
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=root, env=os.environ.copy())
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["COLUMNS"] = "250"  # pytest's short summary lines are not cut
+    run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", str(wheel),
+         "pytest>=8,<10"], cwd=root, env=env, timeout=600)
+    work = root / "elsewhere"
+    work.mkdir()
+    return {"bin": venv / "bin", "cwd": work, "env": env}
+
+
+def test_the_plain_install_has_no_notebook_stack(slim):
+    script = f"import importlib.util; print([m for m in {NOTEBOOK_STACK!r} if importlib.util.find_spec(m)])"
+    out = run([str(slim["bin"] / "python"), "-c", script], cwd=slim["cwd"], env=slim["env"]).stdout
+    assert out.strip() == "[]", out
+
+
+def test_the_plain_install_says_which_extra_the_heatmap_needs(slim):
+    done = subprocess.run([str(slim["bin"] / "agentlab"), "grade", "--observed", "agentlab", "--heatmap", "h.png"],
+                          cwd=slim["cwd"], env=slim["env"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "needs matplotlib, which comes with the 'lab' extra: pip install 'agentlab-workbench[lab]'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_plain_install_grades_from_the_command_line(slim):
+    done = subprocess.run([str(slim["bin"] / "agentlab"), "grade", "--command", "agentlab run --tools demo --prompt",
+                           "end_turn", "--json", "--junit", "grade.xml"], cwd=slim["cwd"], env=slim["env"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "pass" and report["agentlab_version"] == "0.1.0"
+    assert (slim["cwd"] / "grade.xml").read_text().startswith('<?xml version="1.0" encoding="utf-8"?>')
+
+
+def _plugin(slim: dict, command: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(slim["bin"] / "python"), "-m", "pytest", "-p", "no:cacheprovider", "--agentlab-grade",
+                           command, "--agentlab-scenarios", ",".join(DONE_WHEN), "--junitxml", "grade.xml"],
+                          cwd=slim["cwd"], env=slim["env"], capture_output=True, text=True, timeout=600)
+
+
+def test_the_plugin_of_the_plain_install_fails_the_naive_loop_with_the_rules_named(slim):
+    done = _plugin(slim, f"python {REPO / 'examples' / 'naive_loop.py'}")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED agentlab-grade::pause_turn - pause_turn: pause_turn_resume failed" in done.stdout
+    assert "FAILED agentlab-grade::max_tokens_give_up - max_tokens_give_up: bounded_max_tokens_recovery failed" \
+        in done.stdout
+    assert "agentlab-grade::end_turn" not in done.stdout.split("short test summary info")[1]  # it passes
+
+
+def test_the_plugin_of_the_plain_install_passes_agentlabs_own_cli(slim):
+    done = _plugin(slim, "agentlab run --tools demo --prompt")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{len(DONE_WHEN)} passed" in done.stdout

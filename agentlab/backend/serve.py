@@ -535,15 +535,18 @@ def _parsed_or_none(body: bytes | None) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-def serve_main(args: Any) -> int:
-    """``agentlab serve SCENARIO [--port N] [--record FILE]``: serve until interrupted."""
-    engine = ScenarioEngine.from_name(args.scenario)  # ScenarioError (exit 2) when missing or malformed
+def serve_main(args: Any, engine: ScenarioEngine | None = None) -> int:
+    """``agentlab serve SCENARIO [--port N] [--record FILE]``: serve until interrupted (``engine``: one built
+    for another serving mode, ``--mode grade``)."""
+    if engine is None:
+        engine = ScenarioEngine.from_name(args.scenario)  # ScenarioError (exit 2) when missing or malformed
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port: expected 0-65535, got {args.port}")
     server = ScenarioServer(engine, port=args.port, record=args.record,
                             log=lambda line: print(f"agentlab serve: {line}", file=sys.stderr, flush=True))
     server.start()
-    print(f"agentlab serve: {server.base_url} (scenario {engine.scenario.name})", flush=True)
+    mode = "" if getattr(args, "mode", "strict") == "strict" else f", served as {args.mode} serves it"
+    print(f"agentlab serve: {server.base_url} (scenario {engine.scenario.name}{mode})", flush=True)
     try:
         server.wait()
     except KeyboardInterrupt:

@@ -224,7 +224,9 @@ def frame_rows(frame: Any) -> list[dict[str, Any]]:
 
 
 def events_to_frame(events: list[Event]) -> Any:  # a pandas DataFrame
-    import pandas as pd
+    from .extras import require
+
+    pd = require("pandas", "Trace.to_frame()")
 
     rows = []
     for e in events:

@@ -12,6 +12,7 @@ grade           ``agentlab grade``: the conformance rules checked on any client'
 grade_rules     the careful-loop rules (Check, Rule, RULES), each a pure function of a record
 grade_serving   a command or a Python loop run against each scenario's scripted server, and graded
 grade_report    the report cards (ScenarioGrade, Report): rendered, saved, loaded; the committed records graded
+grade_output    what grade writes for machines: the JSON report (its schema in schemas/), JUnit XML, the baseline
 
 Imports the core, the backend and ``agentlab.lab``; never the notebook UI.
 """

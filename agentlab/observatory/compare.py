@@ -12,14 +12,18 @@ only claims precise enough to carry actions take part in the comparison.
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from ..backend.scenario import Scenario, list_scenarios
 from ..core.errors import ConfigError
+from ..core.extras import require
+if TYPE_CHECKING:
+    import pandas as pd
+
 from .records import (  # noqa: F401  (describe: the lessons read it here)
     OBSERVED_DIR,
     describe,
@@ -128,7 +132,7 @@ def comparison_table(observed: str | Path | None = None, claims: str | Path | No
         row["differs"] = bool(differing) if base is not None else None
         row["differing"] = ", ".join(differing)
         rows.append(row)
-    return pd.DataFrame(rows)
+    return require("pandas", "comparison_table()").DataFrame(rows)
 
 
 def clients_table(observed: str | Path | None = None, claims: str | Path | None = None) -> pd.DataFrame:
@@ -144,7 +148,8 @@ def clients_table(observed: str | Path | None = None, claims: str | Path | None 
                      "records": len(load_records(observed)[(client, version)]),
                      "reproduce": f"agentlab observe {spec}", "how": info.get("how", ""),
                      "note": info.get("note", "")})
-    return pd.DataFrame(rows, columns=["client", "version", "records", "reproduce", "how", "note"])
+    columns = ["client", "version", "records", "reproduce", "how", "note"]
+    return require("pandas", "clients_table()").DataFrame(rows, columns=columns)
 
 
 def explained_differences(table: pd.DataFrame | None = None, claims: str | Path | None = None) -> pd.DataFrame:
@@ -158,12 +163,12 @@ def explained_differences(table: pd.DataFrame | None = None, claims: str | Path 
         if name not in by_name.index:
             raise ConfigError(f"claims.yaml: explained: {name!r} is not a branch scenario of the table")
         rows.append({"scenario": name, "differing": by_name.loc[name, "differing"], "why": " ".join(str(text).split())})
-    return pd.DataFrame(rows, columns=["scenario", "differing", "why"])
+    return require("pandas", "explained_differences()").DataFrame(rows, columns=["scenario", "differing", "why"])
 
 
 def difference_mask(table: pd.DataFrame) -> pd.DataFrame:
     """True for each cell whose column is listed in its row's ``differing``."""
-    mask = pd.DataFrame(False, index=table.index, columns=table.columns)
+    mask = require("pandas", "difference_mask()").DataFrame(False, index=table.index, columns=table.columns)
     for i, differing in table["differing"].items():
         for label in filter(None, (d.strip() for d in str(differing).split(","))):
             if label in mask.columns:
@@ -189,7 +194,7 @@ def comparison_html(table: pd.DataFrame | None = None, **kwargs: Any) -> str:
         cells = []
         for column in table.columns:
             value = row[column]
-            text = "" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+            text = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
             css = ' class="differs"' if mask.loc[i, column] else ""
             cells.append(f"<td{css}>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")

@@ -21,6 +21,7 @@ from typing import Any
 from ..backend.scenario import Scenario, load_scenario
 from ..core.compaction import facts_kept
 from ..core.events import CompactionEvent, Payload, Request, payload_from_data
+from ..core.extras import require
 from ..core.trace import Event, Trace, frame_rows
 
 __all__ = ["COMPACTION_COLUMNS", "DEFAULT_STRATEGIES", "compaction_frame", "compare_strategies", "fact_column"]
@@ -58,7 +59,7 @@ def compare_strategies(
     and ``answered_<fact>`` (named in the final answer). ``facts`` defaults to the scenario's own;
     ``overrides`` go to :func:`agentlab.lab.scenario_loop` (e.g. ``context_window=``).
     """
-    import pandas as pd
+    pd = require("pandas", "the compaction facts")
 
     from ..lab import scenario_loop
 
@@ -130,7 +131,7 @@ def compaction_frame(trace_or_frame: Any):
     as the loop does; either is missing (``<NA>``) when there is no such request. ``removed`` is the list of
     what the strategy removed, ``removed_count`` its length.
     """
-    import pandas as pd
+    pd = require("pandas", "the compaction facts")
 
     events = _events(trace_or_frame)
     if events is not None:

@@ -1,8 +1,9 @@
 """``agentlab grade``: a report card for any agent loop, in any language.
 
 For each scenario a fresh :class:`~agentlab.backend.serve.ScenarioServer` answers; the agent runs once against it
-(a command, with the scenario's prompt appended as its last argument and ``ANTHROPIC_BASE_URL`` /
-``ANTHROPIC_API_KEY`` set, or a Python function given an ``anthropic.Anthropic`` client); what it sent is
+(a command, with the scenario's prompt where ``{prompt}`` stands or appended as its last argument, and
+``ANTHROPIC_BASE_URL``, a dummy ``ANTHROPIC_API_KEY`` and the ``AGENTLAB_*`` variables set, or a Python function
+given an ``anthropic.Anthropic`` client); what it sent is
 turned into the observatory's behaviour record (:func:`agentlab.observatory.records.build_record`), and the record is
 judged against the careful-loop rules of docs/conformance.md.
 
@@ -15,8 +16,10 @@ the requests. ``RULES`` lists them in the order of the decision table; docs/conf
 same rules under the same names.
 
 The rules are in :mod:`~agentlab.observatory.grade_rules`, the serving of the scenarios to a client in
-:mod:`~agentlab.observatory.grade_serving`, the report cards in :mod:`~agentlab.observatory.grade_report`;
-this module is the command line (:func:`grade_main`) and names all of them.
+:mod:`~agentlab.observatory.grade_serving`, the report cards in :mod:`~agentlab.observatory.grade_report`, what
+is written for machines (the JSON report and its schema, JUnit XML, the baseline) in
+:mod:`~agentlab.observatory.grade_output`; this module is the command line (:func:`grade_main`) and names all
+of them.
 """
 
 from __future__ import annotations
@@ -29,11 +32,25 @@ from typing import Any
 
 from ..backend.scenario import load_scenario
 from ..core.errors import ConfigError
+from .grade_output import (  # noqa: F401  (re-exported: agentlab.observatory.grade keeps every name)
+    SCHEMA_PATH,
+    SCHEMA_VERSION,
+    BaselineCheck,
+    check_baseline,
+    document,
+    junit_xml,
+    load_document,
+    read_baseline,
+    write_baseline,
+    write_text,
+)
 from .grade_report import (  # noqa: F401  (re-exported: agentlab.observatory.grade keeps every name)
     Report,
     ScenarioGrade,
     grade_record,
     grade_records,
+    STRIPPED_ENV,
+    nothing_sent,
     observed_reports,
     server_tool_notes,
 )
@@ -77,17 +94,24 @@ from .grade_rules import (  # noqa: F401  (re-exported: agentlab.observatory.gra
     tool_result_pairing,
 )
 from .grade_serving import (  # noqa: F401  (re-exported: agentlab.observatory.grade keeps every name)
+    COMMAND_ENV,
+    DEFAULT_JOBS,
     DEFAULT_TIMEOUT,
     GRADE_KEY,
+    PROMPT,
     KILL_GRACE_S,
     MAX_TIMEOUT_S,
     LoopFn,
+    check_pass_env,
     check_timeout,
+    command_argv,
+    command_env,
     command_runner,
     function_runner,
     grade_command,
     grade_function,
     gradeable_scenarios,
+    grading_engine,
     needs_settings,
     parse_command,
 )
@@ -95,58 +119,112 @@ from .grade_serving import (  # noqa: F401  (re-exported: agentlab.observatory.g
 # -- the command line -----------------------------------------------------------------------------------------
 
 def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = None) -> int:
-    """``agentlab grade``: exit 0 when every rule holds, 1 when any fails (2 for bad usage, via ConfigError).
+    """``agentlab grade``: exit 0 when every rule holds (with --baseline: every failure is a known one), 1 when
+    any fails, 2 for bad usage (via ConfigError).
 
     ``heatmap(reports)`` draws the figure ``--heatmap`` saves (the CLI passes ``agentlab.ui.plots.grade_heatmap``).
     """
-    import sys
+    _check_usage(args)
+    known = read_baseline(args.baseline) if args.baseline else None  # a bad baseline fails before anything runs
+    reports: list[Report] = observed_reports(clients=args.observed or None) if args.observed is not None else []
+    for path in args.load or []:
+        reports += load_document(path)
+    if args.agent_command:
+        reports.append(_grade_the_command(args))
+    checked = check_baseline(args.baseline, known, reports) if known is not None else None
+    _write_outputs(args, reports, checked, heatmap)
+    passed = checked.passed if checked is not None else all(r.passed for r in reports)
+    return 0 if passed else 1
 
+
+def _check_usage(args: Any) -> None:
     if not (args.agent_command or args.observed is not None or args.load):
-        raise ConfigError("nothing to grade: give --command \"CMD ARGS\" (your agent; the prompt is appended), "
-                          "--observed [CLIENT ...] (the committed records) or --load REPORT.json")
+        raise ConfigError("nothing to grade: give --command \"CMD ARGS\" (your agent; the prompt is appended, or "
+                          "put where {prompt} stands), --observed [CLIENT ...] (the committed records) or "
+                          "--load REPORT.json")
     if args.scenarios and not args.agent_command:
         raise ConfigError("scenario names go with --command (records are graded on the scenarios they hold)")
     if args.jobs < 1:
         raise ConfigError(f"--jobs: expected at least 1, got {args.jobs}")
+    if (args.baseline or args.write_baseline or args.keep) and not args.agent_command:
+        option = "--baseline" if args.baseline else "--write-baseline" if args.write_baseline else "--keep"
+        raise ConfigError(f"{option} goes with --command (it is about the command graded now)")
+    if args.keep:
+        if Path(args.keep).exists() and not Path(args.keep).is_dir():
+            raise ConfigError(f"--keep {args.keep}: is a file; --keep takes a folder")
+        try:
+            Path(args.keep).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"--keep {args.keep}: cannot create the folder: {exc.strerror or exc}") from None
     if args.agent_command:
         check_timeout(args.timeout)  # before the banner and before anything runs
-    reports: list[Report] = observed_reports(clients=args.observed or None) if args.observed is not None else []
-    for path in args.load or []:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"--load {path}: cannot read a saved report: {exc}") from None
-        items = data.get("reports") if isinstance(data, dict) else None
-        if not isinstance(items, list):
-            raise ConfigError(f"--load {path}: not a report saved with --save (no 'reports' list)")
-        reports += [Report.from_dict(item) for item in items]
-    if args.agent_command:
-        argv = parse_command(args.agent_command)
-        names = list(args.scenarios) if args.scenarios else gradeable_scenarios()
-        for name in names:
-            load_scenario(name)
-        print(f"agentlab grade: {len(names)} scenario(s), each against a fresh server; "
-              f"timeout {args.timeout:g} s", file=sys.stderr, flush=True)
-        started = time.perf_counter()
-        reports.append(grade_command(argv, names, timeout=args.timeout, jobs=args.jobs,
-                                     label=args.label or args.agent_command))
-        print(f"agentlab grade: done in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
-    for k, report in enumerate(reports):
-        if k:
-            print()
-        print(report.text())
+        check_pass_env(args.pass_env or [])
+    _check_outputs(args)
+
+
+def _check_outputs(args: Any) -> None:
+    """Each file grade writes is written once, and none of them is a report it reads (--load)."""
+    import os
+
+    seen: dict[str, str] = {os.path.realpath(path): "--load" for path in args.load or []}
+    for option in ("--save", "--junit", "--write-baseline", "--heatmap"):
+        path = getattr(args, option[2:].replace("-", "_"))
+        if not path:
+            continue
+        if os.path.isdir(path):
+            raise ConfigError(f"{option} {path}: is a folder; give a file name")
+        other = seen.get(os.path.realpath(path))
+        if other is not None:
+            raise ConfigError(f"{option} {path}: is also the file of {other}; one would overwrite the other")
+        seen[os.path.realpath(path)] = option
+
+
+def _grade_the_command(args: Any) -> Report:
+    import sys
+
+    argv = parse_command(args.agent_command)
+    names = list(args.scenarios) if args.scenarios else gradeable_scenarios()
+    for name in names:
+        load_scenario(name)
+    print(f"agentlab grade: {len(names)} scenario(s), each against a fresh server, {args.jobs} at a time; "
+          f"timeout {args.timeout:g} s", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    report = grade_command(argv, names, timeout=args.timeout, jobs=args.jobs, label=args.label or args.agent_command,
+                           pass_env=args.pass_env or [], keep=args.keep)
+    print(f"agentlab grade: done in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    return report
+
+
+def _write_outputs(args: Any, reports: list[Report], checked: BaselineCheck | None,
+                   heatmap: Callable[[list[Report]], Any] | None) -> None:
+    """The text report (on stderr with --json, whose document is then all of stdout), then the files."""
+    import sys
+
+    text = "\n\n".join(report.text() for report in reports)
+    if checked is not None:
+        text += "\n\n" + checked.text()
+    print(text, file=sys.stderr if args.json else sys.stdout, flush=True)
+    doc = document(reports, checked)
+    notes: list[str] = []
     if args.save:
-        Path(args.save).write_text(json.dumps({"reports": [r.to_dict() for r in reports]}, indent=1,
-                                              ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"\nsaved: {args.save}")
+        write_text(args.save, json.dumps(doc, indent=1, ensure_ascii=False) + "\n", "--save")
+        notes.append(f"saved: {args.save}")
+    if args.junit:
+        write_text(args.junit, junit_xml(reports, checked), "--junit")
+        notes.append(f"junit: {args.junit}")
+    if args.write_baseline:
+        count = write_baseline(args.write_baseline, reports)
+        notes.append(f"baseline: {args.write_baseline} ({count} known failure(s))")
+    if args.keep:
+        notes.append(f"kept: {args.keep} (per scenario: exchanges.jsonl, record.json, stdout.txt, stderr.txt, "
+                     "exit.json)")
     if args.heatmap:
         if heatmap is None:
             raise ConfigError("--heatmap: no figure maker was given to grade_main")
         fig = heatmap(reports)
         fig.savefig(args.heatmap, dpi=110, bbox_inches="tight")
-        print(f"heatmap: {args.heatmap}")
-    passed = all(r.passed for r in reports)
+        notes.append(f"heatmap: {args.heatmap}")
+    if notes:
+        print("\n" + "\n".join(notes), file=sys.stderr if args.json else sys.stdout, flush=True)
     if args.json:
-        print(json.dumps({"verdict": "pass" if passed else "fail",
-                          "scenarios": [s for r in reports for s in r.to_dict()["scenarios"]]}, ensure_ascii=False))
-    return 0 if passed else 1
+        print(json.dumps(doc, ensure_ascii=False), flush=True)

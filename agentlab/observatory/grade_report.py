@@ -11,7 +11,10 @@ from typing import Any
 
 from ..backend.scenario import Scenario, load_scenario
 from ..core.errors import AgentlabError, ConfigError
+from ..core.extras import require
 from .grade_rules import RULES, UNIVERSAL, Check, Run, ending, plural
+
+STRIPPED_ENV = ("ANTHROPIC_*", "CLAUDE*")  # removed from a graded command's environment (grade_serving)
 
 
 # -- grading --------------------------------------------------------------------------------------------------
@@ -26,6 +29,9 @@ class ScenarioGrade:
     ending: str = ""
     record: dict[str, Any] | None = field(default=None, repr=False, compare=False)  # what was judged; not saved
     notes: list[str] = field(default_factory=list)  # what the server saw that bears on the grade (server tools)
+    exit_code: int | None = None      # the command's (None: a function, or stopped at the timeout)
+    duration_s: float | None = None   # the run's wall time
+    stderr: str = ""                  # the last lines the command wrote to stderr
 
     @property
     def failed(self) -> list[str]:
@@ -48,16 +54,48 @@ class ScenarioGrade:
     def mark(self) -> str:
         return "✗" if self.failed else "✓" if self.judged else "–"
 
+    @property
+    def reached(self) -> bool:
+        """Whether the run reached the scenario's branch: a failure counts, and so does any branch rule that
+        could judge it (:attr:`judged`). Not reached: nothing sent, or nothing any branch rule could read."""
+        return bool(self.failed) or self.judged
+
     def check(self, rule: str) -> Check | None:
         return next((c for c in self.checks if c.rule == rule), None)
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {"name": self.scenario, "verdict": self.verdict, "failed": self.failed,
-               "why": {c.rule: c.why for c in self.checks if c.status == "fail"},
-               "requests": self.requests, "ending": self.ending}
-        if self.notes:
-            out["notes"] = list(self.notes)
+    def rule_results(self) -> list[dict[str, str]]:
+        """Every rule, in the order of the decision table: ``pass`` or ``fail`` with its message, or
+        ``not_reached`` (the run never reached its branch, or the record cannot say: the message says why)."""
+        branches = {r.name: r.branch for r in RULES}
+        names = [*branches, *(c.rule for c in self.checks if c.rule not in branches)]
+        out = []
+        for name in names:
+            c = self.check(name)
+            status = "not_reached" if c is None or c.status == "skip" else c.status
+            message = c.why if c is not None else f"the run never reached this branch ({branches.get(name, name)})"
+            out.append({"rule": name, "status": status, "message": message})
         return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The scenario in the grade report's JSON (the schema: grade-report.schema.json)."""
+        return {"name": self.scenario, "verdict": self.verdict, "reached": self.reached, "failed": self.failed,
+                "requests": self.requests, "ending": self.ending, "exit_code": self.exit_code,
+                "duration_s": self.duration_s, "stderr": self.stderr, "notes": list(self.notes),
+                "rules": self.rule_results()}
+
+    @classmethod
+    def from_dict(cls, item: dict[str, Any], legacy_checks: list[dict[str, Any]] | None = None) -> ScenarioGrade:
+        """A scenario of a saved report: ``rules`` (this format) or a report's ``checks`` (the earlier one)."""
+        if legacy_checks is not None:
+            checks = [Check(c["rule"], c["status"], c["why"]) for c in legacy_checks]
+        else:
+            checks = [Check(r["rule"], r["status"], r["message"]) for r in item.get("rules") or []
+                      if r.get("status") in ("pass", "fail")]
+        duration = item.get("duration_s")
+        return cls(str(item["name"]), checks, int(item.get("requests") or 0), str(item.get("ending") or ""),
+                   notes=[str(n) for n in item.get("notes") or []], exit_code=item.get("exit_code"),
+                   duration_s=float(duration) if isinstance(duration, int | float) else None,
+                   stderr=str(item.get("stderr") or ""))
 
 
 def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None) -> ScenarioGrade:
@@ -71,8 +109,12 @@ def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None)
             scenario = None
     run = Run(record, scenario)
     checks = [c for rule in RULES if (c := rule.check(run)) is not None]
+    result = record.get("result") or {}
+    wall = (record.get("timing") or {}).get("wall_s")
     return ScenarioGrade(str(record.get("scenario")), checks, len(run.requests), ending(record), record,
-                         server_tool_notes(record, scenario))
+                         server_tool_notes(record, scenario), exit_code=result.get("exit_code"),
+                         duration_s=wall if isinstance(wall, int | float) else None,
+                         stderr=str(result.get("stderr") or ""))
 
 
 def server_tool_notes(record: dict[str, Any], scenario: Scenario | None) -> list[str]:
@@ -93,6 +135,8 @@ class Report:
     client: str
     grades: list[ScenarioGrade] = field(default_factory=list)
     subject: Any = field(default=None, repr=False, compare=False)  # what was graded (a function), not saved
+    command: list[str] | None = None  # the command that was graded (with {prompt} where the prompt went)
+    passed_env: list[str] = field(default_factory=list)  # variables given to it despite the stripping (--pass-env)
 
     @property
     def passed(self) -> bool:
@@ -117,7 +161,7 @@ class Report:
     def table(self, why: bool = False):
         """A pandas DataFrame, one row per scenario, one column per rule that applied somewhere: ✓, ✗, – or
         empty (the rule did not apply); with ``why=True`` the reasons instead of the marks."""
-        import pandas as pd
+        pd = require("pandas", "Report.table()")
 
         used = [r.name for r in RULES if any(g.check(r.name) for g in self.grades)]
         rows = []
@@ -130,26 +174,34 @@ class Report:
         return pd.DataFrame(rows, columns=["scenario", "verdict", *used]).set_index("scenario")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"client": self.client, "verdict": self.verdict,
-                "scenarios": [{"client": self.client, **g.to_dict()} for g in self.grades],
-                "checks": {g.scenario: [{"rule": c.rule, "status": c.status, "why": c.why} for c in g.checks]
-                           for g in self.grades}}
+        """The report in the grade report's JSON (grade_output.document wraps the reports with the version)."""
+        environment = None
+        if self.command is not None:
+            environment = {"removed": list(STRIPPED_ENV), "passed": list(self.passed_env)}
+        return {"client": self.client, "verdict": self.verdict, "command": self.command,
+                "environment": environment, "scenarios": [g.to_dict() for g in self.grades]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
-        grades = []
-        for item in data.get("scenarios") or []:
-            name = item["name"]
-            checks = [Check(c["rule"], c["status"], c["why"]) for c in (data.get("checks") or {}).get(name, [])]
-            grades.append(ScenarioGrade(name, checks, int(item.get("requests") or 0), str(item.get("ending") or ""),
-                                        notes=[str(n) for n in item.get("notes") or []]))
-        return cls(str(data.get("client")), grades)
+        """A report saved with --save or --json (or in the earlier format, with a ``checks`` map)."""
+        legacy = data.get("checks") if isinstance(data.get("checks"), dict) else None
+        grades = [ScenarioGrade.from_dict(item, None if legacy is None else legacy.get(item["name"], []))
+                  for item in data.get("scenarios") or []]
+        command = data.get("command")
+        env = data.get("environment") or {}
+        return cls(str(data.get("client")), grades, command=list(command) if isinstance(command, list) else None,
+                   passed_env=[str(n) for n in env.get("passed") or []])
 
     def text(self) -> str:
         """The report as the CLI prints it: per scenario its verdict and ending, then each rule with ✓/✗ and why."""
         n_pass = sum(1 for g in self.grades if g.passed)
         lines = [f"{self.client}: {plural(len(self.grades), 'scenario')}, {n_pass} pass, "
-                 f"{len(self.grades) - n_pass} fail", ""]
+                 f"{len(self.grades) - n_pass} fail"]
+        if self.command is not None:
+            passed = f" (passed with --pass-env: {', '.join(self.passed_env)})" if self.passed_env else ""
+            lines.append(f"environment: the command ran without the {' and '.join(STRIPPED_ENV)} variables{passed}; "
+                         "grade set ANTHROPIC_BASE_URL, a dummy ANTHROPIC_API_KEY and the AGENTLAB_* variables")
+        lines.append("")
         width = max([len(g.scenario) for g in self.grades] + [8])
         rule_width = max(len(c.rule) for g in self.grades for c in g.checks) if any(
             g.checks for g in self.grades) else 10
@@ -161,12 +213,28 @@ class Report:
                     continue  # the scenario's line says how it ended and how many requests it sent
                 lines.append(f"    {c.mark} {c.rule:<{rule_width}}  {c.why}")
             lines += [f"    note: {n}" for n in g.notes]
+            if g.requests == 0 and self.command is not None:
+                lines += nothing_sent(g)
         lines.append("")
         if self.passed:
             lines.append(f"every rule holds ({sum(len(g.checks) for g in self.grades)} checks)")
         else:
             lines.append("fails: " + "; ".join(f"{s}: {', '.join(rules)}" for s, rules in self.failed.items()))
         return "\n".join(lines)
+
+
+def nothing_sent(grade: ScenarioGrade) -> list[str]:
+    """What the report says under a scenario where no request reached the server: the command's stderr and
+    what to check."""
+    lines = ["    no request reached the server. Check that the command reads ANTHROPIC_BASE_URL, and that the "
+             "prompt reaches it: it is the last argument, or where {prompt} stands in --command, and in "
+             "$AGENTLAB_PROMPT (an option taking several values swallows a trailing prompt: end the options with "
+             "--, or place {prompt})"]
+    if grade.stderr:
+        lines.append("    stderr: " + grade.stderr.replace("\n", "\n            "))
+    else:
+        lines.append("    stderr: (empty)")
+    return lines
 
 
 def grade_records(records: Iterable[dict[str, Any]], client: str | None = None,

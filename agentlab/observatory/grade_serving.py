@@ -4,8 +4,10 @@ group killed), and what it sent graded (:func:`grade_command`, :func:`grade_func
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -23,6 +25,19 @@ from .grade_report import Report, ScenarioGrade, grade_record
 
 GRADE_KEY = "agentlab-grade-key"
 DEFAULT_TIMEOUT = 60.0
+DEFAULT_JOBS = 4           # scenarios graded at the same time (--jobs)
+PROMPT = "{prompt}"        # where the prompt goes in --command (else it is appended as the last argument)
+STDERR_LINES = 5           # the last lines of a command's stderr kept in its record
+# what a graded command is given in its environment, besides what it inherits (ANTHROPIC_* and CLAUDE* removed)
+COMMAND_ENV = {
+    "ANTHROPIC_BASE_URL": "the scenario's server, http://127.0.0.1:PORT",
+    "ANTHROPIC_API_KEY": f"a dummy key, {GRADE_KEY}",
+    "AGENTLAB_PROMPT": "the scenario's prompt (also the last argument, or where {prompt} stands)",
+    "AGENTLAB_SCENARIO": "the scenario's name",
+    "AGENTLAB_MODEL": "the scenario's model (the server answers any)",
+    "AGENTLAB_MAX_TOKENS": "the scenario's max_tokens",
+    "AGENTLAB_SERVER_TOOLS": "the server tools its model uses, as a JSON list of tool definitions ([] for none)",
+}
 MAX_TIMEOUT_S = 86400.0    # --timeout at most a day (threading and subprocess waits reject larger values)
 KILL_GRACE_S = 2.0
 
@@ -50,6 +65,17 @@ def gradeable_scenarios() -> list[str]:
     """The scenarios any client can be graded on from its prompt alone: one branch each (a ``row``), no
     client settings needed (no Stop hook, fallback models, turn limit or small context window)."""
     return [sc.name for sc in list_scenarios() if sc.row and not needs_settings(sc)]
+
+
+def grading_engine(name: str):
+    """The engine grade serves the scenario ``name`` with (``agentlab serve SCENARIO --mode grade``): no 400 for
+    a request its script did not expect, requests sized as in a graded run."""
+    import tempfile
+
+    from .observe import observing_engine
+    from .records import machine_replacements
+
+    return observing_engine(load_scenario(name), machine_replacements(tempfile.gettempdir()))
 
 
 # -- running a client -----------------------------------------------------------------------------------------
@@ -97,14 +123,67 @@ def parse_command(command: str | Sequence[str]) -> list[str]:
     return argv
 
 
-def command_runner(argv: Sequence[str], cwd: str | Path | None = None):
-    """An observe runner: ``argv + [prompt]`` with ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` (a dummy) set,
-    in its own process group, killed (the whole group) at the timeout."""
-    from .observe_clients import ClientOutcome, client_env
+def command_argv(argv: Sequence[str], prompt: str) -> list[str]:
+    """The command line of one run: the prompt where ``{prompt}`` stands (in any argument), else appended."""
+    if any(PROMPT in arg for arg in argv):
+        return [arg.replace(PROMPT, prompt) for arg in argv]
+    return [*argv, prompt]
+
+
+def check_pass_env(names: Sequence[str]) -> list[str]:
+    """``--pass-env NAME``: variable names; not one that grade sets itself."""
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ConfigError(f"--pass-env {name!r}: not an environment variable name")
+        if name in COMMAND_ENV:
+            raise ConfigError(f"--pass-env {name}: grade sets it for each scenario; it cannot be passed")
+    return list(dict.fromkeys(names))
+
+
+def command_env(scenario: Scenario, base_url: str, pass_env: Sequence[str] = ()) -> dict[str, str]:
+    """The environment of a graded command: this one without ANTHROPIC_* and CLAUDE* (except ``pass_env``),
+    with :data:`COMMAND_ENV` set for ``scenario``."""
+    from .observe_clients import client_env
+
+    env = client_env()
+    env.update({name: os.environ[name] for name in pass_env if name in os.environ})
+    env.update({"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": GRADE_KEY, "AGENTLAB_PROMPT": scenario.prompt,
+                "AGENTLAB_SCENARIO": scenario.name, "AGENTLAB_MODEL": scenario.model,
+                "AGENTLAB_MAX_TOKENS": str(scenario.max_tokens),
+                "AGENTLAB_SERVER_TOOLS": json.dumps([dict(t) for t in scenario.server_tools])})
+    return env
+
+
+def _tail(text: str, lines: int = STDERR_LINES) -> str:
+    kept = [line.rstrip() for line in (text or "").splitlines() if line.strip()][-lines:]
+    return "\n".join(line if len(line) <= 200 else line[:199] + "…" for line in kept)
+
+
+def _keep_output(folder: Path, out: str, err: str, result: dict[str, Any], argv: list[str]) -> None:
+    """--keep: the command's stdout, stderr and how it ended, in the scenario's folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "stdout.txt").write_text(out or "", encoding="utf-8", errors="replace")
+    (folder / "stderr.txt").write_text(err or "", encoding="utf-8", errors="replace")
+    ended = {k: result.get(k) for k in ("exit_code", "timed_out", "timeout_s", "signal") if k in result}
+    (folder / "exit.json").write_text(json.dumps({**ended, "argv": argv}, indent=1, ensure_ascii=False) + "\n",
+                                      encoding="utf-8")
+
+
+def command_runner(argv: Sequence[str], cwd: str | Path | None = None, *, pass_env: Sequence[str] = (),
+                   keep: str | Path | None = None):
+    """An observe runner: the command with the prompt in it (:func:`command_argv`) and :func:`command_env`, in
+    its own process group, killed (the whole group) at the timeout. ``keep``: a folder where each scenario's
+    stdout, stderr and exit status are written (in a folder named after the scenario)."""
+    from ..core.trace import redact
+    from .observe_clients import ClientOutcome
+
+    # what the command prints is kept and shown: any API key in it, and the values passed with --pass-env, are not
+    secrets = tuple(os.environ[name] for name in pass_env if name in os.environ)
 
     def run(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
-        env = {**client_env(), "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": GRADE_KEY}
-        proc = subprocess.Popen([*argv, scenario.prompt], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+        env = command_env(scenario, base_url, pass_env)
+        full = command_argv(argv, scenario.prompt)
+        proc = subprocess.Popen(full, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                                 start_new_session=True)
         result: dict[str, Any] = {}
@@ -120,11 +199,14 @@ def command_runner(argv: Sequence[str], cwd: str | Path | None = None):
             result.update(exit_code=None, timed_out=True, timeout_s=timeout)
         if result.get("exit_code") is not None and result["exit_code"] < 0:
             result["signal"] = -result["exit_code"]
+        out, err = redact(out or "", secrets), redact(err or "", secrets)
         if _last_line(out):
             result["text"] = _last_line(out)
-        if result.get("exit_code") not in (0, None) and _last_line(err):
-            result["stderr"] = _last_line(err)
-        return ClientOutcome(result, {"command": [*argv, "<prompt>"]})
+        if _tail(err):
+            result["stderr"] = _tail(err)
+        if keep is not None:
+            _keep_output(Path(keep) / scenario.name, out, err, result, full)
+        return ClientOutcome(result, {"command": command_argv(argv, "<prompt>")})
 
     return run
 
@@ -183,8 +265,26 @@ def check_timeout(timeout: Any) -> float:
     return float(timeout)
 
 
+def keep_exchanges(folder: Path, server: Any, record: dict[str, Any]) -> None:
+    """--keep: every request and reply as the server saw them (``exchanges.jsonl``: the lines of ``agentlab serve
+    --record`` with the reply's status, headers and body added) and the behaviour record (``record.json``)."""
+    from ..backend.serve import request_record
+
+    folder.mkdir(parents=True, exist_ok=True)
+    first = server.exchanges[0].at if server.exchanges else 0.0
+    with open(folder / "exchanges.jsonl", "w", encoding="utf-8") as out:
+        for i, exchange in enumerate(server.exchanges, 1):
+            line = request_record(exchange.request, exchange.reply.body, exchange.thread, index=i)
+            reply = exchange.reply
+            line["at_s"] = round(exchange.at - first, 3)
+            line["reply"] = {"status": reply.status, "headers": dict(reply.headers),
+                             "body": reply.body.decode("utf-8", "replace")}
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+    (folder / "record.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def _grade(label: str, runner: Any, scenarios: Sequence[str] | None, timeout: float, jobs: int,
-           progress: Callable[[ScenarioGrade], None] | None) -> Report:
+           progress: Callable[[ScenarioGrade], None] | None, keep: str | Path | None = None) -> Report:
     from .observe import observe_scenario
 
     check_timeout(timeout)
@@ -192,7 +292,8 @@ def _grade(label: str, runner: Any, scenarios: Sequence[str] | None, timeout: fl
     loaded = [load_scenario(n) for n in names]  # a bad name fails before anything runs
 
     def one(sc: Scenario) -> ScenarioGrade:
-        record = observe_scenario(label, sc, version="graded", timeout=timeout, runner=runner)
+        served = None if keep is None else (lambda server, rec: keep_exchanges(Path(keep) / sc.name, server, rec))
+        record = observe_scenario(label, sc, version="graded", timeout=timeout, runner=runner, on_served=served)
         grade = grade_record(record, sc)
         if progress is not None:
             progress(grade)
@@ -204,14 +305,19 @@ def _grade(label: str, runner: Any, scenarios: Sequence[str] | None, timeout: fl
 
 
 def grade_command(command: str | Sequence[str], scenarios: Sequence[str] | None = None, *,
-                  timeout: float = DEFAULT_TIMEOUT, jobs: int = 4, label: str | None = None,
-                  cwd: str | Path | None = None,
+                  timeout: float = DEFAULT_TIMEOUT, jobs: int = DEFAULT_JOBS, label: str | None = None,
+                  cwd: str | Path | None = None, pass_env: Sequence[str] = (), keep: str | Path | None = None,
                   progress: Callable[[ScenarioGrade], None] | None = None) -> Report:
-    """Grade a command: for each scenario (default: :func:`gradeable_scenarios`) serve it, run
-    ``command + [prompt]`` against it, judge what it sent."""
+    """Grade a command: for each scenario (default: :func:`gradeable_scenarios`) serve it, run the command
+    with its prompt (:func:`command_argv`, :func:`command_env`) against it, judge what it sent. ``keep``: a
+    folder that receives, per scenario, what the server saw and what the command printed."""
     argv = parse_command(command)
+    passed = check_pass_env(pass_env)
     text = command if isinstance(command, str) else shlex.join(argv)
-    return _grade(label or text, command_runner(argv, cwd), scenarios, timeout, jobs, progress)
+    report = _grade(label or text, command_runner(argv, cwd, pass_env=passed, keep=keep), scenarios, timeout, jobs,
+                    progress, keep)
+    report.command, report.passed_env = list(argv), passed
+    return report
 
 
 def grade_function(fn: LoopFn, scenarios: Sequence[str] | None = None, *, timeout: float = 30.0,

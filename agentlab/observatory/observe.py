@@ -117,12 +117,20 @@ def lenient(scenario: Scenario) -> Scenario:
     return scenario.model_copy(update={"steps": [s.model_copy(update={"expect": None}) for s in scenario.steps]})
 
 
+def observing_engine(scenario: Scenario, replacements: list[tuple[str, str]]) -> ScenarioEngine:
+    """The engine observe and grade serve a scenario with: :func:`lenient` (no 400 for an unmet ``expect``),
+    each request sized with what differs between machines replaced (``replacements``)."""
+    return ScenarioEngine(lenient(scenario), sizing=lambda request: scrub(request, replacements))
+
+
 def observe_scenario(client: str, scenario: str | Scenario, *, version: str | None = None,
-                     timeout: float = DEFAULT_TIMEOUT, runner: Runner | None = None) -> dict[str, Any]:
+                     timeout: float = DEFAULT_TIMEOUT, runner: Runner | None = None,
+                     on_served: Callable[[ScenarioServer, dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run ``client`` once against a fresh server for ``scenario`` and return its behaviour record.
 
     Any agent can be observed by passing a ``runner(scenario, base_url, workdir, timeout) -> ClientOutcome``
-    and a ``version`` together with a client name of your choosing.
+    and a ``version`` together with a client name of your choosing. ``on_served(server, record)`` is called
+    once the run is over, with the server (its ``exchanges``) and the record.
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     if runner is None:
@@ -133,13 +141,14 @@ def observe_scenario(client: str, scenario: str | Scenario, *, version: str | No
     name = client.partition("@")[0]
     with tempfile.TemporaryDirectory(prefix="agentlab-observe-") as tmp:
         replacements = machine_replacements(tmp)
-        engine = ScenarioEngine(lenient(sc), sizing=lambda request: scrub(request, replacements))
-        with ScenarioServer(engine) as server:
+        with ScenarioServer(observing_engine(sc, replacements)) as server:
             started = time.perf_counter()
             outcome = runner(sc, server.base_url, Path(tmp), timeout)
             wall = time.perf_counter() - started
-        record = build_record(sc, server, name, version, outcome, wall, replacements)
-        return scrub(record, replacements)
+        record = scrub(build_record(sc, server, name, version, outcome, wall, replacements), replacements)
+        if on_served is not None:
+            on_served(server, record)
+        return record
 
 
 def observe(client: str, scenarios: Iterable[str] | None = None, *, out: str | Path | None = None,

@@ -19,9 +19,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
-from matplotlib.font_manager import FontProperties, fontManager, get_font
+from ..core.extras import missing_extra
+
+try:  # the notebook stack: the lab extra
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
+    from matplotlib.font_manager import FontProperties, fontManager, get_font
+except ImportError as _exc:
+    raise missing_extra(_exc, "agentlab.ui.canvas (the plots' canvas)") from None
 
 MAX_ENTRIES = 4096   # distinct texts kept per canvas; the cache starts over when it holds more
 

@@ -18,10 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, MaxNLocator
+from ..core.extras import missing_extra
+
+try:  # the notebook stack: the lab extra
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+except ImportError as _exc:
+    raise missing_extra(_exc, "agentlab.ui.plots (the plots)") from None
 
 from ..core.events import (
     PAYLOADS,

@@ -25,7 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ipywidgets as widgets
+from ..core.extras import missing_extra
+
+try:  # the notebook stack: the lab extra
+    import ipywidgets as widgets
+except ImportError as _exc:
+    raise missing_extra(_exc, "agentlab.ui.widgets (the Stepper)") from None
 
 from ..backend.scenario import Scenario, load_scenario, scenario_names
 from ..core.loop import AgentLoop, Result
