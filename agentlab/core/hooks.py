@@ -60,10 +60,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, cast
 
-import psutil
-
 from .errors import ConfigError
 from .paths import FileTooLarge, NotAFile, read_small_file
+from .processes import kill_group, kill_tree, tagged, tagged_env
 from .trace import without_lone_surrogates
 
 HOOK_EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact")
@@ -250,13 +249,13 @@ class Hooks:
     async def _arun_command(self, hook: _Hook, stdin_text: str) -> tuple[HookRun, _Reply]:
         """``_run_command`` as an asyncio subprocess: the same input, limits, kills and answer."""
         timeout = hook.timeout if hook.timeout is not None else self.default_timeout
-        env = {**os.environ, "CLAUDE_PROJECT_DIR": self.cwd}
+        env, tag = tagged_env({**os.environ, "CLAUDE_PROJECT_DIR": self.cwd})
         start = self._clock()
         assert hook.command is not None
         try:
-            proc = await asyncio.create_subprocess_shell(
+            proc = tagged(await asyncio.create_subprocess_shell(
                 hook.command, cwd=self.cwd, env=env, start_new_session=True,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE), tag)
         except OSError as exc:
             run = HookRun(event=hook.event, source="command", name=hook.name, exit_code=None, stdout="",
                           stderr="", timed_out=False, error=f"could not start: {exc}", decision=None,
@@ -316,12 +315,12 @@ class Hooks:
 
     def _run_command(self, hook: _Hook, stdin_text: str) -> tuple[HookRun, _Reply]:
         timeout = hook.timeout if hook.timeout is not None else self.default_timeout
-        env = {**os.environ, "CLAUDE_PROJECT_DIR": self.cwd}
+        env, tag = tagged_env({**os.environ, "CLAUDE_PROJECT_DIR": self.cwd})
         start = self._clock()
         try:
             assert hook.command is not None
-            proc = subprocess.Popen(hook.command, shell=True, cwd=self.cwd, env=env, start_new_session=True,
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            proc = tagged(subprocess.Popen(hook.command, shell=True, cwd=self.cwd, env=env, start_new_session=True,
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE), tag)
         except OSError as exc:
             run = HookRun(event=hook.event, source="command", name=hook.name, exit_code=None, stdout="",
                           stderr="", timed_out=False, error=f"could not start: {exc}", decision=None,
@@ -662,25 +661,13 @@ async def _atalk(proc: asyncio.subprocess.Process, data: bytes, timeout: float) 
 
 
 def _kill_group(proc: subprocess.Popen[bytes] | asyncio.subprocess.Process) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_group(proc)
 
 
 def _kill_tree(proc: subprocess.Popen[bytes] | asyncio.subprocess.Process) -> None:
-    """Kill a hook with every process it started: its process group, and any descendant that left the
-    group (``setsid``) while the hook still ran."""
-    try:
-        descendants = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.Error:
-        descendants = []
-    _kill_group(proc)
-    for child in descendants:
-        try:
-            child.kill()
-        except psutil.Error:
-            pass
+    """Kill a hook with every process it started: its process group, its descendants, and every process that
+    carries its tag, such as a ``setsid`` child of a subshell that has exited (see :mod:`.processes`)."""
+    kill_tree(proc)
 
 
 def _decode(data: bytes) -> str:
