@@ -146,6 +146,36 @@ def test_a_hanging_command_is_stopped_at_the_timeout_with_its_process_group(tmp_
     assert not _alive(int(pidfile.read_text())), "the command's child outlived the timeout"
 
 
+def test_a_timed_out_command_is_ended_with_a_setsid_grandchild_whose_parent_exited(tmp_path, capsys):
+    """The grandchild is in a session of its own and its parent has exited: neither the process group nor the
+    descendants reach it, the command's tag in its environment does."""
+    pidfile = tmp_path / "grandchild.pid"
+    command = _script(tmp_path, "escape.sh.py", f"""
+        import subprocess, time
+        subprocess.run(["sh", "-c", "setsid sleep 1000 > /dev/null 2>&1 & echo $! > {pidfile}"], check=True)
+        send(sys.argv[-1])
+        time.sleep(300)
+    """)
+    code, out, data = grade(capsys, "--command", command, "end_turn", "--timeout", "3", "--json")
+    assert code == 1 and "did not end within 3 s" in out, out
+    pid = int(pidfile.read_text())
+    assert not _alive(pid), "a setsid grandchild outlived grade's timeout"
+
+
+def test_a_command_that_exits_is_judged_on_its_exit_though_a_background_child_holds_stdout(tmp_path, capsys):
+    pidfile = tmp_path / "child.pid"
+    command = _script(tmp_path, "leave.py", f"""
+        import subprocess
+        child = subprocess.Popen(["setsid", "sleep", "1000"], stdout=sys.stdout, stderr=sys.stderr)
+        open({str(pidfile)!r}, "w").write(str(child.pid))
+        print(send(sys.argv[-1])["content"][0]["text"])
+    """)
+    code, out, data = grade(capsys, "--command", command, "end_turn", "--timeout", "60", "--json")
+    assert code == 0, out
+    assert [s["ending"] for s in data["scenarios"]] == ["exit 0"] and "did not end" not in out
+    assert not _alive(int(pidfile.read_text())), "what the command left running outlived its grade"
+
+
 def test_a_crashing_command_is_graded_on_what_it_sent(tmp_path, capsys):
     command = _script(tmp_path, "crash.py", """
         send(sys.argv[-1])
