@@ -7,6 +7,7 @@ Exit status: 0 for a ``success`` result, 1 for any error result, 2 for bad usage
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -348,8 +349,12 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
     finally:
         trace.close()
     secrets = (key,)
+    used_up = _script_used_up(loop)
+    if used_up:  # the answer is the scripted backend's complaint, not a model's: an error of the scenario
+        result = dataclasses.replace(result, subtype="error_during_execution", is_error=True)
     if args.json:
-        out.line(redact(json.dumps(result.to_dict(), sort_keys=True), secrets))
+        out.line(redact(json.dumps({**result.to_dict(), **({"errors": used_up} if used_up else {})},
+                                   sort_keys=True), secrets))
     else:
         from .core.cost import format_cost
 
@@ -361,10 +366,20 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
                  f"{format_cost(result.cost_usd, result.unpriced_models)}")
         if result.result:
             out.line(redact(result.result, secrets))
+    for problem in used_up:
+        print(f"agentlab: {problem} The run is an error of the scenario, not a success.", file=sys.stderr)
     if trace.write_error is not None:
         print(f"agentlab: --trace {trace_path}: {trace.write_error}", file=sys.stderr)
         return 2
     return 0 if result.subtype == "success" else 1
+
+
+def _script_used_up(loop: Any) -> list[str]:
+    """What the scripted model said when the loop asked it for more than its scenario's steps (none: [])."""
+    from .backend.scripted import SCRIPT_USED_UP
+
+    engine = getattr(loop, "engine", None)
+    return [str(f) for f in getattr(engine, "failures", None) or [] if SCRIPT_USED_UP in str(f)]
 
 
 def _check_base_url(url: str) -> None:

@@ -24,6 +24,8 @@ SCENARIO = "description: mine\nprompt: hi\nsteps:\n  - content: [{type: text, te
 PRECIOUS = "my own file, not a trace\n"
 BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8))
+USED_UP = ("description: mine\nprompt: hi\ntools: demo\nsteps:\n  - content: [{type: tool_use, id: toolu_1, "
+           "name: calculator, input: {expression: '1 + 1'}}]\n    stop_reason: tool_use\n")
 STOP_HOOK = json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}})
 
 
@@ -77,6 +79,8 @@ JOBS: dict[str, Job] = {
                                   env={"TMPDIR": "{dir}/tmp"}),
     "surrogate_from_the_model": Job(("run", "--base-url", "{url}", "--prompt", "hi", "--trace", "{dir}/t.jsonl"),
                                     replies=[ok(message([text("bad \ud800 char")]))]),
+    "script_used_up": Job(("run", "{dir}/short.yaml", "--json"), {"short.yaml": USED_UP}),
+    "script_used_up_text": Job(("run", "{dir}/short.yaml"), {"short.yaml": USED_UP}),
     "stalled_stream_times_out": Job(("run", "--base-url", "{url}", "--prompt", "hi", "--stream", "--timeout", "0.5",
                                      "--max-retries", "0", "--json"),
                                     replies=[Raw(body=b"".join(sse_events(message([text("Hel")]))[:2]),
@@ -219,6 +223,18 @@ def test_the_timeout_applies_to_a_stalled_stream(runs) -> None:
     assert ran.code == 1, ran.stderr
     result = json.loads(ran.stdout.strip().splitlines()[-1])
     assert result["subtype"] == "error_api" and result["requests"] == 1
+
+
+def test_a_scenario_whose_script_is_used_up_is_an_error_not_a_success(runs) -> None:
+    ran = runs["script_used_up"]
+    assert ran.code == 1, (ran.stdout, ran.stderr)
+    result = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert result["subtype"] == "error_during_execution" and result["is_error"] is True
+    assert len(result["errors"]) == 1 and "is used up" in result["errors"][0]
+    assert "is used up" in ran.stderr and "an error of the scenario" in ran.stderr
+    text = runs["script_used_up_text"]
+    assert text.code == 1 and "\nerror_during_execution: " in text.stdout, text.stdout
+    assert "Traceback" not in text.stderr and "an error of the scenario" in text.stderr
 
 
 def test_a_closed_stdout_stops_the_printing_not_the_run(tmp_path) -> None:
