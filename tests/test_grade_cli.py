@@ -67,6 +67,43 @@ def test_load_of_a_file_that_is_not_a_report_exits_2(tmp_path, capsys):
     assert "not a report saved with --save" in capsys.readouterr().err
 
 
+def _saved(tmp_path: Path, name: str, reports: list) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps({"reports": reports}), encoding="utf-8")
+    return str(path)
+
+
+def test_load_of_a_report_that_does_not_show_its_work_does_not_pass(tmp_path, capsys):
+    """A verdict of fail without its checks, a fail with only passing checks, nothing graded: none passes."""
+    held = [{"rule": "ends_on_its_own", "status": "pass", "why": "exit 0"}]
+    unshown = {"client": "x", "verdict": "fail", "scenarios": [
+        {"client": "x", "name": "end_turn", "verdict": "fail", "failed": ["stop_when_done"],
+         "why": {"stop_when_done": "kept going"}, "requests": 2, "ending": "exit 0"}]}
+    bare = {"client": "y", "verdict": "fail", "scenarios": [{"client": "y", "name": "end_turn", "verdict": "fail"}]}
+    mixed = {"client": "z", "verdict": "fail", "scenarios": [{"client": "z", "name": "end_turn", "verdict": "fail"}],
+             "checks": {"end_turn": held}}
+    for report, needle in [(unshown, "stop_when_done  kept going"), (bare, "no checks"),
+                           (mixed, "saved_verdict")]:
+        code, out, data = grade(capsys, "--load", _saved(tmp_path, "r.json", [report]), "--json")
+        assert code == 1 and data["verdict"] == "fail", out
+        assert needle in out, out
+    code, out, data = grade(capsys, "--load", _saved(tmp_path, "empty.json", [{"client": "n", "scenarios": []}]),
+                            "--json")
+    assert code == 1 and data["verdict"] == "fail" and "nothing graded" in out, out
+    code, out, data = grade(capsys, "--load", _saved(tmp_path, "none.json", []), "--json")
+    assert code == 1 and data["verdict"] == "fail", out
+
+
+def test_load_of_a_report_that_shows_its_work_keeps_its_verdict(tmp_path, capsys):
+    held = [{"rule": "ends_on_its_own", "status": "pass", "why": "exit 0"},
+            {"rule": "stop_when_done", "status": "pass", "why": "stopped"}]
+    good = {"client": "x", "verdict": "pass", "scenarios": [{"client": "x", "name": "end_turn", "verdict": "pass",
+                                                             "failed": [], "why": {}}],
+            "checks": {"end_turn": held}}
+    code, out, data = grade(capsys, "--load", _saved(tmp_path, "r.json", [good]), "--json")
+    assert code == 0 and data["verdict"] == "pass", out
+
+
 def test_the_default_scenarios_need_no_client_settings():
     names = gradeable_scenarios()
     assert {"pause_turn", "max_tokens_give_up", "mislabel_end_turn", "api_errors", "tool_use"} <= set(names)

@@ -145,7 +145,9 @@ def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = Non
         fig = heatmap(reports)
         fig.savefig(args.heatmap, dpi=110, bbox_inches="tight")
         print(f"heatmap: {args.heatmap}")
-    passed = all(r.passed for r in reports)
+    if not reports:
+        print("nothing graded: the reports hold no client; a report must show its work to pass")
+    passed = bool(reports) and all(r.passed for r in reports)
     if args.json:
         print(json.dumps({"verdict": "pass" if passed else "fail",
                           "scenarios": [s for r in reports for s in r.to_dict()["scenarios"]]}, ensure_ascii=False))

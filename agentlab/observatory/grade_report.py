@@ -33,7 +33,8 @@ class ScenarioGrade:
 
     @property
     def passed(self) -> bool:
-        return not self.failed
+        """Every check holds, and there is at least one: a grade must show its work to pass."""
+        return bool(self.checks) and not self.failed
 
     @property
     def verdict(self) -> str:
@@ -46,7 +47,7 @@ class ScenarioGrade:
 
     @property
     def mark(self) -> str:
-        return "✗" if self.failed else "✓" if self.judged else "–"
+        return "✗" if not self.passed else "✓" if self.judged else "–"
 
     def check(self, rule: str) -> Check | None:
         return next((c for c in self.checks if c.rule == rule), None)
@@ -96,7 +97,8 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        return all(g.passed for g in self.grades)
+        """Every scenario passes, and there is at least one: a report with nothing graded does not pass."""
+        return bool(self.grades) and all(g.passed for g in self.grades)
 
     @property
     def verdict(self) -> str:
@@ -111,8 +113,8 @@ class Report:
 
     @property
     def failed(self) -> dict[str, list[str]]:
-        """``{scenario: [failed rules]}`` for the scenarios that failed."""
-        return {g.scenario: g.failed for g in self.grades if g.failed}
+        """``{scenario: [failed rules]}`` for the scenarios that failed (``[NO_CHECKS]`` for one without checks)."""
+        return {g.scenario: g.failed or [NO_CHECKS] for g in self.grades if not g.passed}
 
     def table(self, why: bool = False):
         """A pandas DataFrame, one row per scenario, one column per rule that applied somewhere: ✓, ✗, – or
@@ -137,10 +139,13 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
+        """A report saved with :meth:`to_dict`. It is judged on the checks it holds: a rule the saved scenario
+        names as failed stays failed though its check is missing, and a scenario without checks does not pass."""
         grades = []
         for item in data.get("scenarios") or []:
             name = item["name"]
             checks = [Check(c["rule"], c["status"], c["why"]) for c in (data.get("checks") or {}).get(name, [])]
+            checks += _saved_failures(item, checks)
             grades.append(ScenarioGrade(name, checks, int(item.get("requests") or 0), str(item.get("ending") or ""),
                                         notes=[str(n) for n in item.get("notes") or []]))
         return cls(str(data.get("client")), grades)
@@ -162,11 +167,29 @@ class Report:
                 lines.append(f"    {c.mark} {c.rule:<{rule_width}}  {c.why}")
             lines += [f"    note: {n}" for n in g.notes]
         lines.append("")
-        if self.passed:
+        if not self.grades:
+            lines.append("nothing graded: a report without scenarios does not pass")
+        elif self.passed:
             lines.append(f"every rule holds ({sum(len(g.checks) for g in self.grades)} checks)")
         else:
             lines.append("fails: " + "; ".join(f"{s}: {', '.join(rules)}" for s, rules in self.failed.items()))
         return "\n".join(lines)
+
+
+NO_CHECKS = "no checks (nothing shows that it passed)"
+
+
+def _saved_failures(item: dict[str, Any], checks: list[Check]) -> list[Check]:
+    """The rules a saved scenario names as failed (``failed``, ``why``) that its checks do not hold as failed."""
+    failing = {c.rule for c in checks if c.status == "fail"}
+    why = item.get("why") if isinstance(item.get("why"), dict) else {}
+    named = [*(item.get("failed") or []), *why]
+    added = [Check(str(rule), "fail", str(why.get(rule) or "failed in the saved report, which holds no check "
+                                           "for it")) for rule in dict.fromkeys(map(str, named)) if rule not in failing]
+    if item.get("verdict", "pass") != "pass" and not failing and not added and checks:
+        added.append(Check("saved_verdict", "fail", f"the saved report says {item.get('verdict')!r}, not 'pass', "
+                                                    "and holds no failed check saying why"))
+    return added
 
 
 def grade_records(records: Iterable[dict[str, Any]], client: str | None = None,
