@@ -346,3 +346,44 @@ def test_a_trace_in_a_read_only_folder_is_bad_usage_before_anything_runs(tmp_pat
         import shutil
 
         shutil.rmtree(base, ignore_errors=True)
+
+
+# --- outputs that are named pipes ---------------------------------------------------------------------------
+
+def _agentlab_with_a_bound(args: list[str]) -> subprocess.CompletedProcess:
+    """A real process: if opening the output waited for a reader, the bound (a safety net, not a measure) ends it."""
+    return subprocess.run([sys.executable, "-m", "agentlab", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+@pytest.mark.parametrize("args", [["run", "end_turn", "--trace", "{fifo}"], ["serve", "end_turn", "--record", "{fifo}"]])
+def test_an_output_that_is_a_pipe_no_one_reads_is_refused_at_once(tmp_path, args) -> None:
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    ran = _agentlab_with_a_bound([a.replace("{fifo}", str(fifo)) for a in args])
+    assert ran.returncode == 2, (ran.stdout, ran.stderr)
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and "named pipe that nothing reads" in lines[0] and str(fifo) in lines[0], ran.stderr
+    assert "agentlab serve: http" not in ran.stdout  # nothing was served
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_trace_into_a_pipe_that_is_read_is_written_as_a_file_is(tmp_path) -> None:
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    read: list[bytes] = []
+
+    def reader() -> None:
+        with open(fifo, "rb") as pipe:  # waits for the writer, then reads to its end
+            read.append(pipe.read())
+
+    import threading
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    ran = _agentlab_with_a_bound(["run", "end_turn", "--trace", str(fifo), "--json"])
+    thread.join(60)
+    assert ran.returncode == 0, ran.stderr
+    kinds = [json.loads(line)["kind"] for line in read[0].decode().splitlines()]
+    assert kinds[0] == "start" and kinds[-1] == "result"
