@@ -76,8 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-retries", type=_retries,
                      help="retries of a failed call (429/529/5xx/connection/cut stream; 0-100, default 5)")
     run.add_argument("--timeout", type=_seconds,
-                     help="seconds a call may wait for the server's next data, streaming or not, before it "
-                          "fails and is retried (default 600)")
+                     help="seconds a call may take in all, from sending the request to the last byte, streaming "
+                          "or not (and so every wait in it), before it fails and is retried (default 600); after "
+                          "30 s without data the wait is said on stderr")
     run.add_argument("--stop-sequence", action="append", dest="stop_sequences",
                      help="a custom stop sequence (repeat for several)")
     run.add_argument("--tools", choices=["demo", "none"], help="send and run the demo tools")
@@ -337,6 +338,7 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
     out = _Output()
     config = RunConfig.from_flags(args, scenario=sc)
     trace = Trace(trace_path, secrets=(key,))
+    trace.subscribe(_say_waiting)  # on stderr, with --json too
     if not args.json:
         trace.subscribe(_printer(out))
     loop = config.loop(trace=trace)
@@ -421,10 +423,18 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+def _say_waiting(event: Any) -> None:
+    """A call that has had no data for a while is said on stderr (the trace keeps it as a ``waiting`` event)."""
+    if event.kind == "waiting":
+        print(f"agentlab: call {event.call}: {event.data.get('message')}", file=sys.stderr, flush=True)
+
+
 def _printer(out: _Output):
     from .ui.report import format_event
 
     def show(event) -> None:
+        if event.kind == "waiting":
+            return  # said on stderr
         line = format_event(event)
         if line:
             out.line(line)

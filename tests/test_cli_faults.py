@@ -85,6 +85,10 @@ JOBS: dict[str, Job] = {
                                      "--max-retries", "0", "--json"),
                                     replies=[Raw(body=b"".join(sse_events(message([text("Hel")]))[:2]),
                                                  content_type="text/event-stream", stall=True)]),
+    "dribbled_answer_meets_the_deadline": Job(("run", "--base-url", "{url}", "--prompt", "hi", "--timeout", "1",
+                                               "--max-retries", "0", "--json"),
+                                              replies=[Raw(body=json.dumps(message([text("x" * 600)])).encode(),
+                                                           dribble=0.1)]),
 }
 
 
@@ -223,6 +227,17 @@ def test_the_timeout_applies_to_a_stalled_stream(runs) -> None:
     assert ran.code == 1, ran.stderr
     result = json.loads(ran.stdout.strip().splitlines()[-1])
     assert result["subtype"] == "error_api" and result["requests"] == 1
+    # half the timeout without data: said on stderr before the call fails (with --json too)
+    assert ran.stderr.startswith("agentlab: call 1: no data from the server for 0.25 s; still waiting (the call's "
+                                 "deadline is 0.5 s)"), ran.stderr
+
+
+def test_a_server_dribbling_bytes_meets_the_timeout_as_a_deadline_on_the_whole_call(runs) -> None:
+    """About 70 s of bytes, one every 0.1 s: each comes within --timeout 1, the whole call does not."""
+    ran = runs["dribbled_answer_meets_the_deadline"]
+    assert ran.code == 1, (ran.stdout, ran.stderr)
+    result = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert result["subtype"] == "error_api" and "more than 1 s in all" in result["result"], result
 
 
 def test_a_scenario_whose_script_is_used_up_is_an_error_not_a_success(runs) -> None:
@@ -357,7 +372,8 @@ def _agentlab_with_a_bound(args: list[str]) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
-@pytest.mark.parametrize("args", [["run", "end_turn", "--trace", "{fifo}"], ["serve", "end_turn", "--record", "{fifo}"]])
+@pytest.mark.parametrize("args", [["run", "end_turn", "--trace", "{fifo}"],
+                                  ["serve", "end_turn", "--record", "{fifo}"]])
 def test_an_output_that_is_a_pipe_no_one_reads_is_refused_at_once(tmp_path, args) -> None:
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)

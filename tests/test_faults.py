@@ -183,6 +183,66 @@ def test_a_stalled_stream_times_out_and_is_retried(serve) -> None:
     assert [e["error_type"] for e in errors(loop)] == ["timeout"]
 
 
+DRIBBLED = message([text("A long answer, sent one byte at a time by a server that will not hurry.")])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_server_dribbling_bytes_cannot_outlast_the_call_deadline(serve, stream, asynchronous) -> None:
+    """Every byte comes well within the timeout, so only a deadline on the whole call ends it: the body takes
+    about 70 s at 0.1 s a byte, the deadline is 1 s."""
+    body = b"".join(sse_events(DRIBBLED)) if stream else json.dumps(DRIBBLED).encode()
+    server = serve(Raw(body=body, content_type="text/event-stream" if stream else "application/json", dribble=0.1))
+    loop = (arun_against if asynchronous else run_against)(server, stream=stream, retries=0, timeout=1.0)
+    assert loop.result.subtype == "error_api", loop.result
+    (failure,) = errors(loop)
+    assert failure["error_type"] == "timeout" and "more than 1 s in all" in failure["message"]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_call_without_data_for_a_while_says_so_in_the_trace(serve, asynchronous) -> None:
+    """The server holds the call with no byte; once the loop says it is waiting, the server lets go."""
+    stalled = Raw(body=b"".join(sse_events(message([text("Hel")]))[:1]), content_type="text/event-stream",
+                  stall=True)
+    server = serve(stalled)
+    seen: list[str] = []
+
+    def listen(e: Any) -> None:
+        seen.append(e.kind)
+        if e.kind == "waiting":
+            server.release.set()
+
+    client_cls = anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic
+    loop = AgentLoop(client_cls(base_url=server.url, api_key="x", max_retries=0), prompt="Go.", stream=True,
+                     sleep=lambda s: None, asleep=_no_wait, request_timeout=600,
+                     limits=Limits(max_api_retries=0, quiet_notice_s=0.2))
+    loop.trace.subscribe(listen)
+    if asynchronous:
+        import asyncio
+
+        asyncio.run(loop.arun())
+    else:
+        loop.run()
+    assert seen.count("waiting") == 1 and seen.index("waiting") < seen.index("api_error"), seen
+    (waiting,) = loop.trace.of_kind("waiting")
+    assert waiting.call == 1 and waiting.data["seconds"] == 0.2 and waiting.data["deadline_s"] == 600
+    assert "no data from the server for 0.2 s" in waiting.data["message"]
+    assert "deadline is 600 s" in waiting.data["message"]
+
+
+def test_quiet_notice_must_be_a_positive_number_or_none() -> None:
+    from agentlab.core.errors import ConfigError
+
+    for bad in (0, -1, float("nan"), float("inf"), "30", True):
+        with pytest.raises(ConfigError, match="quiet_notice_s"):
+            Limits(quiet_notice_s=bad)
+    assert Limits(quiet_notice_s=None).quiet_notice_s is None
+
+
+async def _no_wait(seconds: float) -> None:
+    return None
+
+
 # --- agentlab serve: bad requests get the API's JSON errors, and every request is recorded ----------------
 
 def _post(server_url: str, body: bytes, method: str = "POST", path: str = "/v1/messages"):
@@ -432,7 +492,8 @@ def test_a_stop_hook_reason_with_a_lone_surrogate_is_fed_back_as_u_fffd(serve, t
 
 # --- the async client path (AgentLoop.arun with an AsyncAnthropic client) ---------------------------------------
 
-def arun_against(server: MessagesServer, *, stream: bool, tools: ToolRegistry | None = None) -> AgentLoop:
+def arun_against(server: MessagesServer, *, stream: bool, tools: ToolRegistry | None = None, retries: int = 2,
+                 timeout: float = 30.0) -> AgentLoop:
     import asyncio
 
     async def no_wait(seconds: float) -> None:
@@ -440,7 +501,7 @@ def arun_against(server: MessagesServer, *, stream: bool, tools: ToolRegistry | 
 
     client = anthropic.AsyncAnthropic(base_url=server.url, api_key="x", max_retries=0)
     loop = AgentLoop(client, prompt="Go.", stream=stream, tools=tools, asleep=no_wait,
-                     limits=Limits(max_api_retries=2), request_timeout=30.0)
+                     limits=Limits(max_api_retries=retries), request_timeout=timeout)
     asyncio.run(asyncio.wait_for(loop.arun(), 60))
     return loop
 
