@@ -175,8 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     except AgentlabError as exc:
         print(f"agentlab: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("agentlab: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        cancelled = getattr(exc, "cancelled", None)  # ToolsCancelled: the tool calls that had not finished
+        print("agentlab: interrupted" + (f"; {exc}" if cancelled else ""), file=sys.stderr)
         return 130
     parser.error(f"unknown command {args.command!r}")
     return 2

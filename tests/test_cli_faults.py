@@ -403,3 +403,16 @@ def test_a_trace_into_a_pipe_that_is_read_is_written_as_a_file_is(tmp_path) -> N
     assert ran.returncode == 0, ran.stderr
     kinds = [json.loads(line)["kind"] for line in read[0].decode().splitlines()]
     assert kinds[0] == "start" and kinds[-1] == "result"
+
+
+def test_ctrl_c_while_tools_run_together_names_the_cancelled_calls(monkeypatch, capsys) -> None:
+    from agentlab import cli
+    from agentlab.core.tools import ToolsCancelled
+
+    def interrupted(args: Any) -> int:
+        raise ToolsCancelled(["read_file", "grep"])
+
+    monkeypatch.setattr(cli, "_run", interrupted)
+    assert cli.main(["run", "end_turn"]) == 130
+    err = capsys.readouterr().err
+    assert err == "agentlab: interrupted; 2 tool call(s) cancelled: read_file, grep\n"

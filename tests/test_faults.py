@@ -9,6 +9,7 @@ wrong field types, a stream that stalls. The loop must treat every one as a fail
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import anthropic
@@ -535,3 +536,54 @@ def test_async_replies_that_are_never_whole_end_error_api_with_the_cause(serve) 
     loop = arun_against(server, stream=True)
     assert loop.result.subtype == "error_api" and "message_stop" in loop.result.result
     assert "The answer is" not in loop.result.result and len(server.seen) == 3
+
+
+# --- Ctrl-C while read-only tools run together --------------------------------------------------------------
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_while_tools_run_together_stops_at_once_and_leaves_the_history_alone(serve) -> None:
+    """One tool sends the process SIGINT (Ctrl-C) while the other holds until the test lets it go: the run
+    stops waiting at once, names the tool it cancelled, and the tool that ends later changes nothing."""
+    import os
+    import signal
+    import threading
+
+    release, ended = threading.Event(), threading.Event()
+    tools = ToolRegistry()
+
+    @tools.tool(read_only=True)
+    def slow(path: str) -> str:
+        """Read slowly."""
+        release.wait(120)
+        ended.set()
+        return "slow contents"
+
+    @tools.tool(read_only=True)
+    def interrupt(path: str) -> str:
+        """Press Ctrl-C."""
+        os.kill(os.getpid(), signal.SIGINT)
+        return "pressed"
+
+    calls = [{"type": "tool_use", "id": "toolu_slow", "name": "slow", "input": {"path": "a"}},
+             {"type": "tool_use", "id": "toolu_int", "name": "interrupt", "input": {"path": "b"}}]
+    server = serve(ok(message(calls, "tool_use")), ok(message([text("done")])))
+    client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
+    loop = AgentLoop(client, prompt="Go.", tools=tools, sleep=lambda s: None)
+    from agentlab.core.tools import ToolsCancelled
+
+    with pytest.raises(ToolsCancelled) as raised:
+        loop.run()
+    assert not ended.is_set(), "the run waited for the slow tool"
+    assert raised.value.cancelled == ["slow"] and "1 tool call(s) cancelled: slow" in str(raised.value)
+    history = json.dumps(loop.messages)
+    release.set()
+    assert ended.wait(30)
+    for thread in threading.enumerate():
+        if thread.name.startswith("agentlab-tool-"):
+            thread.join(30)
+    assert json.dumps(loop.messages) == history, "a tool thread changed the history after Ctrl-C"
+    assert not any(m["role"] == "user" and isinstance(m["content"], list) for m in loop.messages)
+    cancelled = [e.data for e in loop.trace.of_kind("tool")]
+    assert cancelled == [{**cancelled[0], "name": "slow", "is_error": True}]
+    assert "cancelled" in cancelled[0]["output"]
+    assert len(server.seen) == 1

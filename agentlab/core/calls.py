@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from .transitions import Failure
 
-__all__ = ["Progress", "abounded_call", "bounded_call", "deadline_failure"]
+__all__ = ["Progress", "abounded_call", "bounded_call", "deadline_failure", "in_daemon_thread"]
 
 T = TypeVar("T")
 
@@ -125,3 +125,32 @@ class _Quiet:
         if self.progress.clock() - self.progress.last >= self.notice_s:
             self.said_for = self.progress.last
             self.on_quiet(self.notice_s)
+
+
+async def in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``await asyncio.to_thread(fn, *args)`` on a daemon thread of its own: cancelled (Ctrl-C), the await ends
+    at once and the thread, left to end on its own, neither holds ``asyncio.run``'s shutdown (which waits for
+    the default executor's threads) nor the process's exit."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        try:
+            value, error = fn(*args), None
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            value, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the event loop has closed: nobody waits for this any more
+            pass
+
+    threading.Thread(target=work, daemon=True, name="agentlab-tools").start()
+    return await future

@@ -38,7 +38,7 @@ import anthropic
 import httpx2
 
 from . import compaction as compaction_mod
-from .calls import Progress, abounded_call, bounded_call
+from .calls import Progress, abounded_call, bounded_call, in_daemon_thread
 from .caching import count_breakpoints, with_breakpoints
 from .compaction import ContextMeter, estimate_tokens, text_blocks
 from .cost import PriceTable, default_prices, usage_cost
@@ -59,7 +59,7 @@ from .events import (
     Waiting,
 )
 from .hooks import HookOutcome, Hooks
-from .tools import ToolOutcome, ToolRegistry
+from .tools import ToolOutcome, ToolRegistry, ToolsCancelled
 from .trace import Event, Trace, surrogate_note, without_lone_surrogates
 from .transitions import (
     DEFAULT_MODEL,
@@ -471,7 +471,7 @@ class AgentLoop:
                 assert self.hooks is not None
                 return await self.hooks.arun(event, payload, tool_name=tool_name)
             case RunTools_(calls=calls):
-                return await asyncio.to_thread(self._tool_outcomes, calls)
+                return await in_daemon_thread(self._tool_outcomes, calls)  # Ctrl-C: no wait for the tools
             case Wait(seconds=seconds):
                 await self.asleep(seconds)
                 return None
@@ -495,7 +495,13 @@ class AgentLoop:
         if self.tools is None:
             return [ToolOutcome(f"No tools are configured in this run, so {name!r} cannot run.", is_error=True)
                     for _, name, _ in calls]
-        return self.tools.run_many(calls)
+        try:
+            return self.tools.run_many(calls)
+        except ToolsCancelled as exc:  # Ctrl-C: the trace says which calls were cancelled; the history is as it was
+            for name in exc.cancelled:
+                self.trace.emit(ToolRun(name=name, output="cancelled: the run was interrupted while it ran",
+                                        is_error=True), self.requests)
+            raise
 
     def _check_step_cap(self, steps: int) -> None:
         if steps >= self.limits.max_steps:
