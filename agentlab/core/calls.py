@@ -81,7 +81,8 @@ def bounded_call(call: Callable[[Progress], T], *, deadline_s: float, notice_s: 
         raise
     if "error" in box:
         raise box["error"]
-    return box["value"]
+    value: T = box["value"]
+    return value
 
 
 async def abounded_call(call: Callable[[Progress], Awaitable[T]], *, deadline_s: float, notice_s: float | None,

@@ -182,8 +182,10 @@ NO_CHECKS = "no checks (nothing shows that it passed)"
 def _saved_failures(item: dict[str, Any], checks: list[Check]) -> list[Check]:
     """The rules a saved scenario names as failed (``failed``, ``why``) that its checks do not hold as failed."""
     failing = {c.rule for c in checks if c.status == "fail"}
-    why = item.get("why") if isinstance(item.get("why"), dict) else {}
-    named = [*(item.get("failed") or []), *why]
+    saved_why = item.get("why")
+    why: dict[str, Any] = saved_why if isinstance(saved_why, dict) else {}
+    saved_failed = item.get("failed")
+    named = [*(saved_failed if isinstance(saved_failed, list) else []), *why]
     added = [Check(str(rule), "fail", str(why.get(rule) or "failed in the saved report, which holds no check "
                                            "for it")) for rule in dict.fromkeys(map(str, named)) if rule not in failing]
     if item.get("verdict", "pass") != "pass" and not failing and not added and checks:
