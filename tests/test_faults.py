@@ -587,3 +587,49 @@ def test_ctrl_c_while_tools_run_together_stops_at_once_and_leaves_the_history_al
     assert cancelled == [{**cancelled[0], "name": "slow", "is_error": True}]
     assert "cancelled" in cancelled[0]["output"]
     assert len(server.seen) == 1
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_async_ctrl_c_while_tools_run_together_does_not_wait_for_them(serve) -> None:
+    """``asyncio.run`` waits at its end for the threads of its default executor: the tools run on a daemon
+    thread of their own, so Ctrl-C ends the run while a tool still holds."""
+    import asyncio
+    import os
+    import signal
+    import threading
+
+    release, ended = threading.Event(), threading.Event()
+    tools = ToolRegistry()
+
+    @tools.tool(read_only=True)
+    def slow(path: str) -> str:
+        """Read slowly."""
+        release.wait(120)
+        ended.set()
+        return "slow contents"
+
+    @tools.tool(read_only=True)
+    def interrupt(path: str) -> str:
+        """Press Ctrl-C."""
+        os.kill(os.getpid(), signal.SIGINT)
+        return "pressed"
+
+    calls = [{"type": "tool_use", "id": "toolu_slow", "name": "slow", "input": {"path": "a"}},
+             {"type": "tool_use", "id": "toolu_int", "name": "interrupt", "input": {"path": "b"}}]
+    server = serve(ok(message(calls, "tool_use")), ok(message([text("done")])))
+    client = anthropic.AsyncAnthropic(base_url=server.url, api_key="x", max_retries=0)
+    loop = AgentLoop(client, prompt="Go.", tools=tools, asleep=_no_wait)
+    history: list[str] = []
+
+    async def run() -> None:
+        try:
+            await loop.arun()
+        finally:
+            history.append(json.dumps(loop.messages))
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(run())
+    assert not ended.is_set(), "the run waited for the slow tool"
+    release.set()
+    assert ended.wait(30)
+    assert json.dumps(loop.messages) == history[0] and len(server.seen) == 1
