@@ -7,6 +7,7 @@ Exit status: 0 for a ``success`` result, 1 for any error result, 2 for bad usage
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -75,8 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-retries", type=_retries,
                      help="retries of a failed call (429/529/5xx/connection/cut stream; 0-100, default 5)")
     run.add_argument("--timeout", type=_seconds,
-                     help="seconds a call may wait for the server's next data, streaming or not, before it "
-                          "fails and is retried (default 600)")
+                     help="seconds a call may take in all, from sending the request to the last byte, streaming "
+                          "or not (and so every wait in it), before it fails and is retried (default 600); after "
+                          "30 s without data the wait is said on stderr")
     run.add_argument("--stop-sequence", action="append", dest="stop_sequences",
                      help="a custom stop sequence (repeat for several)")
     run.add_argument("--tools", choices=["demo", "none"], help="send and run the demo tools")
@@ -201,8 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     except AgentlabError as exc:
         print(f"agentlab: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("agentlab: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        cancelled = getattr(exc, "cancelled", None)  # ToolsCancelled: the tool calls that had not finished
+        print("agentlab: interrupted" + (f"; {exc}" if cancelled else ""), file=sys.stderr)
         return 130
     parser.error(f"unknown command {args.command!r}")
     return 2
@@ -376,6 +379,7 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
     out = _Output()
     config = RunConfig.from_flags(args, scenario=sc)
     trace = Trace(trace_path, secrets=(key,))
+    trace.subscribe(_say_waiting)  # on stderr, with --json too
     if not args.json:
         trace.subscribe(_printer(out))
     loop = config.loop(trace=trace)
@@ -388,8 +392,12 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
     finally:
         trace.close()
     secrets = (key,)
+    used_up = _script_used_up(loop)
+    if used_up:  # the answer is the scripted backend's complaint, not a model's: an error of the scenario
+        result = dataclasses.replace(result, subtype="error_during_execution", is_error=True)
     if args.json:
-        out.line(redact(json.dumps(result.to_dict(), sort_keys=True), secrets))
+        out.line(redact(json.dumps({**result.to_dict(), **({"errors": used_up} if used_up else {})},
+                                   sort_keys=True), secrets))
     else:
         from .core.cost import format_cost
 
@@ -401,10 +409,20 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
                  f"{format_cost(result.cost_usd, result.unpriced_models)}")
         if result.result:
             out.line(redact(result.result, secrets))
+    for problem in used_up:
+        print(f"agentlab: {problem} The run is an error of the scenario, not a success.", file=sys.stderr)
     if trace.write_error is not None:
         print(f"agentlab: --trace {trace_path}: {trace.write_error}", file=sys.stderr)
         return 2
     return 0 if result.subtype == "success" else 1
+
+
+def _script_used_up(loop: Any) -> list[str]:
+    """What the scripted model said when the loop asked it for more than its scenario's steps (none: [])."""
+    from .backend.scripted import SCRIPT_USED_UP
+
+    engine = getattr(loop, "engine", None)
+    return [str(f) for f in getattr(engine, "failures", None) or [] if SCRIPT_USED_UP in str(f)]
 
 
 def _check_base_url(url: str) -> None:
@@ -446,10 +464,18 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+def _say_waiting(event: Any) -> None:
+    """A call that has had no data for a while is said on stderr (the trace keeps it as a ``waiting`` event)."""
+    if event.kind == "waiting":
+        print(f"agentlab: call {event.call}: {event.data.get('message')}", file=sys.stderr, flush=True)
+
+
 def _printer(out: _Output):
     from .ui.report import format_event
 
     def show(event) -> None:
+        if event.kind == "waiting":
+            return  # said on stderr
         line = format_event(event)
         if line:
             out.line(line)

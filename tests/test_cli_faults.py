@@ -24,6 +24,8 @@ SCENARIO = "description: mine\nprompt: hi\nsteps:\n  - content: [{type: text, te
 PRECIOUS = "my own file, not a trace\n"
 BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8))
+USED_UP = ("description: mine\nprompt: hi\ntools: demo\nsteps:\n  - content: [{type: tool_use, id: toolu_1, "
+           "name: calculator, input: {expression: '1 + 1'}}]\n    stop_reason: tool_use\n")
 STOP_HOOK = json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}})
 
 
@@ -77,10 +79,16 @@ JOBS: dict[str, Job] = {
                                   env={"TMPDIR": "{dir}/tmp"}),
     "surrogate_from_the_model": Job(("run", "--base-url", "{url}", "--prompt", "hi", "--trace", "{dir}/t.jsonl"),
                                     replies=[ok(message([text("bad \ud800 char")]))]),
+    "script_used_up": Job(("run", "{dir}/short.yaml", "--json"), {"short.yaml": USED_UP}),
+    "script_used_up_text": Job(("run", "{dir}/short.yaml"), {"short.yaml": USED_UP}),
     "stalled_stream_times_out": Job(("run", "--base-url", "{url}", "--prompt", "hi", "--stream", "--timeout", "0.5",
                                      "--max-retries", "0", "--json"),
                                     replies=[Raw(body=b"".join(sse_events(message([text("Hel")]))[:2]),
                                                  content_type="text/event-stream", stall=True)]),
+    "dribbled_answer_meets_the_deadline": Job(("run", "--base-url", "{url}", "--prompt", "hi", "--timeout", "1",
+                                               "--max-retries", "0", "--json"),
+                                              replies=[Raw(body=json.dumps(message([text("x" * 600)])).encode(),
+                                                           dribble=0.1)]),
 }
 
 
@@ -219,6 +227,29 @@ def test_the_timeout_applies_to_a_stalled_stream(runs) -> None:
     assert ran.code == 1, ran.stderr
     result = json.loads(ran.stdout.strip().splitlines()[-1])
     assert result["subtype"] == "error_api" and result["requests"] == 1
+    # half the timeout without data: said on stderr before the call fails (with --json too)
+    assert ran.stderr.startswith("agentlab: call 1: no data from the server for 0.25 s; still waiting (the call's "
+                                 "deadline is 0.5 s)"), ran.stderr
+
+
+def test_a_server_dribbling_bytes_meets_the_timeout_as_a_deadline_on_the_whole_call(runs) -> None:
+    """About 70 s of bytes, one every 0.1 s: each comes within --timeout 1, the whole call does not."""
+    ran = runs["dribbled_answer_meets_the_deadline"]
+    assert ran.code == 1, (ran.stdout, ran.stderr)
+    result = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert result["subtype"] == "error_api" and "more than 1 s in all" in result["result"], result
+
+
+def test_a_scenario_whose_script_is_used_up_is_an_error_not_a_success(runs) -> None:
+    ran = runs["script_used_up"]
+    assert ran.code == 1, (ran.stdout, ran.stderr)
+    result = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert result["subtype"] == "error_during_execution" and result["is_error"] is True
+    assert len(result["errors"]) == 1 and "is used up" in result["errors"][0]
+    assert "is used up" in ran.stderr and "an error of the scenario" in ran.stderr
+    text = runs["script_used_up_text"]
+    assert text.code == 1 and "\nerror_during_execution: " in text.stdout, text.stdout
+    assert "Traceback" not in text.stderr and "an error of the scenario" in text.stderr
 
 
 def test_a_closed_stdout_stops_the_printing_not_the_run(tmp_path) -> None:
@@ -330,3 +361,58 @@ def test_a_trace_in_a_read_only_folder_is_bad_usage_before_anything_runs(tmp_pat
         import shutil
 
         shutil.rmtree(base, ignore_errors=True)
+
+
+# --- outputs that are named pipes ---------------------------------------------------------------------------
+
+def _agentlab_with_a_bound(args: list[str]) -> subprocess.CompletedProcess:
+    """A real process: if opening the output waited for a reader, the bound (a safety net, not a measure) ends it."""
+    return subprocess.run([sys.executable, "-m", "agentlab", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+@pytest.mark.parametrize("args", [["run", "end_turn", "--trace", "{fifo}"],
+                                  ["serve", "end_turn", "--record", "{fifo}"]])
+def test_an_output_that_is_a_pipe_no_one_reads_is_refused_at_once(tmp_path, args) -> None:
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    ran = _agentlab_with_a_bound([a.replace("{fifo}", str(fifo)) for a in args])
+    assert ran.returncode == 2, (ran.stdout, ran.stderr)
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and "named pipe that nothing reads" in lines[0] and str(fifo) in lines[0], ran.stderr
+    assert "agentlab serve: http" not in ran.stdout  # nothing was served
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_trace_into_a_pipe_that_is_read_is_written_as_a_file_is(tmp_path) -> None:
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    read: list[bytes] = []
+
+    def reader() -> None:
+        with open(fifo, "rb") as pipe:  # waits for the writer, then reads to its end
+            read.append(pipe.read())
+
+    import threading
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    ran = _agentlab_with_a_bound(["run", "end_turn", "--trace", str(fifo), "--json"])
+    thread.join(60)
+    assert ran.returncode == 0, ran.stderr
+    kinds = [json.loads(line)["kind"] for line in read[0].decode().splitlines()]
+    assert kinds[0] == "start" and kinds[-1] == "result"
+
+
+def test_ctrl_c_while_tools_run_together_names_the_cancelled_calls(monkeypatch, capsys) -> None:
+    from agentlab import cli
+    from agentlab.core.tools import ToolsCancelled
+
+    def interrupted(args: Any) -> int:
+        raise ToolsCancelled(["read_file", "grep"])
+
+    monkeypatch.setattr(cli, "_run", interrupted)
+    assert cli.main(["run", "end_turn"]) == 130
+    err = capsys.readouterr().err
+    assert err == "agentlab: interrupted; 2 tool call(s) cancelled: read_file, grep\n"

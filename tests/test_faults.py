@@ -9,6 +9,7 @@ wrong field types, a stream that stalls. The loop must treat every one as a fail
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import anthropic
@@ -181,6 +182,66 @@ def test_a_stalled_stream_times_out_and_is_retried(serve) -> None:
     loop = run_against(server, stream=True, timeout=0.5)
     assert loop.result.subtype == "success" and loop.result.retries == 1
     assert [e["error_type"] for e in errors(loop)] == ["timeout"]
+
+
+DRIBBLED = message([text("A long answer, sent one byte at a time by a server that will not hurry.")])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_server_dribbling_bytes_cannot_outlast_the_call_deadline(serve, stream, asynchronous) -> None:
+    """Every byte comes well within the timeout, so only a deadline on the whole call ends it: the body takes
+    about 70 s at 0.1 s a byte, the deadline is 1 s."""
+    body = b"".join(sse_events(DRIBBLED)) if stream else json.dumps(DRIBBLED).encode()
+    server = serve(Raw(body=body, content_type="text/event-stream" if stream else "application/json", dribble=0.1))
+    loop = (arun_against if asynchronous else run_against)(server, stream=stream, retries=0, timeout=1.0)
+    assert loop.result.subtype == "error_api", loop.result
+    (failure,) = errors(loop)
+    assert failure["error_type"] == "timeout" and "more than 1 s in all" in failure["message"]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_call_without_data_for_a_while_says_so_in_the_trace(serve, asynchronous) -> None:
+    """The server holds the call with no byte; once the loop says it is waiting, the server lets go."""
+    stalled = Raw(body=b"".join(sse_events(message([text("Hel")]))[:1]), content_type="text/event-stream",
+                  stall=True)
+    server = serve(stalled)
+    seen: list[str] = []
+
+    def listen(e: Any) -> None:
+        seen.append(e.kind)
+        if e.kind == "waiting":
+            server.release.set()
+
+    client_cls = anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic
+    loop = AgentLoop(client_cls(base_url=server.url, api_key="x", max_retries=0), prompt="Go.", stream=True,
+                     sleep=lambda s: None, asleep=_no_wait, request_timeout=600,
+                     limits=Limits(max_api_retries=0, quiet_notice_s=0.2))
+    loop.trace.subscribe(listen)
+    if asynchronous:
+        import asyncio
+
+        asyncio.run(loop.arun())
+    else:
+        loop.run()
+    assert seen.count("waiting") == 1 and seen.index("waiting") < seen.index("api_error"), seen
+    (waiting,) = loop.trace.of_kind("waiting")
+    assert waiting.call == 1 and waiting.data["seconds"] == 0.2 and waiting.data["deadline_s"] == 600
+    assert "no data from the server for 0.2 s" in waiting.data["message"]
+    assert "deadline is 600 s" in waiting.data["message"]
+
+
+def test_quiet_notice_must_be_a_positive_number_or_none() -> None:
+    from agentlab.core.errors import ConfigError
+
+    for bad in (0, -1, float("nan"), float("inf"), "30", True):
+        with pytest.raises(ConfigError, match="quiet_notice_s"):
+            Limits(quiet_notice_s=bad)
+    assert Limits(quiet_notice_s=None).quiet_notice_s is None
+
+
+async def _no_wait(seconds: float) -> None:
+    return None
 
 
 # --- agentlab serve: bad requests get the API's JSON errors, and every request is recorded ----------------
@@ -432,7 +493,8 @@ def test_a_stop_hook_reason_with_a_lone_surrogate_is_fed_back_as_u_fffd(serve, t
 
 # --- the async client path (AgentLoop.arun with an AsyncAnthropic client) ---------------------------------------
 
-def arun_against(server: MessagesServer, *, stream: bool, tools: ToolRegistry | None = None) -> AgentLoop:
+def arun_against(server: MessagesServer, *, stream: bool, tools: ToolRegistry | None = None, retries: int = 2,
+                 timeout: float = 30.0) -> AgentLoop:
     import asyncio
 
     async def no_wait(seconds: float) -> None:
@@ -440,7 +502,7 @@ def arun_against(server: MessagesServer, *, stream: bool, tools: ToolRegistry | 
 
     client = anthropic.AsyncAnthropic(base_url=server.url, api_key="x", max_retries=0)
     loop = AgentLoop(client, prompt="Go.", stream=stream, tools=tools, asleep=no_wait,
-                     limits=Limits(max_api_retries=2), request_timeout=30.0)
+                     limits=Limits(max_api_retries=retries), request_timeout=timeout)
     asyncio.run(asyncio.wait_for(loop.arun(), 60))
     return loop
 
@@ -474,3 +536,100 @@ def test_async_replies_that_are_never_whole_end_error_api_with_the_cause(serve) 
     loop = arun_against(server, stream=True)
     assert loop.result.subtype == "error_api" and "message_stop" in loop.result.result
     assert "The answer is" not in loop.result.result and len(server.seen) == 3
+
+
+# --- Ctrl-C while read-only tools run together --------------------------------------------------------------
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_while_tools_run_together_stops_at_once_and_leaves_the_history_alone(serve) -> None:
+    """One tool sends the process SIGINT (Ctrl-C) while the other holds until the test lets it go: the run
+    stops waiting at once, names the tool it cancelled, and the tool that ends later changes nothing."""
+    import os
+    import signal
+    import threading
+
+    release, ended = threading.Event(), threading.Event()
+    tools = ToolRegistry()
+
+    @tools.tool(read_only=True)
+    def slow(path: str) -> str:
+        """Read slowly."""
+        release.wait(120)
+        ended.set()
+        return "slow contents"
+
+    @tools.tool(read_only=True)
+    def interrupt(path: str) -> str:
+        """Press Ctrl-C."""
+        os.kill(os.getpid(), signal.SIGINT)
+        return "pressed"
+
+    calls = [{"type": "tool_use", "id": "toolu_slow", "name": "slow", "input": {"path": "a"}},
+             {"type": "tool_use", "id": "toolu_int", "name": "interrupt", "input": {"path": "b"}}]
+    server = serve(ok(message(calls, "tool_use")), ok(message([text("done")])))
+    client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
+    loop = AgentLoop(client, prompt="Go.", tools=tools, sleep=lambda s: None)
+    from agentlab.core.tools import ToolsCancelled
+
+    with pytest.raises(ToolsCancelled) as raised:
+        loop.run()
+    assert not ended.is_set(), "the run waited for the slow tool"
+    assert raised.value.cancelled == ["slow"] and "1 tool call(s) cancelled: slow" in str(raised.value)
+    history = json.dumps(loop.messages)
+    release.set()
+    assert ended.wait(30)
+    for thread in threading.enumerate():
+        if thread.name.startswith("agentlab-tool-"):
+            thread.join(30)
+    assert json.dumps(loop.messages) == history, "a tool thread changed the history after Ctrl-C"
+    assert not any(m["role"] == "user" and isinstance(m["content"], list) for m in loop.messages)
+    cancelled = [e.data for e in loop.trace.of_kind("tool")]
+    assert cancelled == [{**cancelled[0], "name": "slow", "is_error": True}]
+    assert "cancelled" in cancelled[0]["output"]
+    assert len(server.seen) == 1
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_async_ctrl_c_while_tools_run_together_does_not_wait_for_them(serve) -> None:
+    """``asyncio.run`` waits at its end for the threads of its default executor: the tools run on a daemon
+    thread of their own, so Ctrl-C ends the run while a tool still holds."""
+    import asyncio
+    import os
+    import signal
+    import threading
+
+    release, ended = threading.Event(), threading.Event()
+    tools = ToolRegistry()
+
+    @tools.tool(read_only=True)
+    def slow(path: str) -> str:
+        """Read slowly."""
+        release.wait(120)
+        ended.set()
+        return "slow contents"
+
+    @tools.tool(read_only=True)
+    def interrupt(path: str) -> str:
+        """Press Ctrl-C."""
+        os.kill(os.getpid(), signal.SIGINT)
+        return "pressed"
+
+    calls = [{"type": "tool_use", "id": "toolu_slow", "name": "slow", "input": {"path": "a"}},
+             {"type": "tool_use", "id": "toolu_int", "name": "interrupt", "input": {"path": "b"}}]
+    server = serve(ok(message(calls, "tool_use")), ok(message([text("done")])))
+    client = anthropic.AsyncAnthropic(base_url=server.url, api_key="x", max_retries=0)
+    loop = AgentLoop(client, prompt="Go.", tools=tools, asleep=_no_wait)
+    history: list[str] = []
+
+    async def run() -> None:
+        try:
+            await loop.arun()
+        finally:
+            history.append(json.dumps(loop.messages))
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(run())
+    assert not ended.is_set(), "the run waited for the slow tool"
+    release.set()
+    assert ended.wait(30)
+    assert json.dumps(loop.messages) == history[0] and len(server.seen) == 1

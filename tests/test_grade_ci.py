@@ -244,6 +244,8 @@ def test_the_prompt_goes_where_the_placeholder_stands_and_the_environment_is_doc
     captured = capsys.readouterr()
     seen = json.loads((tmp_path / "end_turn.json").read_text())
     assert seen["argv"] == ["--prompt=What is the capital of France?", "--then-more"]
+    tags = [k for k in seen["env"] if k.startswith("AGENTLAB_PROCESS_")]  # what the cleanup finds its processes by
+    assert len(tags) == 1 and seen["env"].pop(tags[0]) == "1"
     assert seen["env"] == {
         "ANTHROPIC_BASE_URL": seen["env"]["ANTHROPIC_BASE_URL"], "ANTHROPIC_API_KEY": "agentlab-grade-key",
         "ANTHROPIC_MODEL": "a-model", "AGENTLAB_PROMPT": "What is the capital of France?",

@@ -81,6 +81,43 @@ def test_load_of_a_file_that_is_not_a_report_exits_2(tmp_path, capsys):
     assert "not a report saved with --save" in capsys.readouterr().err
 
 
+def _saved(tmp_path: Path, name: str, reports: list) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps({"reports": reports}), encoding="utf-8")
+    return str(path)
+
+
+def test_load_of_a_report_that_does_not_show_its_work_does_not_pass(tmp_path, capsys):
+    """A verdict of fail without its checks, a fail with only passing checks, nothing graded: none passes."""
+    held = [{"rule": "ends_on_its_own", "status": "pass", "why": "exit 0"}]
+    unshown = {"client": "x", "verdict": "fail", "scenarios": [
+        {"client": "x", "name": "end_turn", "verdict": "fail", "failed": ["stop_when_done"],
+         "why": {"stop_when_done": "kept going"}, "requests": 2, "ending": "exit 0"}]}
+    bare = {"client": "y", "verdict": "fail", "scenarios": [{"client": "y", "name": "end_turn", "verdict": "fail"}]}
+    mixed = {"client": "z", "verdict": "fail", "scenarios": [{"client": "z", "name": "end_turn", "verdict": "fail"}],
+             "checks": {"end_turn": held}}
+    for report, needle in [(unshown, "stop_when_done  kept going"), (bare, "no checks"),
+                           (mixed, "saved_verdict")]:
+        code, out, data = grade(capsys, "--load", _saved(tmp_path, "r.json", [report]), "--json")
+        assert code == 1 and data["verdict"] == "fail", out
+        assert needle in out, out
+    code, out, data = grade(capsys, "--load", _saved(tmp_path, "empty.json", [{"client": "n", "scenarios": []}]),
+                            "--json")
+    assert code == 1 and data["verdict"] == "fail" and "nothing graded" in out, out
+    code, out, data = grade(capsys, "--load", _saved(tmp_path, "none.json", []), "--json")
+    assert code == 1 and data["verdict"] == "fail", out
+
+
+def test_load_of_a_report_that_shows_its_work_keeps_its_verdict(tmp_path, capsys):
+    held = [{"rule": "ends_on_its_own", "status": "pass", "why": "exit 0"},
+            {"rule": "stop_when_done", "status": "pass", "why": "stopped"}]
+    good = {"client": "x", "verdict": "pass", "scenarios": [{"client": "x", "name": "end_turn", "verdict": "pass",
+                                                             "failed": [], "why": {}}],
+            "checks": {"end_turn": held}}
+    code, out, data = grade(capsys, "--load", _saved(tmp_path, "r.json", [good]), "--json")
+    assert code == 0 and data["verdict"] == "pass", out
+
+
 def test_the_default_scenarios_need_no_client_settings():
     names = gradeable_scenarios()
     assert {"pause_turn", "max_tokens_give_up", "mislabel_end_turn", "api_errors", "tool_use"} <= set(names)
@@ -157,6 +194,36 @@ def test_a_hanging_command_is_stopped_at_the_timeout_with_its_process_group(tmp_
     assert "✗ stop_when_done" in out and "still running at the timeout" in out
     assert "✓ stop_when_done" not in out
     assert not _alive(int(pidfile.read_text())), "the command's child outlived the timeout"
+
+
+def test_a_timed_out_command_is_ended_with_a_setsid_grandchild_whose_parent_exited(tmp_path, capsys):
+    """The grandchild is in a session of its own and its parent has exited: neither the process group nor the
+    descendants reach it, the command's tag in its environment does."""
+    pidfile = tmp_path / "grandchild.pid"
+    command = _script(tmp_path, "escape.sh.py", f"""
+        import subprocess, time
+        subprocess.run(["sh", "-c", "setsid sleep 1000 > /dev/null 2>&1 & echo $! > {pidfile}"], check=True)
+        send(sys.argv[-1])
+        time.sleep(300)
+    """)
+    code, out, data = grade(capsys, "--command", command, "end_turn", "--timeout", "3", "--json")
+    assert code == 1 and "did not end within 3 s" in out, out
+    pid = int(pidfile.read_text())
+    assert not _alive(pid), "a setsid grandchild outlived grade's timeout"
+
+
+def test_a_command_that_exits_is_judged_on_its_exit_though_a_background_child_holds_stdout(tmp_path, capsys):
+    pidfile = tmp_path / "child.pid"
+    command = _script(tmp_path, "leave.py", f"""
+        import subprocess
+        child = subprocess.Popen(["setsid", "sleep", "1000"], stdout=sys.stdout, stderr=sys.stderr)
+        open({str(pidfile)!r}, "w").write(str(child.pid))
+        print(send(sys.argv[-1])["content"][0]["text"])
+    """)
+    code, out, data = grade(capsys, "--command", command, "end_turn", "--timeout", "60", "--json")
+    assert code == 0, out
+    assert [s["ending"] for s in scenarios(data)] == ["exit 0"] and "did not end" not in out
+    assert not _alive(int(pidfile.read_text())), "what the command left running outlived its grade"
 
 
 def test_a_crashing_command_is_graded_on_what_it_sent(tmp_path, capsys):

@@ -81,6 +81,16 @@ def test_a_timed_out_hook_is_killed_with_a_child_that_escaped_with_setsid(tmp_pa
     assert gone(pid), "a child in a session of its own survived the hook's timeout"
 
 
+def test_a_timed_out_hook_is_killed_with_a_setsid_grandchild_whose_parent_exited(tmp_path) -> None:
+    """Neither in the hook's group (setsid) nor its descendant (its parent, a subshell, has exited): only the
+    hook's tag in its environment finds it."""
+    pidfile = tmp_path / "pids"
+    hook = f"(setsid sleep 300 > /dev/null 2>&1 & echo $! > {pidfile}); sleep 300"
+    outcome = Hooks(settings(hook, timeout=1)).run("Stop", {})
+    assert outcome.runs[0].timed_out is True
+    assert gone(pids(pidfile)[0]), "a setsid grandchild survived the hook's timeout"
+
+
 def test_hook_output_and_reasons_are_capped_and_the_event_says_so() -> None:
     reason = "x" * (MAX_KEPT_CHARS * 5)
     program = f"import json; print(json.dumps({{'decision': 'block', 'reason': 'x' * {len(reason)}}}))"
@@ -170,6 +180,14 @@ def test_async_a_timed_out_hook_is_killed_with_a_child_that_escaped_with_setsid(
     outcome = arun(Hooks(settings(hook, timeout=1)))
     assert outcome.runs[0].timed_out is True
     assert gone(pids(pidfile)[0]), "a child in a session of its own survived the hook's timeout"
+
+
+def test_async_a_timed_out_hook_is_killed_with_a_setsid_grandchild_whose_parent_exited(tmp_path) -> None:
+    pidfile = tmp_path / "pids"
+    hook = f"(setsid sleep 300 > /dev/null 2>&1 & echo $! > {pidfile}); sleep 300"
+    outcome = arun(Hooks(settings(hook, timeout=1)))
+    assert outcome.runs[0].timed_out is True
+    assert gone(pids(pidfile)[0]), "a setsid grandchild survived the hook's timeout"
 
 
 def test_async_a_cancelled_hook_is_killed_with_what_it_started(tmp_path) -> None:

@@ -6,7 +6,8 @@ A reply is one of:
 - a Message dict: sent as JSON, or as the SSE stream of that message when the request asked to stream;
 - ``(status, body, headers)``: a JSON body with that status and extra response headers (an API error);
 - a :class:`Raw`: bytes exactly as given, without a content length, so the body ends when the connection
-  closes; ``stall`` sends the headers and the bytes, then holds the connection open until the server closes.
+  closes; ``stall`` sends the headers and the bytes, then holds the connection open until the server closes;
+  ``dribble`` sends the body one byte at a time, that many seconds apart.
 When the replies run out the server answers a 400 that says so.
 """
 
@@ -73,6 +74,7 @@ class Raw:
     body: bytes = b""
     content_type: str = "application/json"
     stall: bool = False
+    dribble: float | None = None  # seconds between bytes: the body is sent one byte at a time
 
 
 def ok(msg: dict[str, Any]) -> Raw:
@@ -134,7 +136,16 @@ class MessagesServer:
                     self.send_response(reply.status)
                     self.send_header("content-type", reply.content_type)
                     self.end_headers()
-                    self.wfile.write(reply.body)
+                    if reply.dribble is not None:
+                        for i in range(len(reply.body)):  # ends early when the server closes or the client leaves
+                            if server.release.wait(reply.dribble):
+                                return
+                            try:
+                                self.wfile.write(reply.body[i:i + 1])
+                                self.wfile.flush()
+                            except OSError:
+                                return
+                    self.wfile.write(reply.body if reply.dribble is None else b"")
                     self.wfile.flush()
                     if reply.stall:
                         server.release.wait(30)

@@ -32,6 +32,7 @@ from .scenario import (
 # token estimate (the larger of the two): a scenario may round, not invent. ``staged`` lifts the rule.
 USAGE_TOLERANCE_SHARE = 0.10
 USAGE_TOLERANCE_TOKENS = 8
+SCRIPT_USED_UP = "is used up"  # what the reply to a request beyond the script says (and the CLI looks for)
 
 ERROR_TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -223,7 +224,7 @@ class ScenarioEngine:
             # Not an HTTP error: a client could take a 4xx/5xx for a request problem and retry it. A plain
             # end_turn reply that says what happened ends every loop at once.
             number = self.model_requests + 1
-            message = (f"[agentlab] The script of scenario {scenario.name!r} is used up: it has "
+            message = (f"[agentlab] The script of scenario {scenario.name!r} {SCRIPT_USED_UP}: it has "
                        f"{len(scenario.steps)} step(s), and model request {number} was not expected.")
             self.failures.append(message)
             reply = Reply.model_validate({"content": [{"type": "text", "text": message}], "stop_reason": "end_turn"})

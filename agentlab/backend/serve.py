@@ -37,6 +37,7 @@ import tornado.netutil
 import tornado.web
 
 from ..core.errors import ConfigError
+from ..core.paths import open_output
 from .scenario import Scenario
 from .scripted import ERROR_TYPES, RecordedRequest, ScenarioEngine, WireReply
 
@@ -458,10 +459,12 @@ class ScenarioServer:
         if self.record_path is not None:
             try:
                 self.record_path.parent.mkdir(parents=True, exist_ok=True)
-                self._record_file = open(self.record_path, "a", encoding="utf-8")  # noqa: SIM115
-            except OSError as exc:
+                self._record_file = open_output(self.record_path, "a", "--record")  # never waits on a pipe
+            except (OSError, ConfigError) as exc:
                 for sock in sockets:
                     sock.close()
+                if isinstance(exc, ConfigError):
+                    raise
                 raise ConfigError(f"--record {self.record_path}: cannot open for appending: "
                                   f"{exc.strerror or exc}") from None
         ready = threading.Event()

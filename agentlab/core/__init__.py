@@ -6,10 +6,12 @@ paths        where the data lives (scenarios, hooks, sandbox, observed records),
 transitions  the decision table, Limits, LoopState and the pure ``decide()``
 compaction   context accounting (ContextMeter) and the history compaction strategies
 tools        the tool registry and the lessons' demo tools
+processes    a command started in a session of its own and tagged, ended with everything it started
 hooks        Claude Code's hook protocol, for Python callables and shell commands
 caching      where the loop puts cache_control breakpoints, and the prompt cache the scripted backend keeps
 cost         the dated price table (data/prices.yaml) applied to a response's usage
 events       one frozen dataclass per event kind, with its JSONL form
 trace        the event stream: Trace, JSONL, a pandas frame
+calls        a model call with a deadline of its own, and a word when it has gone quiet
 loop         AgentLoop: asks ``decide()`` and performs what it says, with a sync or an async client
 """

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
 
-EventKind = Literal["start", "request", "response", "api_error", "retry", "fallback", "transition", "append",
-                    "tool", "hook", "compaction", "result"]
+EventKind = Literal["start", "request", "waiting", "response", "api_error", "retry", "fallback", "transition",
+                    "append", "tool", "hook", "compaction", "result"]
 # In the order a learner meets them in a run.
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 
@@ -84,6 +84,17 @@ class Request(Payload):
     purpose: Purpose = "turn"
     thinking_budget: int | None = None  # the request's thinking budget_tokens (below its max_tokens)
     cache_breakpoints: int = 0          # cache_control markers in the request
+
+
+@dataclass(frozen=True)
+class Waiting(Payload):
+    """A call has had no data from the server for ``seconds`` (once per quiet stretch); it goes on waiting until
+    data comes or its deadline (``deadline_s``, the request timeout) passes."""
+
+    kind: ClassVar[EventKind] = "waiting"
+    seconds: float = 0.0
+    deadline_s: float = 0.0
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -265,7 +276,7 @@ class ResultEvent(Payload):
 
 
 PAYLOADS: dict[EventKind, type[Payload]] = {cls.kind: cls for cls in (
-    Start, Request, Response, ApiError, RetryEvent, Fallback, TransitionEvent, Append, ToolRun, HookEvent,
+    Start, Request, Waiting, Response, ApiError, RetryEvent, Fallback, TransitionEvent, Append, ToolRun, HookEvent,
     CompactionEvent, ResultEvent)}
 assert tuple(PAYLOADS) == EVENT_KINDS, "one payload class per event kind, in EVENT_KINDS order"
 

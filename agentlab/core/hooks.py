@@ -48,8 +48,6 @@ import difflib
 import json
 import os
 import re
-import selectors
-import signal
 import subprocess
 import threading
 import time
@@ -58,12 +56,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any, cast
-
-import psutil
+from typing import Any
 
 from .errors import ConfigError
 from .paths import FileTooLarge, NotAFile, read_small_file
+from .processes import Talk as _Talk
+from .processes import kill_group, kill_tree, tagged, tagged_env, talk
 from .trace import without_lone_surrogates
 
 HOOK_EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact")
@@ -250,13 +248,13 @@ class Hooks:
     async def _arun_command(self, hook: _Hook, stdin_text: str) -> tuple[HookRun, _Reply]:
         """``_run_command`` as an asyncio subprocess: the same input, limits, kills and answer."""
         timeout = hook.timeout if hook.timeout is not None else self.default_timeout
-        env = {**os.environ, "CLAUDE_PROJECT_DIR": self.cwd}
+        env, tag = tagged_env({**os.environ, "CLAUDE_PROJECT_DIR": self.cwd})
         start = self._clock()
         assert hook.command is not None
         try:
-            proc = await asyncio.create_subprocess_shell(
+            proc = tagged(await asyncio.create_subprocess_shell(
                 hook.command, cwd=self.cwd, env=env, start_new_session=True,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE), tag)
         except OSError as exc:
             run = HookRun(event=hook.event, source="command", name=hook.name, exit_code=None, stdout="",
                           stderr="", timed_out=False, error=f"could not start: {exc}", decision=None,
@@ -316,12 +314,12 @@ class Hooks:
 
     def _run_command(self, hook: _Hook, stdin_text: str) -> tuple[HookRun, _Reply]:
         timeout = hook.timeout if hook.timeout is not None else self.default_timeout
-        env = {**os.environ, "CLAUDE_PROJECT_DIR": self.cwd}
+        env, tag = tagged_env({**os.environ, "CLAUDE_PROJECT_DIR": self.cwd})
         start = self._clock()
         try:
             assert hook.command is not None
-            proc = subprocess.Popen(hook.command, shell=True, cwd=self.cwd, env=env, start_new_session=True,
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            proc = tagged(subprocess.Popen(hook.command, shell=True, cwd=self.cwd, env=env, start_new_session=True,
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE), tag)
         except OSError as exc:
             run = HookRun(event=hook.event, source="command", name=hook.name, exit_code=None, stdout="",
                           stderr="", timed_out=False, error=f"could not start: {exc}", decision=None,
@@ -516,79 +514,10 @@ def _where_it_failed(exc: Exception) -> str:
     return text
 
 
-@dataclass
-class _Talk:
-    stdout: bytes
-    stderr: bytes
-    timed_out: bool
-    overflow: list[str]
-
-
 def _talk(proc: subprocess.Popen[bytes], data: bytes, timeout: float) -> _Talk:
-    """Feed the hook its stdin and read what it prints until it exits or its timeout passes.
-
-    The answer is taken when the hook process exits, even when something it started in the background
-    still holds its output pipes: that leftover is killed with the hook's process group, and what is still
-    buffered is read for at most ``_DRAIN_S`` seconds. On timeout the whole tree is killed.
-    """
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # all PIPEs
-    deadline = time.monotonic() + timeout
-    out = {proc.stdout: bytearray(), proc.stderr: bytearray()}
-    names = {proc.stdout: "stdout", proc.stderr: "stderr"}
-    overflow: list[str] = []
-    sel = selectors.DefaultSelector()
-    for pipe in out:
-        sel.register(pipe, selectors.EVENT_READ)
-    offset = 0
-    if data:
-        sel.register(proc.stdin, selectors.EVENT_WRITE)
-    else:
-        proc.stdin.close()
-    timed_out = False
-    drain_until: float | None = None
-    try:
-        while sel.get_map():
-            now = time.monotonic()
-            if drain_until is None and proc.poll() is not None:
-                _kill_group(proc)  # the hook answered; what it left running in its group goes with it
-                drain_until = now + _DRAIN_S
-            if drain_until is not None and now >= drain_until:
-                break  # something outside the group still holds the pipes: stop listening
-            if drain_until is None and now >= deadline:
-                timed_out = True
-                _kill_tree(proc)
-                drain_until = time.monotonic() + _DRAIN_S
-                continue
-            limit = (drain_until if drain_until is not None else deadline) - now
-            for key, _ in sel.select(min(_POLL_S, max(limit, 0.0))):
-                pipe = cast(IO[bytes], key.fileobj)
-                if pipe is proc.stdin:
-                    try:
-                        offset += os.write(proc.stdin.fileno(), data[offset:offset + 65536])
-                    except (BrokenPipeError, OSError):
-                        offset = len(data)  # the hook does not read its input: fine
-                    if offset >= len(data):
-                        sel.unregister(proc.stdin)
-                        proc.stdin.close()
-                    continue
-                chunk = os.read(pipe.fileno(), 65536)
-                if not chunk:
-                    sel.unregister(pipe)
-                    continue
-                kept = out[pipe]
-                room = MAX_OUTPUT_BYTES - len(kept)
-                if len(chunk) > room and names[pipe] not in overflow:
-                    overflow.append(names[pipe])
-                kept += chunk[:max(room, 0)]
-    finally:
-        sel.close()
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None and not pipe.closed:
-                pipe.close()
-    if proc.poll() is None:
-        _kill_tree(proc)
-    proc.wait()
-    return _Talk(bytes(out[proc.stdout]), bytes(out[proc.stderr]), timed_out, overflow)
+    """Feed the hook its stdin and read what it prints until it exits or its timeout passes
+    (:func:`.processes.talk`, with the hook's limits)."""
+    return talk(proc, data, timeout, max_bytes=MAX_OUTPUT_BYTES, drain_s=_DRAIN_S, poll_s=_POLL_S)
 
 
 async def _atalk(proc: asyncio.subprocess.Process, data: bytes, timeout: float) -> _Talk:
@@ -662,25 +591,13 @@ async def _atalk(proc: asyncio.subprocess.Process, data: bytes, timeout: float) 
 
 
 def _kill_group(proc: subprocess.Popen[bytes] | asyncio.subprocess.Process) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_group(proc)
 
 
 def _kill_tree(proc: subprocess.Popen[bytes] | asyncio.subprocess.Process) -> None:
-    """Kill a hook with every process it started: its process group, and any descendant that left the
-    group (``setsid``) while the hook still ran."""
-    try:
-        descendants = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.Error:
-        descendants = []
-    _kill_group(proc)
-    for child in descendants:
-        try:
-            child.kill()
-        except psutil.Error:
-            pass
+    """Kill a hook with every process it started: its process group, its descendants, and every process that
+    carries its tag, such as a ``setsid`` child of a subshell that has exited (see :mod:`.processes`)."""
+    kill_tree(proc)
 
 
 def _decode(data: bytes) -> str:

@@ -38,6 +38,7 @@ import anthropic
 import httpx2
 
 from . import compaction as compaction_mod
+from .calls import Progress, abounded_call, bounded_call, in_daemon_thread
 from .caching import count_breakpoints, with_breakpoints
 from .compaction import ContextMeter, estimate_tokens, text_blocks
 from .cost import PriceTable, default_prices, usage_cost
@@ -55,9 +56,10 @@ from .events import (
     Start,
     ToolRun,
     TransitionEvent,
+    Waiting,
 )
 from .hooks import HookOutcome, Hooks
-from .tools import ToolOutcome, ToolRegistry
+from .tools import ToolOutcome, ToolRegistry, ToolsCancelled
 from .trace import Event, Trace, surrogate_note, without_lone_surrogates
 from .transitions import (
     DEFAULT_MODEL,
@@ -409,9 +411,11 @@ class AgentLoop:
         client = cast(anthropic.Anthropic, self.client)
         match effect:
             case CallModel(params=params, stream=stream):
-                return _send(client, params, stream, self.limits.request_timeout)
+                return bounded_call(lambda progress: _send(client, params, stream, self.limits.request_timeout,
+                                                           progress), **self._call_bounds())
             case CountTokens(params=params):
-                return _count(client, params, self.limits.request_timeout)
+                return bounded_call(lambda _: _count(client, params, self.limits.request_timeout),
+                                    **self._call_bounds())
             case RunHooks(event=event, payload=payload, tool_name=tool_name):
                 assert self.hooks is not None
                 return self.hooks.run(event, payload, tool_name=tool_name)
@@ -457,25 +461,47 @@ class AgentLoop:
         client = cast(anthropic.AsyncAnthropic, self.client)
         match effect:
             case CallModel(params=params, stream=stream):
-                return await _asend(client, params, stream, self.limits.request_timeout)
+                return await abounded_call(lambda progress: _asend(client, params, stream,
+                                                                   self.limits.request_timeout, progress),
+                                           **self._call_bounds())
             case CountTokens(params=params):
-                return await _acount(client, params, self.limits.request_timeout)
+                return await abounded_call(lambda _: _acount(client, params, self.limits.request_timeout),
+                                           **self._call_bounds())
             case RunHooks(event=event, payload=payload, tool_name=tool_name):
                 assert self.hooks is not None
                 return await self.hooks.arun(event, payload, tool_name=tool_name)
             case RunTools_(calls=calls):
-                return await asyncio.to_thread(self._tool_outcomes, calls)
+                return await in_daemon_thread(self._tool_outcomes, calls)  # Ctrl-C: no wait for the tools
             case Wait(seconds=seconds):
                 await self.asleep(seconds)
                 return None
             case _:
                 assert_never(effect)
 
+    def _call_bounds(self) -> dict[str, Any]:
+        """A call's whole deadline (the request timeout) and the notice of a quiet wait (see :mod:`.calls`): after
+        ``quiet_notice_s`` without data, or half the deadline when that is sooner."""
+        notice = self.limits.quiet_notice_s
+        deadline = self.limits.request_timeout
+        return {"deadline_s": deadline, "notice_s": None if notice is None else min(notice, deadline / 2),
+                "on_quiet": self._quiet}
+
+    def _quiet(self, seconds: float) -> None:
+        self.trace.emit(Waiting(seconds=seconds, deadline_s=self.limits.request_timeout,
+                                message=f"no data from the server for {seconds:g} s; still waiting (the call's "
+                                        f"deadline is {self.limits.request_timeout:g} s)"), self.requests)
+
     def _tool_outcomes(self, calls: list[tuple[str, str, Any]]) -> list[ToolOutcome]:
         if self.tools is None:
             return [ToolOutcome(f"No tools are configured in this run, so {name!r} cannot run.", is_error=True)
                     for _, name, _ in calls]
-        return self.tools.run_many(calls)
+        try:
+            return self.tools.run_many(calls)
+        except ToolsCancelled as exc:  # Ctrl-C: the trace says which calls were cancelled; the history is as it was
+            for name in exc.cancelled:
+                self.trace.emit(ToolRun(name=name, output="cancelled: the run was interrupted while it ran",
+                                        is_error=True), self.requests)
+            raise
 
     def _check_step_cap(self, steps: int) -> None:
         if steps >= self.limits.max_steps:
@@ -984,7 +1010,8 @@ def _without_serializer_warnings(send: _Send) -> _Send:
 
 
 @_without_serializer_warnings
-def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, timeout: float) -> Message | Failure:
+def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, timeout: float,
+          progress: Progress | None = None) -> Message | Failure:
     """One request through the SDK; the Message as a dict (converted once), or a Failure.
 
     Never raises for API trouble: every HTTP error, timeout and connection problem is a Failure, and so
@@ -996,9 +1023,13 @@ def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, tim
         if stream:
             with client.messages.stream(**params, timeout=timeout) as events:
                 seen: set[str] = set()
+                if progress is not None:
+                    progress.closer = events.close
                 try:
                     for event in events:
                         seen.add(event.type)
+                        if progress is not None:
+                            progress.tick()
                 except RuntimeError as exc:  # the SDK's accumulator: an event before message_start
                     return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
                 failed = _stream_failure(seen)
@@ -1013,7 +1044,7 @@ def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, tim
 
 @_without_serializer_warnings
 async def _asend(client: anthropic.AsyncAnthropic, params: dict[str, Any], stream: bool,
-                 timeout: float) -> Message | Failure:
+                 timeout: float, progress: Progress | None = None) -> Message | Failure:
     """``_send`` with an AsyncAnthropic client: the same request, the same answer or Failure."""
     try:
         if stream:
@@ -1022,6 +1053,8 @@ async def _asend(client: anthropic.AsyncAnthropic, params: dict[str, Any], strea
                 try:
                     async for event in events:
                         seen.add(event.type)
+                        if progress is not None:
+                            progress.tick()
                 except RuntimeError as exc:
                     return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
                 failed = _stream_failure(seen)

@@ -12,15 +12,17 @@ gives (a scenario, a settings file) are read with :func:`read_small_file`, which
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from importlib.resources import files
 from pathlib import Path
+from typing import IO
 
 from .errors import ConfigError
 
-__all__ = ["FileTooLarge", "NotAFile", "data_dir", "hooks_dir", "observed_dir", "project_dir", "read_small_file",
-           "sandbox_dir", "scenarios_dir"]
+__all__ = ["FileTooLarge", "NotAFile", "data_dir", "hooks_dir", "is_pipe", "observed_dir", "open_output",
+           "project_dir", "read_small_file", "sandbox_dir", "scenarios_dir"]
 
 
 def _package_dir() -> Path:
@@ -88,3 +90,28 @@ def read_small_file(path: str | os.PathLike[str], limit: int) -> bytes:
     if len(data) > limit:
         raise FileTooLarge(os.fspath(path))
     return data
+
+
+def is_pipe(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a named pipe (a FIFO; ``/dev/fd/N`` of a shell's ``>(...)`` too)."""
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def open_output(path: str | os.PathLike[str], mode: str, option: str) -> IO[str]:
+    """Open an output file (``mode`` "w" or "a") as text, without ever waiting: a named pipe that no one reads
+    is refused with a ``ConfigError`` naming ``option`` (opening it for writing would wait for a reader
+    forever); one that is read is written as a file is. Other failures are the ``OSError`` of ``open``."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | (os.O_APPEND if mode == "a" else os.O_TRUNC)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO and is_pipe(path):
+            raise ConfigError(f"{option} {path}: a named pipe that nothing reads; writing to it would wait for a "
+                              "reader forever. Start its reader first, or give a regular file.") from None
+        raise
+    os.set_blocking(fd, True)
+    # a lone surrogate (from a model or a hook) is written as its JSON escape, \udXXX
+    return os.fdopen(fd, mode, encoding="utf-8", errors="backslashreplace")

@@ -26,11 +26,11 @@ import json
 import math
 import operator
 import os
+import queue
 import re
 import threading
 import typing
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -38,7 +38,7 @@ from typing import Annotated, Any
 import pydantic
 from pydantic.json_schema import GenerateJsonSchema
 
-__all__ = ["TestsState", "ToolError", "ToolOutcome", "ToolRegistry", "demo_tools"]
+__all__ = ["TestsState", "ToolError", "ToolOutcome", "ToolRegistry", "ToolsCancelled", "demo_tools"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,15 @@ class ToolOutcome:
 
 class ToolError(Exception):
     """Raise from a tool to report a clean error: the message is passed to the model as is."""
+
+
+class ToolsCancelled(KeyboardInterrupt):
+    """Ctrl-C while tools ran together: the wait stopped at once. ``cancelled`` names the calls that had not
+    finished (still running, left to end on their own with their result dropped, or never started)."""
+
+    def __init__(self, cancelled: list[str]) -> None:
+        super().__init__(f"{len(cancelled)} tool call(s) cancelled: {', '.join(cancelled)}")
+        self.cancelled = cancelled
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -271,8 +280,7 @@ class ToolRegistry:
             if len(batch) == 1 or max_workers == 1:
                 outcomes.extend(self.run(n, i) for n, i in batch)
             elif batch:
-                with ThreadPoolExecutor(max_workers=min(max_workers, len(batch))) as pool:
-                    outcomes.extend(pool.map(lambda call: self.run(*call), batch))
+                outcomes.extend(_together(self.run, batch, min(max_workers, len(batch))))
             batch.clear()
 
         for _tool_use_id, name, tool_input in calls:
@@ -283,6 +291,43 @@ class ToolRegistry:
             outcomes.append(self.run(name, tool_input))
         flush()
         return outcomes
+
+
+_WAIT_SLICE_S = 0.1  # the wait for tools running together is cut in slices, so that Ctrl-C is seen at once
+
+
+def _together(run: Callable[[str, object], ToolOutcome], batch: list[tuple[str, object]],
+              workers: int) -> list[ToolOutcome]:
+    """Run the calls on ``workers`` daemon threads; their outcomes in order. Interrupted (Ctrl-C), it stops
+    waiting at once: the calls not yet finished are cancelled (:class:`ToolsCancelled` names them); one still
+    running is left to end on its own, its outcome dropped (it writes only to this call's own list, so nothing
+    of the run changes), and being a daemon thread it does not hold the process open at its exit."""
+    outcomes: list[ToolOutcome | None] = [None] * len(batch)
+    jobs: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for index in range(len(batch)):
+        jobs.put(index)
+    stop = threading.Event()
+    finished = threading.Semaphore(0)
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                index = jobs.get_nowait()
+            except queue.Empty:
+                return
+            outcomes[index] = run(*batch[index])
+            finished.release()
+
+    try:
+        for k in range(workers):
+            threading.Thread(target=worker, daemon=True, name=f"agentlab-tool-{k}").start()
+        for _ in batch:
+            while not finished.acquire(timeout=_WAIT_SLICE_S):
+                pass
+    except KeyboardInterrupt as exc:
+        stop.set()
+        raise ToolsCancelled([name for (name, _), out in zip(batch, outcomes, strict=True) if out is None]) from exc
+    return [out for out in outcomes if out is not None]
 
 
 # --------------------------------------------------------------------------------------------------------------

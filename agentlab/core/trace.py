@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .errors import ConfigError
+from .paths import is_pipe, open_output
 from .events import EVENT_KINDS, EventKind, Payload, payload_from_data
 
 __all__ = ["EVENT_KINDS", "LONE_SURROGATE", "Event", "Trace", "events_to_frame", "redact", "surrogate_note",
@@ -114,6 +115,8 @@ class Trace:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise ConfigError(f"trace {self.path}: cannot create its folder: {exc.strerror or exc}") from None
+            if is_pipe(self.path):  # nothing in a pipe to keep: opened now, so that one no one reads is refused now
+                self._file = open_output(self.path, "w", "trace")
 
     def add_secret(self, secret: str | None) -> None:
         """A value that must never appear in an event (an API key): events are scanned and redacted."""
@@ -152,8 +155,7 @@ class Trace:
         try:
             if self._file is None:
                 assert self.path is not None
-                # a lone surrogate (from a model or a hook) is written as its JSON escape, \udXXX
-                self._file = self.path.open("w", encoding="utf-8", errors="backslashreplace")
+                self._file = open_output(self.path, "w", "trace")  # never waits on a pipe no one reads
             self._file.write(line)
             self._file.flush()
             if self._fsync:

@@ -136,7 +136,9 @@ class Limits:
     compact_margin: float = 0.9               # ...times this margin (and the share the server's error says fits)
     proactive_target: float = 0.6             # a proactive compaction aims at this share of the threshold...
     proactive_enough: float = 0.9             # ...and stops once the context is under this share of it
-    request_timeout: float = 600.0            # seconds, per request (streamed or not)
+    request_timeout: float = 600.0            # seconds: a whole call (streamed or not), and every wait in it
+    quiet_notice_s: float | None = 30.0       # a call without data this long (at most half the timeout) is said
+                                              # to be waiting, in the trace and on stderr (None: never)
     max_steps: int = 1000                     # a driver running to the end gives up after this many steps
 
     def __post_init__(self) -> None:
@@ -170,6 +172,11 @@ class Limits:
         timeout = self.request_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < float("inf"):
             raise ConfigError(f"Limits.request_timeout must be a finite number of seconds above 0; got {timeout!r}")
+        notice = self.quiet_notice_s
+        if notice is not None and (isinstance(notice, bool) or not isinstance(notice, int | float)
+                                   or not 0 < notice < float("inf")):
+            raise ConfigError(f"Limits.quiet_notice_s must be None or a finite number of seconds above 0; "
+                              f"got {notice!r}")
 
 
 def _check_count(name: str, value: Any, least: int, alternative: str = "") -> None:

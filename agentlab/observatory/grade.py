@@ -37,6 +37,7 @@ from .grade_output import (  # noqa: F401  (re-exported: agentlab.observatory.gr
     SCHEMA_VERSION,
     BaselineCheck,
     check_baseline,
+    overall_passed,
     document,
     junit_xml,
     load_document,
@@ -133,8 +134,7 @@ def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = Non
         reports.append(_grade_the_command(args))
     checked = check_baseline(args.baseline, known, reports) if known is not None else None
     _write_outputs(args, reports, checked, heatmap)
-    passed = checked.passed if checked is not None else all(r.passed for r in reports)
-    return 0 if passed else 1
+    return 0 if overall_passed(reports, checked) else 1
 
 
 def _check_usage(args: Any) -> None:
@@ -224,6 +224,8 @@ def _write_outputs(args: Any, reports: list[Report], checked: BaselineCheck | No
         fig = heatmap(reports)
         fig.savefig(args.heatmap, dpi=110, bbox_inches="tight")
         notes.append(f"heatmap: {args.heatmap}")
+    if not reports:
+        notes.append("nothing graded: the reports hold no client; a report must show its work to pass")
     if notes:
         print("\n" + "\n".join(notes), file=sys.stderr if args.json else sys.stdout, flush=True)
     if args.json:

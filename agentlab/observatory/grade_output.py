@@ -115,9 +115,15 @@ def check_baseline(path: str | Path, known: set[Key], reports: Sequence[Report])
 
 # -- the JSON report ---------------------------------------------------------------------------------------------
 
+def overall_passed(reports: Sequence[Report], baseline: BaselineCheck | None = None) -> bool:
+    """The run's verdict: the baseline's when one is given, else every report passes, and there is at least one
+    (nothing graded is not a pass)."""
+    return baseline.passed if baseline is not None else bool(reports) and all(r.passed for r in reports)
+
+
 def document(reports: Sequence[Report], baseline: BaselineCheck | None = None) -> dict[str, Any]:
     """The JSON report: the schema's version, agentlab's, the verdict, and every report in full."""
-    passed = baseline.passed if baseline is not None else all(r.passed for r in reports)
+    passed = overall_passed(reports, baseline)
     out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "agentlab_version": agentlab_version(),
                            "verdict": "pass" if passed else "fail", "reports": [r.to_dict() for r in reports]}
     if baseline is not None:

@@ -39,7 +39,8 @@ class ScenarioGrade:
 
     @property
     def passed(self) -> bool:
-        return not self.failed
+        """Every check holds, and there is at least one: a grade must show its work to pass."""
+        return bool(self.checks) and not self.failed
 
     @property
     def verdict(self) -> str:
@@ -52,7 +53,7 @@ class ScenarioGrade:
 
     @property
     def mark(self) -> str:
-        return "✗" if self.failed else "✓" if self.judged else "–"
+        return "✗" if not self.passed else "✓" if self.judged else "–"
 
     @property
     def reached(self) -> bool:
@@ -91,6 +92,7 @@ class ScenarioGrade:
         else:
             checks = [Check(r["rule"], r["status"], r["message"]) for r in item.get("rules") or []
                       if r.get("status") in ("pass", "fail")]
+        checks += _saved_failures(item, checks)
         duration = item.get("duration_s")
         return cls(str(item["name"]), checks, int(item.get("requests") or 0), str(item.get("ending") or ""),
                    notes=[str(n) for n in item.get("notes") or []], exit_code=item.get("exit_code"),
@@ -140,7 +142,8 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        return all(g.passed for g in self.grades)
+        """Every scenario passes, and there is at least one: a report with nothing graded does not pass."""
+        return bool(self.grades) and all(g.passed for g in self.grades)
 
     @property
     def verdict(self) -> str:
@@ -155,8 +158,8 @@ class Report:
 
     @property
     def failed(self) -> dict[str, list[str]]:
-        """``{scenario: [failed rules]}`` for the scenarios that failed."""
-        return {g.scenario: g.failed for g in self.grades if g.failed}
+        """``{scenario: [failed rules]}`` for the scenarios that failed (``[NO_CHECKS]`` for one without checks)."""
+        return {g.scenario: g.failed or [NO_CHECKS] for g in self.grades if not g.passed}
 
     def table(self, why: bool = False):
         """A pandas DataFrame, one row per scenario, one column per rule that applied somewhere: ✓, ✗, – or
@@ -183,7 +186,9 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
-        """A report saved with --save or --json (or in the earlier format, with a ``checks`` map)."""
+        """A report saved with --save or --json (or in the earlier format, with a ``checks`` map). It is judged
+        on the checks it holds: a rule a saved scenario names as failed stays failed though its check is missing,
+        and a scenario without checks does not pass."""
         legacy = data.get("checks") if isinstance(data.get("checks"), dict) else None
         grades = [ScenarioGrade.from_dict(item, None if legacy is None else legacy.get(item["name"], []))
                   for item in data.get("scenarios") or []]
@@ -216,7 +221,9 @@ class Report:
             if g.requests == 0 and self.command is not None:
                 lines += nothing_sent(g)
         lines.append("")
-        if self.passed:
+        if not self.grades:
+            lines.append("nothing graded: a report without scenarios does not pass")
+        elif self.passed:
             lines.append(f"every rule holds ({sum(len(g.checks) for g in self.grades)} checks)")
         else:
             lines.append("fails: " + "; ".join(f"{s}: {', '.join(rules)}" for s, rules in self.failed.items()))
@@ -235,6 +242,24 @@ def nothing_sent(grade: ScenarioGrade) -> list[str]:
     else:
         lines.append("    stderr: (empty)")
     return lines
+
+
+NO_CHECKS = "no checks (nothing shows that it passed)"
+
+
+def _saved_failures(item: dict[str, Any], checks: list[Check]) -> list[Check]:
+    """The rules a saved scenario names as failed (``failed``, ``why``) that its checks do not hold as failed."""
+    failing = {c.rule for c in checks if c.status == "fail"}
+    saved_why = item.get("why")
+    why: dict[str, Any] = saved_why if isinstance(saved_why, dict) else {}
+    saved_failed = item.get("failed")
+    named = [*(saved_failed if isinstance(saved_failed, list) else []), *why]
+    added = [Check(str(rule), "fail", str(why.get(rule) or "failed in the saved report, which holds no check "
+                                           "for it")) for rule in dict.fromkeys(map(str, named)) if rule not in failing]
+    if item.get("verdict", "pass") != "pass" and not failing and not added and checks:
+        added.append(Check("saved_verdict", "fail", f"the saved report says {item.get('verdict')!r}, not 'pass', "
+                                                    "and holds no failed check saying why"))
+    return added
 
 
 def grade_records(records: Iterable[dict[str, Any]], client: str | None = None,

@@ -10,7 +10,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
@@ -20,6 +19,7 @@ from typing import Any
 
 from ..backend.scenario import Scenario, list_scenarios, load_scenario
 from ..core.errors import ConfigError
+from ..core.processes import kill_tree, tagged, tagged_env, talk
 from ..core.transitions import Limits
 from .grade_report import Report, ScenarioGrade, grade_record
 
@@ -39,7 +39,8 @@ COMMAND_ENV = {
     "AGENTLAB_SERVER_TOOLS": "the server tools its model uses, as a JSON list of tool definitions ([] for none)",
 }
 MAX_TIMEOUT_S = 86400.0    # --timeout at most a day (threading and subprocess waits reject larger values)
-KILL_GRACE_S = 2.0
+KILL_GRACE_S = 2.0        # kept for callers; a command is now killed at once at its timeout
+MAX_OUTPUT_BYTES = 1_000_000  # of a command's stdout and of its stderr, at most this much is read
 
 
 # -- which scenarios a client can be graded on -----------------------------------------------------------------
@@ -79,26 +80,6 @@ def grading_engine(name: str):
 
 
 # -- running a client -----------------------------------------------------------------------------------------
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGTERM to the command's process group, SIGKILL after a grace period."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(timeout=KILL_GRACE_S)
-            if sig == signal.SIGTERM:
-                # the leader is gone; make sure nothing it started lives on
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
 
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
@@ -172,8 +153,11 @@ def _keep_output(folder: Path, out: str, err: str, result: dict[str, Any], argv:
 def command_runner(argv: Sequence[str], cwd: str | Path | None = None, *, pass_env: Sequence[str] = (),
                    keep: str | Path | None = None):
     """An observe runner: the command with the prompt in it (:func:`command_argv`) and :func:`command_env`, in
-    its own process group, killed (the whole group) at the timeout. ``keep``: a folder where each scenario's
-    stdout, stderr and exit status are written (in a folder named after the scenario)."""
+    a session of its own. It is judged on its own exit: a background child still holding its stdout does not hold
+    the grade. When it exits, or at the timeout, everything it started is ended: its process group, its
+    descendants and every process carrying its tag, ``setsid`` ones too (:mod:`agentlab.core.processes`).
+    ``keep``: a folder where each scenario's stdout, stderr and exit status are written (in a folder named after
+    the scenario)."""
     from ..core.trace import redact
     from .observe_clients import ClientOutcome
 
@@ -183,23 +167,22 @@ def command_runner(argv: Sequence[str], cwd: str | Path | None = None, *, pass_e
     def run(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
         env = command_env(scenario, base_url, pass_env)
         full = command_argv(argv, scenario.prompt)
-        proc = subprocess.Popen(full, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-                                start_new_session=True)
-        result: dict[str, Any] = {}
+        env, tag = tagged_env(env)
+        proc = tagged(subprocess.Popen(full, env=env, cwd=cwd, stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True), tag)
         try:
-            out, err = proc.communicate(timeout=timeout)
-            result["exit_code"] = proc.returncode
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            try:
-                out, err = proc.communicate(timeout=KILL_GRACE_S)
-            except subprocess.TimeoutExpired:  # something outside the group holds the pipes open
-                out, err = "", ""
+            said = talk(proc, b"", timeout, max_bytes=MAX_OUTPUT_BYTES, leftovers=kill_tree)
+        finally:
+            kill_tree(proc)  # also on Ctrl-C, and whatever it left after it exited
+        result: dict[str, Any] = {}
+        if said.timed_out:
             result.update(exit_code=None, timed_out=True, timeout_s=timeout)
-        if result.get("exit_code") is not None and result["exit_code"] < 0:
-            result["signal"] = -result["exit_code"]
-        out, err = redact(out or "", secrets), redact(err or "", secrets)
+        else:
+            result["exit_code"] = proc.returncode
+            if proc.returncode < 0:
+                result["signal"] = -proc.returncode
+        out, err = (data.decode("utf-8", errors="replace") for data in (said.stdout, said.stderr))
+        out, err = redact(out, secrets), redact(err, secrets)
         if _last_line(out):
             result["text"] = _last_line(out)
         if _tail(err):

@@ -17,6 +17,7 @@ from ..core.events import (
     Start,
     ToolRun,
     TransitionEvent,
+    Waiting,
 )
 from ..core.trace import Event
 
@@ -67,6 +68,8 @@ def format_event(e: Event, staged: str | None = None) -> str | None:
             purpose = "" if d.purpose == "turn" else f" [{d.purpose}]"
             return (f"{head} {d.model} max_tokens={d.max_tokens} messages={d.messages} "
                     f"context≈{d.context_tokens}{purpose}")
+        case Waiting() as d:
+            return f"{head} {d.message}"
         case Response() as d:
             return (f"{head} stop_reason={d.stop_reason} in/out={d.prompt_tokens}/"
                     f"{d.output_tokens}{cache_note(d)}{note} {_content_summary(list(d.content))}")
