@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("scenario")
     serve.add_argument("--port", type=int, default=0, help="port (default: a free one, printed)")
     serve.add_argument("--record", help="append every request to this JSONL file")
+    serve.add_argument("--allow-host", action="append", metavar="NAME",
+                       help="also answer requests addressed to this host name (default: only 127.0.0.1, "
+                            "localhost and ::1; repeat for several)")
 
     observe = sub.add_parser("observe", help="run a client against each scenario and record what it does")
     observe.add_argument("client", nargs="?", help="agentlab, tool-runner, claude-code[@VERSION], pydantic-ai or "
@@ -330,7 +333,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | None) -> int:
-    from .core.trace import Trace, redact
+    from .core.guard import redact, redact_value
+    from .core.trace import Trace
     from .lab import RunConfig
 
     out = _Output()
@@ -339,6 +343,10 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
     if not args.json:
         trace.subscribe(_printer(out))
     loop = config.loop(trace=trace)
+    try:
+        trace.open()  # under its lock: another run writing the same file is refused here, before anything runs
+    except OSError as exc:
+        raise ConfigError(f"--trace {trace_path}: cannot open it for writing: {exc.strerror or exc}") from None
     try:
         result = loop.run()
     except KeyboardInterrupt:
@@ -349,7 +357,7 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
         trace.close()
     secrets = (key,)
     if args.json:
-        out.line(redact(json.dumps(result.to_dict(), sort_keys=True), secrets))
+        out.line(json.dumps(redact_value(result.to_dict(), secrets), sort_keys=True))
     else:
         from .core.cost import format_cost
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -18,12 +19,10 @@ from typing import IO, Any
 
 from .errors import ConfigError
 from .events import EVENT_KINDS, EventKind, Payload, payload_from_data
+from .guard import SECRET_PATTERN, lock_for_writing, redact, redact_value
 
 __all__ = ["EVENT_KINDS", "LONE_SURROGATE", "Event", "Trace", "events_to_frame", "redact", "surrogate_note",
            "without_lone_surrogates"]
-
-_SECRET_PATTERN = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
-
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # text that cannot be encoded as UTF-8
 REPLACEMENT_CHARACTER = "\ufffd"
@@ -55,14 +54,6 @@ def surrogate_note(replaced: int) -> dict[str, str]:
     if not replaced:
         return {}
     return {"note": f"{replaced} lone surrogate(s) (text that is not valid Unicode) replaced with U+FFFD"}
-
-
-def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """Remove API keys from a string: any ``sk-ant-…`` token and every configured secret value."""
-    for secret in secrets:
-        if secret and len(secret) >= 8:
-            text = text.replace(secret, "[redacted]")
-    return _SECRET_PATTERN.sub("[redacted]", text)
 
 
 @dataclass(frozen=True)
@@ -128,9 +119,10 @@ class Trace:
         encoded = None
         if self._secrets or self.path is not None:  # with no secret to hide and no file, nothing to encode
             encoded = json.dumps(payload.to_data(), ensure_ascii=False, sort_keys=True, default=str)
-            cleaned = redact(encoded, self._secrets)
-            if cleaned != encoded:
-                payload, encoded = payload_from_data(kind, json.loads(cleaned)), cleaned
+            if self._may_hold_a_secret(encoded):  # redacted on the values, before any encoding
+                cleaned = redact_value(payload.to_data(), self._secrets)
+                payload = payload_from_data(kind, cleaned)
+                encoded = json.dumps(payload.to_data(), ensure_ascii=False, sort_keys=True, default=str)
         event = Event(seq=self._count, call=call, payload=payload, wall_ms=wall_ms)
         self._count += 1
         if self.keep:
@@ -140,6 +132,30 @@ class Trace:
         for listener in self._listeners:
             listener(event)
         return event
+
+    def _may_hold_a_secret(self, encoded: str) -> bool:
+        """Whether the encoded payload may hold a secret: JSON escapes a string character by character, so a
+        secret in a value shows in the encoding as its own escaped form (a fast test before the walk)."""
+        return SECRET_PATTERN.search(encoded) is not None or any(
+            json.dumps(secret, ensure_ascii=False)[1:-1] in encoded for secret in self._secrets)
+
+    def open(self) -> None:
+        """Open the file now (an old one replaced), under an exclusive lock: ``FileBusy`` (a ConfigError) when
+        another run is writing it. The CLI calls this as the run starts; otherwise the first event does."""
+        if self._file is not None or self.path is None:
+            return
+        # O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) instead of blocking the run
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o666)
+        try:
+            lock_for_writing(fd, f"trace {self.path}")
+            os.set_blocking(fd, True)
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.ftruncate(fd, 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        # a lone surrogate (from a model or a hook) is written as its JSON escape, \udXXX
+        self._file = os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace")
 
     def _write(self, event: Event, encoded: str | None) -> None:
         """Append one line; the file is opened (an old one replaced) at the first event, not before.
@@ -151,13 +167,14 @@ class Trace:
         line = f'{head}, "data": {encoded}, "wall_ms": {json.dumps(event.wall_ms)}}}\n'
         try:
             if self._file is None:
-                assert self.path is not None
-                # a lone surrogate (from a model or a hook) is written as its JSON escape, \udXXX
-                self._file = self.path.open("w", encoding="utf-8", errors="backslashreplace")
+                self.open()
+            assert self._file is not None
             self._file.write(line)
             self._file.flush()
             if self._fsync:
                 os.fsync(self._file.fileno())
+        except ConfigError as exc:  # another run holds the file
+            self.write_error = f"could not write event {event.seq} ({event.kind}): {exc}; the file stops there"
         except OSError as exc:
             self.write_error = (f"could not write event {event.seq} ({event.kind}): {exc.strerror or exc}; "
                                 "the file stops there")
