@@ -12,7 +12,7 @@ import os
 import re
 import sys
 import textwrap
-from typing import Any
+from typing import Any, NoReturn
 
 from .core.errors import AgentlabError, ConfigError
 
@@ -58,8 +58,15 @@ def _retries(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line naming the option, and where to read more (not the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n{self.prog}: see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentlab", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="agentlab", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the agent loop and print its trace or result")
@@ -145,9 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command; on a terminal, what it prints is printable-only (a model's or a hook's escape sequences are
+    shown as ``cat -v`` shows them; the trace keeps the real text)."""
+    from .core.guard import terminal_safe
+
     for stream in (sys.stdout, sys.stderr):  # a lone surrogate from a model or a hook is shown escaped
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
+    with terminal_safe():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     tokens = list(sys.argv[1:] if argv is None else argv)
     bad = _not_utf8(tokens)
