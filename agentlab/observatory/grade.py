@@ -29,6 +29,7 @@ from typing import Any
 
 from ..backend.scenario import load_scenario
 from ..core.errors import ConfigError
+from ..core.guard import check_outputs
 from .grade_report import (  # noqa: F401  (re-exported: agentlab.observatory.grade keeps every name)
     Report,
     ScenarioGrade,
@@ -80,8 +81,10 @@ from .grade_serving import (  # noqa: F401  (re-exported: agentlab.observatory.g
     DEFAULT_TIMEOUT,
     GRADE_KEY,
     KILL_GRACE_S,
+    MAX_ARGUMENT_BYTES,
     MAX_TIMEOUT_S,
     LoopFn,
+    check_prompt_argument,
     check_timeout,
     command_runner,
     function_runner,
@@ -93,6 +96,51 @@ from .grade_serving import (  # noqa: F401  (re-exported: agentlab.observatory.g
 )
 
 # -- the command line -----------------------------------------------------------------------------------------
+
+def _load_reports(path: str) -> list[Report]:
+    """The reports of a file saved with --save; a ConfigError naming the file and the report when it is not one."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"--load {path}: cannot read a saved report: {getattr(exc, 'strerror', None) or exc}"
+                          ) from None
+    items = data.get("reports") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise ConfigError(f"--load {path}: not a report saved with --save (no 'reports' list)")
+    reports = []
+    for k, item in enumerate(items):
+        try:
+            if not isinstance(item, dict):
+                raise TypeError(f"expected an object, got {type(item).__name__}")
+            reports.append(Report.from_dict(item))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"--load {path}: reports[{k}] is not a report saved with --save: "
+                              f"{type(exc).__name__}: {exc}"[:300]) from None
+    return reports
+
+
+def _check_outputs(args: Any, scenario_files: list[str | None]) -> None:
+    """--save and --heatmap, before anything runs: a folder that exists, a format that can be written, and
+    none of the files this run reads (a graded scenario, a report given to --load)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    for option, path in (("--save", args.save), ("--heatmap", args.heatmap)):
+        if path is None:
+            continue
+        folder = Path(path).parent
+        if Path(path).is_dir():
+            raise ConfigError(f"{option} {path}: is a folder; give a file name")
+        if not folder.is_dir():
+            raise ConfigError(f"{option} {path}: the folder {folder} does not exist")
+        suffix = Path(path).suffix.lower().lstrip(".")
+        if option == "--save" and suffix not in ("json", ""):
+            raise ConfigError(f"--save {path}: a report is saved as JSON; give a name ending in .json")
+        if option == "--heatmap" and suffix not in FigureCanvasBase.get_supported_filetypes():
+            raise ConfigError(f"--heatmap {path}: unknown image format {suffix!r}; give a name ending in one of "
+                              + ", ".join(f".{s}" for s in sorted(FigureCanvasBase.get_supported_filetypes())))
+    check_outputs({"--save": args.save, "--heatmap": args.heatmap},
+                  {"a scenario file": [s for s in scenario_files if s], "a report given to --load": args.load})
+
 
 def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = None) -> int:
     """``agentlab grade``: exit 0 when every rule holds, 1 when any fails (2 for bad usage, via ConfigError).
@@ -110,21 +158,18 @@ def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = Non
         raise ConfigError(f"--jobs: expected at least 1, got {args.jobs}")
     if args.agent_command:
         check_timeout(args.timeout)  # before the banner and before anything runs
-    reports: list[Report] = observed_reports(clients=args.observed or None) if args.observed is not None else []
-    for path in args.load or []:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"--load {path}: cannot read a saved report: {exc}") from None
-        items = data.get("reports") if isinstance(data, dict) else None
-        if not isinstance(items, list):
-            raise ConfigError(f"--load {path}: not a report saved with --save (no 'reports' list)")
-        reports += [Report.from_dict(item) for item in items]
-    if args.agent_command:
         argv = parse_command(args.agent_command)
         names = list(args.scenarios) if args.scenarios else gradeable_scenarios()
-        for name in names:
-            load_scenario(name)
+        loaded = [load_scenario(name) for name in names]
+        for sc in loaded:
+            check_prompt_argument(sc)
+        _check_outputs(args, [sc.source for sc in loaded])
+    else:
+        _check_outputs(args, [])
+    reports: list[Report] = observed_reports(clients=args.observed or None) if args.observed is not None else []
+    for path in args.load or []:
+        reports += _load_reports(path)
+    if args.agent_command:
         print(f"agentlab grade: {len(names)} scenario(s), each against a fresh server; "
               f"timeout {args.timeout:g} s", file=sys.stderr, flush=True)
         started = time.perf_counter()
@@ -136,14 +181,21 @@ def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = Non
             print()
         print(report.text())
     if args.save:
-        Path(args.save).write_text(json.dumps({"reports": [r.to_dict() for r in reports]}, indent=1,
-                                              ensure_ascii=False) + "\n", encoding="utf-8")
+        try:
+            Path(args.save).write_text(json.dumps({"reports": [r.to_dict() for r in reports]}, indent=1,
+                                                  ensure_ascii=False) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--save {args.save}: cannot write the report: {exc.strerror or exc}") from None
         print(f"\nsaved: {args.save}")
     if args.heatmap:
         if heatmap is None:
             raise ConfigError("--heatmap: no figure maker was given to grade_main")
         fig = heatmap(reports)
-        fig.savefig(args.heatmap, dpi=110, bbox_inches="tight")
+        try:
+            fig.savefig(args.heatmap, dpi=110, bbox_inches="tight")
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--heatmap {args.heatmap}: cannot write the figure: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
         print(f"heatmap: {args.heatmap}")
     passed = all(r.passed for r in reports)
     if args.json:

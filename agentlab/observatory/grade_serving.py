@@ -25,6 +25,8 @@ GRADE_KEY = "agentlab-grade-key"
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT_S = 86400.0    # --timeout at most a day (threading and subprocess waits reject larger values)
 KILL_GRACE_S = 2.0
+# Linux's MAX_ARG_STRLEN: the most bytes one command-line argument may hold (the prompt is one), its NUL included
+MAX_ARGUMENT_BYTES = 32 * 4096
 
 
 # -- which scenarios a client can be graded on -----------------------------------------------------------------
@@ -84,7 +86,12 @@ def _last_line(text: str) -> str:
 
 def parse_command(command: str | Sequence[str]) -> list[str]:
     """``--command "CMD ARGS"`` as an argument list; a clear error when it is empty or CMD cannot be found."""
-    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    try:
+        argv = shlex.split(command) if isinstance(command, str) else [str(arg) for arg in command]
+    except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
+        raise ConfigError(f"--command {str(command)[:200]!r}: cannot split it into arguments: {exc}") from None
+    if any("\0" in arg for arg in argv):
+        raise ConfigError("--command: holds a NUL byte, which no command-line argument can carry")
     if not argv:
         raise ConfigError("--command: empty; give the command that runs your agent, e.g. "
                           "--command \"python my_agent.py\"")
@@ -97,6 +104,20 @@ def parse_command(command: str | Sequence[str]) -> list[str]:
     return argv
 
 
+def check_prompt_argument(scenario: Scenario) -> None:
+    """A command is handed the scenario's prompt as its last argument: refuse (ConfigError) a prompt that no
+    argument can carry, a NUL byte or more than ``MAX_ARGUMENT_BYTES``, before anything runs."""
+    where = scenario.source or scenario.name
+    if "\0" in scenario.prompt:
+        raise ConfigError(f"{where}: the prompt holds a NUL byte, which a command-line argument cannot carry; grade "
+                          "this scenario with grade_function (the prompt is passed as a Python string)")
+    size = len(scenario.prompt.encode("utf-8", "surrogatepass")) + 1
+    if size > MAX_ARGUMENT_BYTES:
+        raise ConfigError(f"{where}: the prompt is {size - 1} bytes; a command-line argument holds at most "
+                          f"{MAX_ARGUMENT_BYTES - 1} (argument too long): pass it another way, with grade_function "
+                          "(the prompt is passed as a Python string), or shorten it")
+
+
 def command_runner(argv: Sequence[str], cwd: str | Path | None = None):
     """An observe runner: ``argv + [prompt]`` with ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` (a dummy) set,
     in its own process group, killed (the whole group) at the timeout."""
@@ -104,9 +125,13 @@ def command_runner(argv: Sequence[str], cwd: str | Path | None = None):
 
     def run(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
         env = {**client_env(), "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": GRADE_KEY}
-        proc = subprocess.Popen([*argv, scenario.prompt], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-                                start_new_session=True)
+        try:
+            proc = subprocess.Popen([*argv, scenario.prompt], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                                    start_new_session=True)
+        except (OSError, ValueError) as exc:  # E2BIG, a NUL byte, a missing working folder
+            raise ConfigError(f"--command: cannot start {argv[0]!r} for scenario {scenario.name}: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
         result: dict[str, Any] = {}
         try:
             out, err = proc.communicate(timeout=timeout)
@@ -210,6 +235,8 @@ def grade_command(command: str | Sequence[str], scenarios: Sequence[str] | None 
     """Grade a command: for each scenario (default: :func:`gradeable_scenarios`) serve it, run
     ``command + [prompt]`` against it, judge what it sent."""
     argv = parse_command(command)
+    for name in list(scenarios) if scenarios else gradeable_scenarios():
+        check_prompt_argument(load_scenario(name))
     text = command if isinstance(command, str) else shlex.join(argv)
     return _grade(label or text, command_runner(argv, cwd), scenarios, timeout, jobs, progress)
 
