@@ -330,9 +330,11 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("no scenario, no --base-url and no ANTHROPIC_API_KEY: nothing to run against. "
                           "Give a scenario name (see `agentlab scenarios`), --base-url URL, or set the key.")
     sc = load_scenario(args.scenario) if args.scenario else None
-    inputs = {"the scenario": sc.source if sc is not None and sc.source else None, "--settings": args.settings}
+    inputs: dict[str, Any] = {"the scenario file": sc.source if sc is not None and sc.source else None,
+                              "the --settings file": args.settings, "a sandbox file": _sandbox_files()}
     if args.settings:
-        build_hooks(args.settings)  # reads and checks the settings file now (HookConfigError names the field)
+        # reads and checks the settings file now (HookConfigError names the field)
+        inputs["a hook script"] = build_hooks(args.settings).script_paths()
     scratch = None
     trace_path = args.trace
     if trace_path is not None:
@@ -404,15 +406,15 @@ def _check_base_url(url: str) -> None:
                           "such as http://127.0.0.1:8080")
 
 
-def _check_trace_path(path: str, inputs: dict[str, str | None]) -> None:
-    """The trace may not overwrite an input, nor be a folder; an existing trace is replaced only once the run
-    starts (the Trace opens its file at the first event)."""
+def _check_trace_path(path: str, inputs: dict[str, Any]) -> None:
+    """The trace may not overwrite an input (the scenario, the settings, a hook script, a sandbox file), nor be a
+    folder; an existing trace is replaced only once the run starts (``Trace.open``)."""
+    from .core.guard import check_outputs
+
     target = os.path.realpath(path)
     if os.path.isdir(target):
         raise ConfigError(f"--trace {path}: is a folder; give a file name such as {os.path.join(path, 'trace.jsonl')}")
-    for what, source in inputs.items():
-        if source and os.path.exists(source) and _same_file(source, target):
-            raise ConfigError(f"--trace {path}: is {what} file; the trace would overwrite it. Choose another name.")
+    check_outputs({"--trace": path}, inputs)
     folder = os.path.dirname(target) or "."
     writable = os.access(target, os.W_OK) if os.path.exists(target) else (
         os.access(folder, os.W_OK | os.X_OK) if os.path.isdir(folder) else True)
@@ -420,14 +422,12 @@ def _check_trace_path(path: str, inputs: dict[str, str | None]) -> None:
         raise ConfigError(f"--trace {path}: cannot write there (permission denied)")
 
 
-def _same_file(a: str, b: str) -> bool:
-    """The same file on disk: the same path once links are resolved, or the same inode (a hard link)."""
-    if os.path.realpath(a) == os.path.realpath(b):
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # b does not exist yet: it cannot be a hard link to a
-        return False
+def _sandbox_files() -> list[str]:
+    """The files the demo tools read."""
+    from .core.paths import sandbox_dir
+
+    folder = sandbox_dir()
+    return [str(p) for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
 
 
 def _printer(out: _Output):
