@@ -326,6 +326,8 @@ def _run(args: argparse.Namespace) -> int:
     key = os.environ.get("ANTHROPIC_API_KEY") or ""
     if args.base_url:
         _check_base_url(args.base_url)
+    elif args.scenario is None and os.environ.get("ANTHROPIC_BASE_URL"):  # the SDK takes it from there
+        _check_base_url(os.environ["ANTHROPIC_BASE_URL"], "ANTHROPIC_BASE_URL")
     if args.scenario is None and not args.base_url and not key:
         raise ConfigError("no scenario, no --base-url and no ANTHROPIC_API_KEY: nothing to run against. "
                           "Give a scenario name (see `agentlab scenarios`), --base-url URL, or set the key.")
@@ -393,16 +395,16 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
     return 0 if result.subtype == "success" else 1
 
 
-def _check_base_url(url: str) -> None:
+def _check_base_url(url: str, name: str = "--base-url") -> None:
     from urllib.parse import urlsplit
 
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError as exc:
-        raise ConfigError(f"--base-url {url!r}: not a URL ({exc})") from None
+        raise ConfigError(f"{name} {url!r}: not a URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"--base-url {url!r}: expected an http:// or https:// URL with a host, "
+        raise ConfigError(f"{name} {url!r}: expected an http:// or https:// URL with a host, "
                           "such as http://127.0.0.1:8080")
 
 

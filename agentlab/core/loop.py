@@ -296,6 +296,9 @@ class AgentLoop:
                 raise ConfigError(f"thinking: the budget ({thinking}) must be below max_tokens ({max_tokens})")
         self.thinking = thinking       # extended thinking budget_tokens; None: thinking off
         self.cache = bool(cache)       # cache_control breakpoints on tools, system and the latest message
+        if prices is not None and not isinstance(prices, PriceTable):
+            raise ConfigError(f"AgentLoop(prices=...): expected a PriceTable (agentlab.core.cost.load_prices) or None, "
+                              f"got {prices!r}"[:200])
         self.prices = prices or default_prices()
         self.client = client
         self.is_async = isinstance(client, anthropic.AsyncAnthropic)

@@ -224,12 +224,32 @@ class Trace:
                 if number == len(lines):
                     break
                 raise ValueError(f"{path}: line {number} is not JSON: {exc}") from None
-            try:
-                payload = payload_from_data(raw["kind"], raw.get("data") or {})
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"{path}: line {number} is not an event: {exc}") from None
-            trace.events.append(Event(seq=raw["seq"], call=raw["call"], payload=payload, wall_ms=raw.get("wall_ms")))
+            except (RecursionError, ValueError) as exc:  # nested too deeply, a 5,000-digit number
+                problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+                raise ValueError(f"{path}: line {number} is not JSON that can be read: {problem}") from None
+            trace.events.append(_event_from_line(raw, f"{path}: line {number}"))
         return trace
+
+
+def _event_from_line(raw: Any, where: str) -> Event:
+    """One line of a JSONL trace as an Event; a ValueError naming the line when it is not one."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where} is not an event: expected an object, got {type(raw).__name__}")
+    for name in ("seq", "call"):
+        if isinstance(raw.get(name), bool) or not isinstance(raw.get(name), int):
+            raise ValueError(f"{where} is not an event: {name!r} should be a whole number, got {raw.get(name)!r}"
+                             [:300])
+    data = raw.get("data") or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} is not an event: 'data' should be an object, got {type(data).__name__}")
+    wall_ms = raw.get("wall_ms")
+    if wall_ms is not None and (isinstance(wall_ms, bool) or not isinstance(wall_ms, int | float)):
+        raise ValueError(f"{where} is not an event: 'wall_ms' should be a number, got {wall_ms!r}"[:300])
+    try:
+        payload = payload_from_data(raw["kind"], data)
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        raise ValueError(f"{where} is not an event: {type(exc).__name__}: {exc}"[:300]) from None
+    return Event(seq=raw["seq"], call=raw["call"], payload=payload, wall_ms=wall_ms)
 
 
 def frame_rows(frame: Any) -> list[dict[str, Any]]:
