@@ -248,7 +248,8 @@ def _event_from_line(raw: Any, where: str) -> Event:
     try:
         payload = payload_from_data(raw["kind"], data)
     except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
-        raise ValueError(f"{where} is not an event: {type(exc).__name__}: {exc}"[:300]) from None
+        shown = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"{where} is not an event: {shown}"[:300]) from None
     return Event(seq=raw["seq"], call=raw["call"], payload=payload, wall_ms=wall_ms)
 
 
