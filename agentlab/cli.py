@@ -336,7 +336,8 @@ def _run(args: argparse.Namespace) -> int:
                               "the --settings file": args.settings, "a sandbox file": _sandbox_files()}
     if args.settings:
         # reads and checks the settings file now (HookConfigError names the field)
-        inputs["a hook script"] = build_hooks(args.settings).script_paths()
+        hooks = build_hooks(args.settings)
+        inputs["a hook script"] = hooks.script_paths() if hooks is not None else []
     scratch = None
     trace_path = args.trace
     if trace_path is not None:

@@ -247,7 +247,8 @@ def test_a_key_given_twice_in_a_yaml_scenario_is_refused_naming_it_and_its_lines
 def test_a_key_given_twice_in_a_json_scenario_is_refused_naming_it_and_its_lines(tmp_path) -> None:
     path = tmp_path / "dup.json"
     path.write_text('{"description": "x", "prompt": "hi",\n "steps": [{"content": [{"type": "text", "text": "a"}],\n'
-                    '  "stop_reason": "end_turn", "x": [{"a": 1, "b": "stop_reason"}],\n  "stop_reason": "max_tokens"}]}')
+                    '  "stop_reason": "end_turn", "x": [{"a": 1, "b": "stop_reason"}],\n'
+                    '  "stop_reason": "max_tokens"}]}')
     with pytest.raises(ScenarioError, match=r"duplicate key 'stop_reason' at line 4 \(first given at line 3\)"):
         load_scenario(path)
 

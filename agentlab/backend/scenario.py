@@ -452,7 +452,7 @@ class DuplicateKey(ValueError):
 def _json_duplicate_key(text: str) -> DuplicateKey | None:
     """The first key given twice in one JSON object, with its lines; None when there is none. Walks the text
     only between strings and brackets (called once a duplicate is known to be there)."""
-    from json.decoder import scanstring
+    from json.decoder import scanstring  # type: ignore[attr-defined]
 
     stack: list[dict[str, int] | None] = []  # per open bracket: an object's keys and their lines, or None
     tokens = re.compile(r'["{}\[\]]')

@@ -1,6 +1,7 @@
 """The core: the end-of-turn decision and the loop that applies it. Imports nothing else of agentlab.
 
 errors       the exceptions raised for bad input
+guard        printable-only terminal output, redaction, outputs checked against inputs, file locks
 paths        where the data lives (scenarios, hooks, sandbox, observed records), in a checkout or a wheel
 transitions  the decision table, Limits, LoopState and the pure ``decide()``
 compaction   context accounting (ContextMeter) and the history compaction strategies

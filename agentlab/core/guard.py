@@ -82,9 +82,9 @@ def terminal_safe() -> Iterator[None]:
     """While inside, ``sys.stdout`` and ``sys.stderr`` show only printable text when they are a terminal."""
     saved = sys.stdout, sys.stderr
     if _is_terminal(sys.stdout):
-        sys.stdout = _TerminalSafe(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = _TerminalSafe(sys.stdout)
     if _is_terminal(sys.stderr):
-        sys.stderr = _TerminalSafe(sys.stderr)  # type: ignore[assignment]
+        sys.stderr = _TerminalSafe(sys.stderr)
     try:
         yield
     finally:
