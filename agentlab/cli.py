@@ -28,6 +28,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def _tokens(text: str) -> int:
+    """--max-tokens, --thinking: a whole number of tokens from 1 to MAX_TOKENS_BOUND."""
+    from .core.transitions import MAX_TOKENS_BOUND
+
+    value = _positive(text)
+    if value > MAX_TOKENS_BOUND:
+        shown = text if len(text) <= 30 else f"a number of {len(text)} digits"
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_TOKENS_BOUND:,} tokens, got {shown}")
+    return value
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -78,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fallback-model", help="switch to this model after repeated 529 overloaded errors")
     run.add_argument("--refusal-fallback-model", help="retry a refusal once on this model")
     run.add_argument("--max-turns", type=_positive, help="at most N model calls that return a message")
-    run.add_argument("--max-tokens", type=_positive, help="max_tokens of each request")
+    run.add_argument("--max-tokens", type=_tokens, help="max_tokens of each request")
     run.add_argument("--max-retries", type=_retries,
                      help="retries of a failed call (429/529/5xx/connection/cut stream; 0-100, default 5)")
     run.add_argument("--timeout", type=_seconds,
@@ -89,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tools", choices=["demo", "none"], help="send and run the demo tools")
     run.add_argument("--stream", action="store_true",
                      help="stream every request (requests with a large max_tokens stream anyway, as the SDK requires)")
-    run.add_argument("--thinking", type=_positive, metavar="BUDGET",
+    run.add_argument("--thinking", type=_tokens, metavar="BUDGET",
                      help="extended thinking with this budget_tokens (at least 1024, below max_tokens)")
     run.add_argument("--no-cache", dest="cache", action="store_false",
                      help="send no cache_control breakpoints (prompt caching is on by default)")

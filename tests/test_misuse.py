@@ -349,3 +349,25 @@ def test_a_usage_error_is_one_line_and_a_pointer_to_help(capsys) -> None:
     assert stopped.value.code == 2
     assert err.splitlines() == ["agentlab run: argument --timeout: expected seconds above 0 and at most 86400, got 0",
                                 "agentlab run: see `agentlab run --help`"]
+
+
+@pytest.mark.parametrize("value", [10**11, 10**400], ids=["1e11", "1e400"])
+def test_max_tokens_and_thinking_past_the_bound_are_refused_from_flags_scenarios_and_python(tmp_path, capsys, value):
+    from agentlab.backend.scripted import ScenarioEngine, scripted_client
+    from agentlab.core.loop import AgentLoop
+    from agentlab.core.transitions import MAX_TOKENS_BOUND
+
+    for flag in ("--max-tokens", "--thinking"):
+        with pytest.raises(SystemExit) as stopped:
+            cli_main(["run", "end_turn", flag, str(value)])
+        err = capsys.readouterr().err
+        assert stopped.value.code == 2 and flag in err and f"{MAX_TOKENS_BOUND:,}" in err and len(err) < 300, err
+    for field in ("max_tokens", "thinking"):
+        path = tmp_path / f"{field}.yaml"
+        path.write_text(SCENARIO.format(prompt="hi") + f"{field}: {value}\n")
+        one_line(capsys, cli_main(["run", str(path)]), f"{field}.yaml", field, "less than or equal")
+    client = scripted_client(ScenarioEngine.from_name("end_turn"))
+    with pytest.raises(ConfigError, match="max_tokens"):
+        AgentLoop(client, prompt="hi", max_tokens=value)
+    with pytest.raises(ConfigError, match="thinking"):
+        AgentLoop(client, prompt="hi", max_tokens=MAX_TOKENS_BOUND, thinking=value)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..core.errors import ScenarioError
 from ..core.paths import FileTooLarge, NotAFile, read_small_file, scenarios_dir
-from ..core.transitions import DEFAULT_MODEL, STOP_REASONS
+from ..core.transitions import DEFAULT_MODEL, MAX_TOKENS_BOUND, STOP_REASONS
 
 SCENARIO_DIR = scenarios_dir()
 
@@ -274,8 +274,9 @@ class Scenario(_Strict):
     prompt: str = "Hello"
     system: str | None = None
     model: str = DEFAULT_MODEL
-    max_tokens: int = Field(default=1024, ge=1)
-    thinking: int | None = Field(default=None, ge=1024)  # extended thinking budget_tokens for runs of this scenario
+    max_tokens: int = Field(default=1024, ge=1, le=MAX_TOKENS_BOUND)
+    # extended thinking budget_tokens for runs of this scenario
+    thinking: int | None = Field(default=None, ge=1024, le=MAX_TOKENS_BOUND)
     cache_min_tokens: int = Field(default=1024, ge=0)  # the shortest prefix the scripted prompt cache keeps
     max_turns: int | None = Field(default=None, ge=1)
     stop_sequences: list[str] | None = None
@@ -332,7 +333,7 @@ def parse_scenario(raw: Any, source: str) -> Scenario:
         where = _format_loc(tuple(first["loc"]))
         message = first["msg"].removeprefix("Value error, ")
         got = first.get("input")
-        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {_clip(repr(got))})"
         more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
         raise ScenarioError(f"{source}: {where}: {message}{shown}{more}") from None
 
