@@ -51,7 +51,7 @@ def one_line(capsys, code: int, *needles: str) -> str:
 
 @pytest.mark.parametrize("headers", [{"Host": "attacker.example"}, {"Host": "attacker.example:8080"},
                                      {"Origin": "https://attacker.example"}, {"Origin": "null"},
-                                     {"Origin": "http://127.0.0.1:1"}])
+                                     {"Origin": "http://127.0.0.1:1"}, {"Sec-Fetch-Site": "cross-site"}])
 def test_serve_refuses_another_host_or_origin_without_using_a_step_or_recording(tmp_path, headers) -> None:
     record = tmp_path / "record.jsonl"
     logged: list[str] = []
@@ -68,7 +68,8 @@ def test_serve_refuses_another_host_or_origin_without_using_a_step_or_recording(
 
 
 @pytest.mark.parametrize("headers", [{}, {"Host": "localhost"}, {"Host": "[::1]:9"}, {"Origin": "{own}"},
-                                     {"Host": "lab.internal", "Origin": "http://lab.internal:{port}"}])
+                                     {"Host": "lab.internal", "Origin": "http://lab.internal:{port}"},
+                                     {"Sec-Fetch-Site": "same-origin"}])
 def test_serve_answers_loopback_its_own_origin_and_the_names_allowed(headers) -> None:
     with ScenarioServer("end_turn", allow_hosts=["lab.internal"]) as server:
         given = {k: v.format(own=server.base_url, port=server.port) for k, v in headers.items()}

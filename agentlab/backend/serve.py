@@ -233,7 +233,8 @@ class _Handler(tornado.web.RequestHandler):
         self.clear_header("Content-Type")
 
     def prepare(self) -> None:
-        refusal = self.server.refusal(self.request.host, self.request.headers.get("Origin"))
+        refusal = self.server.refusal(self.request.host, self.request.headers.get("Origin"),
+                                      self.request.headers.get("Sec-Fetch-Site"))
         if refusal is not None:
             self._refuse_foreign(refusal)
             return
@@ -382,14 +383,19 @@ class ScenarioServer:
         name = (parts.hostname or "").rstrip(".")
         return parts.scheme == "http" and port == self.port and (_is_loopback(name) or name in self.allow_hosts)
 
-    def refusal(self, host: str, origin: str | None) -> str | None:
-        """Why a request with this ``Host`` and ``Origin`` is refused (None: it is answered)."""
+    def refusal(self, host: str, origin: str | None, fetch_site: str | None = None) -> str | None:
+        """Why a request with this ``Host``, ``Origin`` and ``Sec-Fetch-Site`` is refused (None: it is answered).
+        A browser sends ``Sec-Fetch-Site`` with every request, a GET without ``Origin`` included (an image);
+        ``cross-site`` and ``same-site`` there mean that another site's page made it."""
         name = _host_name(host)
         if name is None or not (_is_loopback(name) or name in self.allow_hosts):
             return (f"Host {host[:100]!r} is not this server's: agentlab serve answers 127.0.0.1, localhost and "
                     f"::1 (add a name with --allow-host NAME)")
         if origin is not None and not self._own_origin(origin):
             return (f"Origin {origin[:100]!r}: a web page of another site may not call agentlab serve "
+                    f"(only {self.base_url} may)")
+        if fetch_site is not None and fetch_site.strip().lower() not in ("same-origin", "none"):
+            return (f"Sec-Fetch-Site {fetch_site[:40]!r}: a web page of another site may not call agentlab serve "
                     f"(only {self.base_url} may)")
         return None
 
