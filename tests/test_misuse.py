@@ -157,6 +157,20 @@ def test_grade_save_onto_a_loaded_report_is_refused(tmp_path, capsys) -> None:
     assert report.read_text() == '{"reports": []}'
 
 
+def test_grade_save_onto_a_committed_record_it_grades_is_refused(tmp_path, monkeypatch, capsys) -> None:
+    import shutil
+
+    import agentlab.observatory.grade as grade
+
+    record = tmp_path / "observed" / "c" / "1" / "end_turn.json"
+    record.parent.mkdir(parents=True)
+    shutil.copy(REPO / "data" / "observed" / "agentlab" / "0.1.0" / "end_turn.json", record)
+    before = record.read_text()
+    monkeypatch.setattr(grade, "observed_dir", lambda: tmp_path / "observed")
+    one_line(capsys, cli_main(["grade", "--observed", "agentlab", "--save", str(record)]), "committed record")
+    assert record.read_text() == before
+
+
 def test_serve_record_onto_the_served_scenario_is_refused_and_the_scenario_kept(tmp_path, capsys) -> None:
     scenario = tmp_path / "mine.yaml"
     scenario.write_text(SCENARIO.format(prompt="hi"))

@@ -30,6 +30,7 @@ from typing import Any
 from ..backend.scenario import load_scenario
 from ..core.errors import ConfigError
 from ..core.guard import check_outputs
+from ..core.paths import observed_dir
 from .grade_report import (  # noqa: F401  (re-exported: agentlab.observatory.grade keeps every name)
     Report,
     ScenarioGrade,
@@ -121,7 +122,7 @@ def _load_reports(path: str) -> list[Report]:
 
 def _check_outputs(args: Any, scenario_files: list[str | None]) -> None:
     """--save and --heatmap, before anything runs: a folder that exists, a format that can be written, and
-    none of the files this run reads (a graded scenario, a report given to --load)."""
+    none of the files this run reads (a graded scenario, a report given to --load, a committed record)."""
     from matplotlib.backend_bases import FigureCanvasBase
 
     for option, path in (("--save", args.save), ("--heatmap", args.heatmap)):
@@ -138,8 +139,10 @@ def _check_outputs(args: Any, scenario_files: list[str | None]) -> None:
         if option == "--heatmap" and suffix not in FigureCanvasBase.get_supported_filetypes():
             raise ConfigError(f"--heatmap {path}: unknown image format {suffix!r}; give a name ending in one of "
                               + ", ".join(f".{s}" for s in sorted(FigureCanvasBase.get_supported_filetypes())))
+    records = sorted(observed_dir().glob("*/*/*.json")) if args.observed is not None else []
     check_outputs({"--save": args.save, "--heatmap": args.heatmap},
-                  {"a scenario file": [s for s in scenario_files if s], "a report given to --load": args.load})
+                  {"a scenario file": [s for s in scenario_files if s], "a report given to --load": args.load,
+                   "a committed record": records})
 
 
 def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = None) -> int:
