@@ -171,22 +171,26 @@ def test_grade_save_onto_a_committed_record_it_grades_is_refused(tmp_path, monke
     assert record.read_text() == before
 
 
-def test_serve_record_onto_the_served_scenario_is_refused_and_the_scenario_kept(tmp_path, capsys) -> None:
+def test_serve_record_onto_the_served_scenario_is_refused_and_the_scenario_kept(tmp_path) -> None:
     scenario = tmp_path / "mine.yaml"
     scenario.write_text(SCENARIO.format(prompt="hi"))
-    code = cli_main(["serve", str(scenario), "--record", str(scenario)])
-    one_line(capsys, code, "--record", "scenario file")
+    # a subprocess: a server that did not refuse would serve until stopped, and the timeout ends it
+    ran = subprocess.run([sys.executable, "-m", "agentlab", "serve", str(scenario), "--record", str(scenario)],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr and len(ran.stderr.strip().splitlines()) == 1
+    assert "--record" in ran.stderr and "scenario file" in ran.stderr, ran.stderr
     assert scenario.read_text() == SCENARIO.format(prompt="hi")
 
 
-def test_a_trace_onto_the_hook_script_the_settings_run_is_refused_and_the_script_kept(tmp_path, capsys) -> None:
+def test_a_trace_onto_the_hook_script_the_settings_run_is_refused_and_the_script_kept(tmp_path, monkeypatch,
+                                                                                     capsys) -> None:
     script = tmp_path / "hook.sh"
     script.write_text("#!/bin/sh\ncat >/dev/null\n")
     script.chmod(0o755)
     settings = tmp_path / "s.json"
     settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [
         {"type": "command", "command": '"$CLAUDE_PROJECT_DIR"/hook.sh --quiet'}]}]}}))
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     code = cli_main(["run", "end_turn", "--settings", str(settings), "--trace", "hook.sh"])
     one_line(capsys, code, "--trace", "hook script")
     assert script.read_text() == "#!/bin/sh\ncat >/dev/null\n"
