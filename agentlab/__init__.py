@@ -4,6 +4,7 @@ The package, by role; imports point down this list only (checked by tests/test_l
 
 core/         the decision and the loop; imports nothing else of agentlab
   errors        exceptions for bad input
+  guard         printable-only terminal output, redaction, outputs checked against inputs, file locks
   paths         where the data lives
   transitions   the decision table, Limits, LoopState, the pure ``decide()``
   compaction    context accounting and the compaction strategies

@@ -13,7 +13,7 @@ import os
 import re
 import sys
 import textwrap
-from typing import Any
+from typing import Any, NoReturn
 
 from .core.errors import AgentlabError, ConfigError
 
@@ -26,6 +26,17 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
+def _tokens(text: str) -> int:
+    """--max-tokens, --thinking: a whole number of tokens from 1 to MAX_TOKENS_BOUND."""
+    from .core.transitions import MAX_TOKENS_BOUND
+
+    value = _positive(text)
+    if value > MAX_TOKENS_BOUND:
+        shown = text if len(text) <= 30 else f"a number of {len(text)} digits"
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_TOKENS_BOUND:,} tokens, got {shown}")
     return value
 
 
@@ -59,8 +70,15 @@ def _retries(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line naming the option, and where to read more (not the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n{self.prog}: see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentlab", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="agentlab", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the agent loop and print its trace or result")
@@ -72,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fallback-model", help="switch to this model after repeated 529 overloaded errors")
     run.add_argument("--refusal-fallback-model", help="retry a refusal once on this model")
     run.add_argument("--max-turns", type=_positive, help="at most N model calls that return a message")
-    run.add_argument("--max-tokens", type=_positive, help="max_tokens of each request")
+    run.add_argument("--max-tokens", type=_tokens, help="max_tokens of each request")
     run.add_argument("--max-retries", type=_retries,
                      help="retries of a failed call (429/529/5xx/connection/cut stream; 0-100, default 5)")
     run.add_argument("--timeout", type=_seconds,
@@ -84,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tools", choices=["demo", "none"], help="send and run the demo tools")
     run.add_argument("--stream", action="store_true",
                      help="stream every request (requests with a large max_tokens stream anyway, as the SDK requires)")
-    run.add_argument("--thinking", type=_positive, metavar="BUDGET",
+    run.add_argument("--thinking", type=_tokens, metavar="BUDGET",
                      help="extended thinking with this budget_tokens (at least 1024, below max_tokens)")
     run.add_argument("--no-cache", dest="cache", action="store_false",
                      help="send no cache_control breakpoints (prompt caching is on by default)")
@@ -109,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="strict (default): a request the script does not expect gets a 400 naming why; grade: "
                             "served exactly as `agentlab grade` serves it (never a 400 for an unexpected request: "
                             "the grade judges it), to reproduce a grade by hand")
+    serve.add_argument("--allow-host", action="append", metavar="NAME",
+                       help="also answer requests addressed to this host name (default: only 127.0.0.1, "
+                            "localhost and ::1; repeat for several)")
 
     observe = sub.add_parser("observe", help="run a client against each scenario and record what it does")
     observe.add_argument("client", nargs="?", help="agentlab, tool-runner, claude-code[@VERSION], pydantic-ai, "
@@ -169,9 +190,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command; on a terminal, what it prints is printable-only (a model's or a hook's escape sequences are
+    shown as ``cat -v`` shows them; the trace keeps the real text)."""
+    from .core.guard import terminal_safe
+
     for stream in (sys.stdout, sys.stderr):  # a lone surrogate from a model or a hook is shown escaped
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
+    with terminal_safe():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     tokens = list(sys.argv[1:] if argv is None else argv)
     bad = _not_utf8(tokens)
@@ -350,13 +380,18 @@ def _run(args: argparse.Namespace) -> int:
     key = os.environ.get("ANTHROPIC_API_KEY") or ""
     if args.base_url:
         _check_base_url(args.base_url)
+    elif args.scenario is None and os.environ.get("ANTHROPIC_BASE_URL"):  # the SDK takes it from there
+        _check_base_url(os.environ["ANTHROPIC_BASE_URL"], "ANTHROPIC_BASE_URL")
     if args.scenario is None and not args.base_url and not key:
         raise ConfigError("no scenario, no --base-url and no ANTHROPIC_API_KEY: nothing to run against. "
                           "Give a scenario name (see `agentlab scenarios`), --base-url URL, or set the key.")
     sc = load_scenario(args.scenario) if args.scenario else None
-    inputs = {"the scenario": sc.source if sc is not None and sc.source else None, "--settings": args.settings}
+    inputs: dict[str, Any] = {"the scenario file": sc.source if sc is not None and sc.source else None,
+                              "the --settings file": args.settings, "a sandbox file": _sandbox_files()}
     if args.settings:
-        build_hooks(args.settings)  # reads and checks the settings file now (HookConfigError names the field)
+        # reads and checks the settings file now (HookConfigError names the field)
+        hooks = build_hooks(args.settings)
+        inputs["a hook script"] = hooks.script_paths() if hooks is not None else []
     scratch = None
     trace_path = args.trace
     if trace_path is not None:
@@ -373,7 +408,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | None) -> int:
-    from .core.trace import Trace, redact
+    from .core.guard import redact, redact_value
+    from .core.trace import Trace
     from .lab import RunConfig
 
     out = _Output()
@@ -383,6 +419,10 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
     if not args.json:
         trace.subscribe(_printer(out))
     loop = config.loop(trace=trace)
+    try:
+        trace.open()  # under its lock: another run writing the same file is refused here, before anything runs
+    except OSError as exc:
+        raise ConfigError(f"--trace {trace_path}: cannot open it for writing: {exc.strerror or exc}") from None
     try:
         result = loop.run()
     except KeyboardInterrupt:
@@ -396,8 +436,8 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
     if used_up:  # the answer is the scripted backend's complaint, not a model's: an error of the scenario
         result = dataclasses.replace(result, subtype="error_during_execution", is_error=True)
     if args.json:
-        out.line(redact(json.dumps({**result.to_dict(), **({"errors": used_up} if used_up else {})},
-                                   sort_keys=True), secrets))
+        out.line(json.dumps(redact_value({**result.to_dict(), **({"errors": used_up} if used_up else {})}, secrets),
+                            sort_keys=True))
     else:
         from .core.cost import format_cost
 
@@ -425,28 +465,28 @@ def _script_used_up(loop: Any) -> list[str]:
     return [str(f) for f in getattr(engine, "failures", None) or [] if SCRIPT_USED_UP in str(f)]
 
 
-def _check_base_url(url: str) -> None:
+def _check_base_url(url: str, name: str = "--base-url") -> None:
     from urllib.parse import urlsplit
 
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError as exc:
-        raise ConfigError(f"--base-url {url!r}: not a URL ({exc})") from None
+        raise ConfigError(f"{name} {url!r}: not a URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"--base-url {url!r}: expected an http:// or https:// URL with a host, "
+        raise ConfigError(f"{name} {url!r}: expected an http:// or https:// URL with a host, "
                           "such as http://127.0.0.1:8080")
 
 
-def _check_trace_path(path: str, inputs: dict[str, str | None]) -> None:
-    """The trace may not overwrite an input, nor be a folder; an existing trace is replaced only once the run
-    starts (the Trace opens its file at the first event)."""
+def _check_trace_path(path: str, inputs: dict[str, Any]) -> None:
+    """The trace may not overwrite an input (the scenario, the settings, a hook script, a sandbox file), nor be a
+    folder; an existing trace is replaced only once the run starts (``Trace.open``)."""
+    from .core.guard import check_outputs
+
     target = os.path.realpath(path)
     if os.path.isdir(target):
         raise ConfigError(f"--trace {path}: is a folder; give a file name such as {os.path.join(path, 'trace.jsonl')}")
-    for what, source in inputs.items():
-        if source and os.path.exists(source) and _same_file(source, target):
-            raise ConfigError(f"--trace {path}: is {what} file; the trace would overwrite it. Choose another name.")
+    check_outputs({"--trace": path}, inputs)
     folder = os.path.dirname(target) or "."
     writable = os.access(target, os.W_OK) if os.path.exists(target) else (
         os.access(folder, os.W_OK | os.X_OK) if os.path.isdir(folder) else True)
@@ -454,14 +494,12 @@ def _check_trace_path(path: str, inputs: dict[str, str | None]) -> None:
         raise ConfigError(f"--trace {path}: cannot write there (permission denied)")
 
 
-def _same_file(a: str, b: str) -> bool:
-    """The same file on disk: the same path once links are resolved, or the same inode (a hard link)."""
-    if os.path.realpath(a) == os.path.realpath(b):
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # b does not exist yet: it cannot be a hard link to a
-        return False
+def _sandbox_files() -> list[str]:
+    """The files the demo tools read."""
+    from .core.paths import sandbox_dir
+
+    folder = sandbox_dir()
+    return [str(p) for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
 
 
 def _say_waiting(event: Any) -> None:

@@ -186,7 +186,7 @@ def test_saving_over_a_loaded_report_is_refused(naive, tmp_path, capsys):
     saved.write_text((naive["dir"] / "saved.json").read_text())
     before = saved.read_text()
     assert main(["grade", "--load", str(saved), "--save", str(saved)]) == 2
-    assert "is also the file of --load" in capsys.readouterr().err
+    assert "is a report given to --load" in capsys.readouterr().err
     assert saved.read_text() == before
 
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..core.errors import ScenarioError
 from ..core.paths import FileTooLarge, NotAFile, read_small_file, scenarios_dir
-from ..core.transitions import DEFAULT_MODEL, STOP_REASONS
+from ..core.transitions import DEFAULT_MODEL, MAX_TOKENS_BOUND, STOP_REASONS
 
 SCENARIO_DIR = scenarios_dir()
 
@@ -274,8 +274,9 @@ class Scenario(_Strict):
     prompt: str = "Hello"
     system: str | None = None
     model: str = DEFAULT_MODEL
-    max_tokens: int = Field(default=1024, ge=1)
-    thinking: int | None = Field(default=None, ge=1024)  # extended thinking budget_tokens for runs of this scenario
+    max_tokens: int = Field(default=1024, ge=1, le=MAX_TOKENS_BOUND)
+    # extended thinking budget_tokens for runs of this scenario
+    thinking: int | None = Field(default=None, ge=1024, le=MAX_TOKENS_BOUND)
     cache_min_tokens: int = Field(default=1024, ge=0)  # the shortest prefix the scripted prompt cache keeps
     max_turns: int | None = Field(default=None, ge=1)
     stop_sequences: list[str] | None = None
@@ -332,7 +333,7 @@ def parse_scenario(raw: Any, source: str) -> Scenario:
         where = _format_loc(tuple(first["loc"]))
         message = first["msg"].removeprefix("Value error, ")
         got = first.get("input")
-        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {_clip(repr(got))})"
         more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
         raise ScenarioError(f"{source}: {where}: {message}{shown}{more}") from None
 
@@ -369,6 +370,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         raise ScenarioError(f"{shown}: not valid {kind}: {_one_line(exc)}") from None
     except RecursionError:
         raise ScenarioError(f"{shown}: nested too deeply (a scenario nests at most {MAX_NESTING} levels)") from None
+    except DuplicateKey as exc:
+        raise ScenarioError(f"{shown}: {exc}") from None
     _check_nesting(raw, shown)
     return parse_scenario(raw, shown)
 
@@ -421,6 +424,81 @@ class _BoundedLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN201 - PyYAML's signature
+        """A key given twice in one mapping is refused (PyYAML keeps the last one silently); a key that
+        overrides one merged in with ``<<`` is YAML's own rule and is kept."""
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in first:
+                        raise DuplicateKey(key, key_node.start_mark.line + 1, first[key])
+                    first[key] = key_node.start_mark.line + 1
+                except TypeError:  # an unhashable key: the constructor says what is wrong with it
+                    continue
+        return super().construct_mapping(node, deep=deep)
+
+
+class DuplicateKey(ValueError):
+    """A key given twice in one mapping of a scenario file."""
+
+    def __init__(self, key: Any, line: int, first: int) -> None:
+        super().__init__(f"duplicate key {str(key)[:80]!r} at line {line} (first given at line {first}); a key "
+                         "may appear once in a mapping")
+
+
+def _json_duplicate_key(text: str) -> DuplicateKey | None:
+    """The first key given twice in one JSON object, with its lines; None when there is none. Walks the text
+    only between strings and brackets (called once a duplicate is known to be there)."""
+    from json.decoder import scanstring  # type: ignore[attr-defined]
+
+    stack: list[dict[str, int] | None] = []  # per open bracket: an object's keys and their lines, or None
+    tokens = re.compile(r'["{}\[\]]')
+    found = tokens.search(text)
+    while found is not None:
+        at, char = found.start(), found.group()
+        if char == '"':
+            key, end = scanstring(text, at + 1)
+            after = re.compile(r"\s*").match(text, end)
+            is_key = after is not None and text[after.end():after.end() + 1] == ":"
+            top = stack[-1] if stack else None
+            if is_key and top is not None:
+                line = text.count("\n", 0, at) + 1
+                if key in top:
+                    return DuplicateKey(key, line, top[key])
+                top[key] = line
+            found = tokens.search(text, end)
+            continue
+        if char == "{":
+            stack.append({})
+        elif char == "[":
+            stack.append(None)
+        elif stack:
+            stack.pop()
+        found = tokens.search(text, at + 1)
+    return None
+
+
+def _json_loads(text: str) -> Any:
+    """``json.loads`` that refuses a key given twice in one object (it would keep the last one silently)."""
+    duplicated = False
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal duplicated
+        value = dict(items)
+        duplicated = duplicated or len(value) != len(items)
+        return value
+
+    value = json.loads(text, object_pairs_hook=pairs)
+    if duplicated:
+        problem = _json_duplicate_key(text)
+        if problem is not None:
+            raise problem
+    return value
+
 
 # Parsing is most of what loading a scenario costs (PyYAML in Python: about 4 ms for a scenario here, against
 # 0.1 ms for the rest), and the same few files are loaded again and again: by every run, every Stepper
@@ -432,7 +510,7 @@ _CACHED_TEXT_CHARS = 200_000
 
 @functools.lru_cache(maxsize=64)
 def _parsed_text(kind: str, text: str) -> Any:
-    return json.loads(text) if kind == "JSON" else _bounded_yaml(text)
+    return _json_loads(text) if kind == "JSON" else _bounded_yaml(text)
 
 
 def _parsed(kind: str, text: str) -> Any:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import sys
 import threading
@@ -37,7 +38,8 @@ import tornado.netutil
 import tornado.web
 
 from ..core.errors import ConfigError
-from ..core.paths import open_output
+from ..core.guard import check_outputs, lock_for_writing
+from ..core.paths import open_output_fd
 from .scenario import Scenario
 from .scripted import ERROR_TYPES, RecordedRequest, ScenarioEngine, WireReply
 
@@ -232,6 +234,11 @@ class _Handler(tornado.web.RequestHandler):
         self.clear_header("Content-Type")
 
     def prepare(self) -> None:
+        refusal = self.server.refusal(self.request.host, self.request.headers.get("Origin"),
+                                      self.request.headers.get("Sec-Fetch-Site"))
+        if refusal is not None:
+            self._refuse_foreign(refusal)
+            return
         length = self.request.headers.get("Content-Length", "")
         if length.isdigit() and int(length) > MAX_BODY_BYTES:
             self._refuse_too_large(int(length))
@@ -261,6 +268,16 @@ class _Handler(tornado.web.RequestHandler):
         # the rest of the body is not read: the connection ends once the answer is out
         finished.add_done_callback(lambda _: self.request.connection.close())  # type: ignore[union-attr]
         return None
+
+    def _refuse_foreign(self, refusal: str) -> None:
+        """A request from another site (a web page's, through DNS rebinding or a cross-origin POST): a 403,
+        said on the log, never answered by the scenario nor recorded."""
+        self._refused = True
+        self._send(_json_error(403, "permission_error", refusal, "forbidden", connection="close"))
+        if self.server.log is not None:
+            self.server.log(f"refused {self.request.method} {self.request.uri}: {refusal}"[:500])
+        finished = self.finish()
+        finished.add_done_callback(lambda _: self.request.connection.close())  # type: ignore[union-attr]
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """Errors Tornado raises itself (an unknown method: 405) get the API's JSON shape too."""
@@ -314,10 +331,15 @@ class ScenarioServer:
 
     ``scenario`` is a name, a path, a loaded Scenario or a ready ScenarioEngine. ``port=0`` picks a free
     port. ``record`` appends each request to a JSONL file; ``log`` gets one line per request.
+
+    Only requests addressed to the loopback (``Host`` 127.0.0.1, localhost or ::1, or a name in
+    ``allow_hosts``) and not sent by a web page of another origin (an ``Origin`` header other than the server's
+    own) are answered; the others get a 403, as a web page must not drive a local server.
     """
 
     def __init__(self, scenario: str | Path | Scenario | ScenarioEngine, *, port: int = 0,
-                 record: str | Path | None = None, log: Callable[[str], None] | None = None) -> None:
+                 record: str | Path | None = None, log: Callable[[str], None] | None = None,
+                 allow_hosts: tuple[str, ...] | list[str] = ()) -> None:
         if isinstance(scenario, ScenarioEngine):
             self.engine = scenario
         elif isinstance(scenario, Scenario):
@@ -327,6 +349,7 @@ class ScenarioServer:
         self.port = port
         self.record_path = Path(record) if record is not None else None
         self.log = log
+        self.allow_hosts = frozenset(h.strip().lower().rstrip(".") for h in allow_hosts if h.strip())
         self.exchanges: list[Exchange] = []  # every request and its answer, in order
         self._threads: dict[str, dict[str, Any]] = {}  # message id -> the conversation the server holds
         self._continued: set[str] = set()
@@ -350,6 +373,33 @@ class ScenarioServer:
         return self._thread is not None and self._thread.is_alive()
 
     # -- answering ----------------------------------------------------------------------------------------
+    def _own_origin(self, origin: str) -> bool:
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(origin.strip())
+            port = parts.port
+        except ValueError:
+            return False
+        name = (parts.hostname or "").rstrip(".")
+        return parts.scheme == "http" and port == self.port and (_is_loopback(name) or name in self.allow_hosts)
+
+    def refusal(self, host: str, origin: str | None, fetch_site: str | None = None) -> str | None:
+        """Why a request with this ``Host``, ``Origin`` and ``Sec-Fetch-Site`` is refused (None: it is answered).
+        A browser sends ``Sec-Fetch-Site`` with every request, a GET without ``Origin`` included (an image);
+        ``cross-site`` and ``same-site`` there mean that another site's page made it."""
+        name = _host_name(host)
+        if name is None or not (_is_loopback(name) or name in self.allow_hosts):
+            return (f"Host {host[:100]!r} is not this server's: agentlab serve answers 127.0.0.1, localhost and "
+                    f"::1 (add a name with --allow-host NAME)")
+        if origin is not None and not self._own_origin(origin):
+            return (f"Origin {origin[:100]!r}: a web page of another site may not call agentlab serve "
+                    f"(only {self.base_url} may)")
+        if fetch_site is not None and fetch_site.strip().lower() not in ("same-origin", "none"):
+            return (f"Sec-Fetch-Site {fetch_site[:40]!r}: a web page of another site may not call agentlab serve "
+                    f"(only {self.base_url} may)")
+        return None
+
     def answer(self, method: str, path: str, body: bytes | None) -> WireReply:
         """Answer one request with the engine and record it (called on the server thread).
 
@@ -451,6 +501,7 @@ class ScenarioServer:
     def start(self) -> str:
         if self.running:
             return self.base_url
+        check_outputs({"--record": self.record_path}, {"the scenario file": self.scenario.source})
         try:
             sockets = tornado.netutil.bind_sockets(self.port, HOST, family=socket.AF_INET)
         except OSError as exc:
@@ -459,7 +510,7 @@ class ScenarioServer:
         if self.record_path is not None:
             try:
                 self.record_path.parent.mkdir(parents=True, exist_ok=True)
-                self._record_file = open_output(self.record_path, "a", "--record")  # never waits on a pipe
+                self._record_file = _open_record(self.record_path)
             except (OSError, ConfigError) as exc:
                 for sock in sockets:
                     sock.close()
@@ -524,10 +575,47 @@ class ScenarioServer:
         self.stop()
 
 
+def _host_name(host: str) -> str | None:
+    """The name of a ``Host`` header (``name:port``, ``[v6]:port``), lower-case; None when it is not one."""
+    host = host.strip().lower()
+    if host.startswith("["):  # an IPv6 address
+        end = host.find("]")
+        rest = host[end + 1:] if end > 0 else "?"
+        return host[1:end] if rest == "" or (rest[:1] == ":" and rest[1:].isdigit()) else None
+    name, _, port = host.partition(":")
+    if port and not port.isdigit():
+        return None
+    return name.rstrip(".") or None
+
+
+def _is_loopback(name: str) -> bool:
+    import ipaddress
+
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 def _log_line(r: RecordedRequest, index: int | None = None) -> str:
     what = f" step {r.step}" if r.step is not None else ""
     stop = f" {r.stop_reason}" if r.stop_reason else ""
     return f"#{(r.index if index is None else index) + 1} {r.method} {r.path} -> {r.status} {r.kind}{what}{stop}"
+
+
+def _open_record(path: Path) -> IO[str]:
+    """The --record file, opened for appending under an exclusive lock (another server recording into it is
+    refused: their lines would mix); a FIFO without a reader is refused at once instead of blocking."""
+    fd = open_output_fd(path, os.O_APPEND, "--record")
+    try:
+        lock_for_writing(fd, f"--record {path}")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "a", encoding="utf-8")
 
 
 def _parsed_or_none(body: bytes | None) -> dict[str, Any] | None:
@@ -545,7 +633,7 @@ def serve_main(args: Any, engine: ScenarioEngine | None = None) -> int:
         engine = ScenarioEngine.from_name(args.scenario)  # ScenarioError (exit 2) when missing or malformed
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port: expected 0-65535, got {args.port}")
-    server = ScenarioServer(engine, port=args.port, record=args.record,
+    server = ScenarioServer(engine, port=args.port, record=args.record, allow_hosts=args.allow_host or (),
                             log=lambda line: print(f"agentlab serve: {line}", file=sys.stderr, flush=True))
     server.start()
     mode = "" if getattr(args, "mode", "strict") == "strict" else f", served as {args.mode} serves it"

@@ -48,6 +48,7 @@ import difflib
 import json
 import os
 import re
+import shlex
 import subprocess
 import threading
 import time
@@ -200,6 +201,26 @@ class Hooks:
     def has(self, event: str) -> bool:
         _check_event(event)
         return any(hook.event == event for hook in self._hooks)
+
+    def script_paths(self) -> list[str]:
+        """The files the command hooks name (a script, its arguments), as they would be run here: words of each
+        command that are existing files, with ``$CLAUDE_PROJECT_DIR`` expanded, relative to ``cwd``. A run
+        must not write over them (its ``--trace`` would replace the script the hook runs)."""
+        found: list[str] = []
+        for hook in self._hooks:
+            if hook.command is None:
+                continue
+            command = hook.command.replace("${CLAUDE_PROJECT_DIR}", self.cwd).replace("$CLAUDE_PROJECT_DIR", self.cwd)
+            try:
+                words = shlex.split(command)
+            except ValueError:  # the shell will say what is wrong with it
+                continue
+            for word in words:
+                word = word.split("=", 1)[1] if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", word) else word
+                path = os.path.normpath(os.path.join(self.cwd, word))
+                if word and os.path.isfile(path) and path not in found:
+                    found.append(path)
+        return found
 
     # -- firing ---------------------------------------------------------------------------------------
 
@@ -391,6 +412,10 @@ def _read_stdout(event: str, stdout: str) -> tuple[_Reply, str | None]:
         except json.JSONDecodeError as exc:
             return _Reply(), (f"stdout looks like JSON but does not parse ({exc.msg}, line {exc.lineno} "
                               f"column {exc.colno}): {_clip(text)}")
+        except RecursionError:
+            return _Reply(), f"stdout is JSON nested too deeply to read: {_clip(text)}"
+        except ValueError as exc:  # an integer of more than 4300 digits
+            return _Reply(), f"stdout is JSON that cannot be read ({exc}): {_clip(text)}"
         return _read_json(event, answer)
     if text and event in PLAIN_TEXT_CONTEXT_EVENTS:
         return _Reply(context=[text]), None
@@ -741,6 +766,8 @@ def _parse_hook(source: str, at: str, event: str, matches: Callable[[str | None]
     command = entry.get("command")
     if not isinstance(command, str) or not command.strip():
         raise _fail(source, f"{at}.command", f"expected a non-empty string, got {command!r}")
+    if "\0" in command:
+        raise _fail(source, f"{at}.command", "holds a NUL byte, which no shell command can carry")
     timeout = entry.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
                                 or not 0 < timeout <= MAX_TIMEOUT_S):

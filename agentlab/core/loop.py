@@ -63,6 +63,7 @@ from .tools import ToolOutcome, ToolRegistry, ToolsCancelled
 from .trace import Event, Trace, surrogate_note, without_lone_surrogates
 from .transitions import (
     DEFAULT_MODEL,
+    MAX_TOKENS_BOUND,
     MAX_TURNS_MARKER,
     SUBTYPES,
     Clamp,
@@ -292,12 +293,16 @@ class AgentLoop:
                          context_window=context_window, compact_threshold=compact_threshold,
                          request_timeout=request_timeout)
         if thinking is not None:
-            if isinstance(thinking, bool) or not isinstance(thinking, int) or thinking < 1024:
-                raise ConfigError(f"thinking: a budget of at least 1024 tokens (the API's minimum), got {thinking!r}")
+            if isinstance(thinking, bool) or not isinstance(thinking, int) or not 1024 <= thinking <= MAX_TOKENS_BOUND:
+                raise ConfigError(f"thinking: a budget of at least 1024 tokens (the API's minimum) and at most "
+                                  f"{MAX_TOKENS_BOUND:,}, got {str(thinking)[:30]}")
             if thinking >= max_tokens:
                 raise ConfigError(f"thinking: the budget ({thinking}) must be below max_tokens ({max_tokens})")
         self.thinking = thinking       # extended thinking budget_tokens; None: thinking off
         self.cache = bool(cache)       # cache_control breakpoints on tools, system and the latest message
+        if prices is not None and not isinstance(prices, PriceTable):
+            raise ConfigError(f"AgentLoop(prices=...): expected a PriceTable (agentlab.core.cost.load_prices) or None, "
+                              f"got {prices!r}"[:200])
         self.prices = prices or default_prices()
         self.client = client
         self.is_async = isinstance(client, anthropic.AsyncAnthropic)
@@ -980,7 +985,7 @@ def needs_streaming(client: Any, params: dict[str, Any]) -> bool:
         ceilings = {}
     try:
         check(params["max_tokens"], ceilings.get(params["model"]))
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: a max_tokens too large for the SDK's float arithmetic
         return True
     except TypeError:  # the private check changed its arguments: the documented threshold
         return int(params["max_tokens"]) > NONSTREAMING_MAX_TOKENS
@@ -1228,6 +1233,9 @@ def _check_arguments(*, client: Any, prompt: Any, messages: Any, tools: Any, hoo
     if limits is not None and not isinstance(limits, Limits):
         raise ConfigError(f"AgentLoop(limits=...): expected a Limits, got {type(limits).__name__}")
     whole("max_tokens", max_tokens)
+    if max_tokens > MAX_TOKENS_BOUND:
+        raise ConfigError(f"AgentLoop(max_tokens=...): expected at most {MAX_TOKENS_BOUND:,} tokens, got "
+                          f"{str(max_tokens)[:30]}{'…' if len(str(max_tokens)) > 30 else ''}")
     if context_window is not None:
         whole("context_window", context_window)
     if compact_threshold is not None and (isinstance(compact_threshold, bool)

@@ -100,18 +100,23 @@ def is_pipe(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def open_output(path: str | os.PathLike[str], mode: str, option: str) -> IO[str]:
-    """Open an output file (``mode`` "w" or "a") as text, without ever waiting: a named pipe that no one reads
-    is refused with a ``ConfigError`` naming ``option`` (opening it for writing would wait for a reader
-    forever); one that is read is written as a file is. Other failures are the ``OSError`` of ``open``."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | (os.O_APPEND if mode == "a" else os.O_TRUNC)
+def open_output_fd(path: str | os.PathLike[str], flags: int, option: str) -> int:
+    """``os.open`` of an output for writing with ``flags`` added, non-blocking (the caller sets it blocking
+    again): a named pipe that no one reads is refused with a ``ConfigError`` naming ``option``."""
     try:
-        fd = os.open(path, flags, 0o666)
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | flags, 0o666)
     except OSError as exc:
         if exc.errno == errno.ENXIO and is_pipe(path):
             raise ConfigError(f"{option} {path}: a named pipe that nothing reads; writing to it would wait for a "
                               "reader forever. Start its reader first, or give a regular file.") from None
         raise
+
+
+def open_output(path: str | os.PathLike[str], mode: str, option: str) -> IO[str]:
+    """Open an output file (``mode`` "w" or "a") as text, without ever waiting: a named pipe that no one reads
+    is refused with a ``ConfigError`` naming ``option`` (opening it for writing would wait for a reader
+    forever); one that is read is written as a file is. Other failures are the ``OSError`` of ``open``."""
+    fd = open_output_fd(path, os.O_APPEND if mode == "a" else os.O_TRUNC, option)
     os.set_blocking(fd, True)
     # a lone surrogate (from a model or a hook) is written as its JSON escape, \udXXX
     return os.fdopen(fd, mode, encoding="utf-8", errors="backslashreplace")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -17,14 +18,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from .errors import ConfigError
-from .paths import is_pipe, open_output
+from .paths import is_pipe, open_output_fd
 from .events import EVENT_KINDS, EventKind, Payload, payload_from_data
+from .guard import SECRET_PATTERN, lock_for_writing, redact, redact_value
 
 __all__ = ["EVENT_KINDS", "LONE_SURROGATE", "Event", "Trace", "events_to_frame", "redact", "surrogate_note",
            "without_lone_surrogates"]
-
-_SECRET_PATTERN = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
-
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # text that cannot be encoded as UTF-8
 REPLACEMENT_CHARACTER = "\ufffd"
@@ -56,14 +55,6 @@ def surrogate_note(replaced: int) -> dict[str, str]:
     if not replaced:
         return {}
     return {"note": f"{replaced} lone surrogate(s) (text that is not valid Unicode) replaced with U+FFFD"}
-
-
-def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """Remove API keys from a string: any ``sk-ant-…`` token and every configured secret value."""
-    for secret in secrets:
-        if secret and len(secret) >= 8:
-            text = text.replace(secret, "[redacted]")
-    return _SECRET_PATTERN.sub("[redacted]", text)
 
 
 @dataclass(frozen=True)
@@ -116,7 +107,7 @@ class Trace:
             except OSError as exc:
                 raise ConfigError(f"trace {self.path}: cannot create its folder: {exc.strerror or exc}") from None
             if is_pipe(self.path):  # nothing in a pipe to keep: opened now, so that one no one reads is refused now
-                self._file = open_output(self.path, "w", "trace")
+                self.open()
 
     def add_secret(self, secret: str | None) -> None:
         """A value that must never appear in an event (an API key): events are scanned and redacted."""
@@ -131,9 +122,10 @@ class Trace:
         encoded = None
         if self._secrets or self.path is not None:  # with no secret to hide and no file, nothing to encode
             encoded = json.dumps(payload.to_data(), ensure_ascii=False, sort_keys=True, default=str)
-            cleaned = redact(encoded, self._secrets)
-            if cleaned != encoded:
-                payload, encoded = payload_from_data(kind, json.loads(cleaned)), cleaned
+            if self._may_hold_a_secret(encoded):  # redacted on the values, before any encoding
+                cleaned = redact_value(payload.to_data(), self._secrets)
+                payload = payload_from_data(kind, cleaned)
+                encoded = json.dumps(payload.to_data(), ensure_ascii=False, sort_keys=True, default=str)
         event = Event(seq=self._count, call=call, payload=payload, wall_ms=wall_ms)
         self._count += 1
         if self.keep:
@@ -143,6 +135,30 @@ class Trace:
         for listener in self._listeners:
             listener(event)
         return event
+
+    def _may_hold_a_secret(self, encoded: str) -> bool:
+        """Whether the encoded payload may hold a secret: JSON escapes a string character by character, so a
+        secret in a value shows in the encoding as its own escaped form (a fast test before the walk)."""
+        return SECRET_PATTERN.search(encoded) is not None or any(
+            json.dumps(secret, ensure_ascii=False)[1:-1] in encoded for secret in self._secrets)
+
+    def open(self) -> None:
+        """Open the file now (an old one replaced), under an exclusive lock: ``FileBusy`` (a ConfigError) when
+        another run is writing it. The CLI calls this as the run starts; otherwise the first event does."""
+        if self._file is not None or self.path is None:
+            return
+        # non-blocking: a FIFO without a reader is refused at once instead of blocking the run
+        fd = open_output_fd(self.path, 0, "trace")
+        try:
+            lock_for_writing(fd, f"trace {self.path}")
+            os.set_blocking(fd, True)
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.ftruncate(fd, 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        # a lone surrogate (from a model or a hook) is written as its JSON escape, \udXXX
+        self._file = os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace")
 
     def _write(self, event: Event, encoded: str | None) -> None:
         """Append one line; the file is opened (an old one replaced) at the first event, not before.
@@ -154,12 +170,14 @@ class Trace:
         line = f'{head}, "data": {encoded}, "wall_ms": {json.dumps(event.wall_ms)}}}\n'
         try:
             if self._file is None:
-                assert self.path is not None
-                self._file = open_output(self.path, "w", "trace")  # never waits on a pipe no one reads
+                self.open()
+            assert self._file is not None
             self._file.write(line)
             self._file.flush()
             if self._fsync:
                 os.fsync(self._file.fileno())
+        except ConfigError as exc:  # another run holds the file
+            self.write_error = f"could not write event {event.seq} ({event.kind}): {exc}; the file stops there"
         except OSError as exc:
             self.write_error = (f"could not write event {event.seq} ({event.kind}): {exc.strerror or exc}; "
                                 "the file stops there")
@@ -209,12 +227,33 @@ class Trace:
                 if number == len(lines):
                     break
                 raise ValueError(f"{path}: line {number} is not JSON: {exc}") from None
-            try:
-                payload = payload_from_data(raw["kind"], raw.get("data") or {})
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"{path}: line {number} is not an event: {exc}") from None
-            trace.events.append(Event(seq=raw["seq"], call=raw["call"], payload=payload, wall_ms=raw.get("wall_ms")))
+            except (RecursionError, ValueError) as exc:  # nested too deeply, a 5,000-digit number
+                problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+                raise ValueError(f"{path}: line {number} is not JSON that can be read: {problem}") from None
+            trace.events.append(_event_from_line(raw, f"{path}: line {number}"))
         return trace
+
+
+def _event_from_line(raw: Any, where: str) -> Event:
+    """One line of a JSONL trace as an Event; a ValueError naming the line when it is not one."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where} is not an event: expected an object, got {type(raw).__name__}")
+    for name in ("seq", "call"):
+        if isinstance(raw.get(name), bool) or not isinstance(raw.get(name), int):
+            raise ValueError(f"{where} is not an event: {name!r} should be a whole number, got {raw.get(name)!r}"
+                             [:300])
+    data = raw.get("data") or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} is not an event: 'data' should be an object, got {type(data).__name__}")
+    wall_ms = raw.get("wall_ms")
+    if wall_ms is not None and (isinstance(wall_ms, bool) or not isinstance(wall_ms, int | float)):
+        raise ValueError(f"{where} is not an event: 'wall_ms' should be a number, got {wall_ms!r}"[:300])
+    try:
+        payload = payload_from_data(raw["kind"], data)
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        shown = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"{where} is not an event: {shown}"[:300]) from None
+    return Event(seq=raw["seq"], call=raw["call"], payload=payload, wall_ms=wall_ms)
 
 
 def frame_rows(frame: Any) -> list[dict[str, Any]]:

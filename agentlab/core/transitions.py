@@ -108,6 +108,10 @@ TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 # ceiling), end the run with error_max_output_tokens. Result, the end message, the stepper and the plots
 # use these two words and these two counts, never a sum of them.
 
+# The largest max_tokens (and thinking budget) a run takes: far above any model's output (128,000 tokens is
+# max_tokens_ceiling below), and well below where the SDK's float arithmetic on it overflows (about 10^300)
+MAX_TOKENS_BOUND = 1_000_000_000
+
 
 @dataclass(frozen=True)
 class Limits:

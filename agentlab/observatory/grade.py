@@ -32,6 +32,8 @@ from typing import Any
 
 from ..backend.scenario import load_scenario
 from ..core.errors import ConfigError
+from ..core.guard import check_outputs
+from ..core.paths import observed_dir
 from .grade_output import (  # noqa: F401  (re-exported: agentlab.observatory.grade keeps every name)
     SCHEMA_PATH,
     SCHEMA_VERSION,
@@ -101,9 +103,11 @@ from .grade_serving import (  # noqa: F401  (re-exported: agentlab.observatory.g
     GRADE_KEY,
     PROMPT,
     KILL_GRACE_S,
+    MAX_ARGUMENT_BYTES,
     MAX_TIMEOUT_S,
     LoopFn,
     check_pass_env,
+    check_prompt_argument,
     check_timeout,
     command_argv,
     command_env,
@@ -159,24 +163,47 @@ def _check_usage(args: Any) -> None:
     if args.agent_command:
         check_timeout(args.timeout)  # before the banner and before anything runs
         check_pass_env(args.pass_env or [])
-    _check_outputs(args)
+        names = list(args.scenarios) if args.scenarios else gradeable_scenarios()
+        loaded = [load_scenario(name) for name in names]
+        for sc in loaded:
+            check_prompt_argument(sc)
+        _check_outputs(args, [sc.source for sc in loaded])
+    else:
+        _check_outputs(args, [])
 
 
-def _check_outputs(args: Any) -> None:
-    """Each file grade writes is written once, and none of them is a report it reads (--load)."""
-    import os
+OUTPUTS = ("--save", "--junit", "--write-baseline", "--heatmap")
 
-    seen: dict[str, str] = {os.path.realpath(path): "--load" for path in args.load or []}
-    for option in ("--save", "--junit", "--write-baseline", "--heatmap"):
-        path = getattr(args, option[2:].replace("-", "_"))
+
+def _check_outputs(args: Any, scenario_files: list[str | None]) -> None:
+    """Each file grade writes, before anything runs: not a folder, in a folder that exists, in a format it can
+    be written in, written once, and none of the files this run reads (a graded scenario, a report given to
+    --load, a committed record)."""
+    outputs = {option: getattr(args, option[2:].replace("-", "_")) for option in OUTPUTS}
+    for option, path in outputs.items():
         if not path:
             continue
-        if os.path.isdir(path):
+        if Path(path).is_dir():
             raise ConfigError(f"{option} {path}: is a folder; give a file name")
-        other = seen.get(os.path.realpath(path))
-        if other is not None:
-            raise ConfigError(f"{option} {path}: is also the file of {other}; one would overwrite the other")
-        seen[os.path.realpath(path)] = option
+        if not Path(path).parent.is_dir():
+            raise ConfigError(f"{option} {path}: the folder {Path(path).parent} does not exist")
+    if args.save and Path(args.save).suffix.lower() not in (".json", ""):
+        raise ConfigError(f"--save {args.save}: a report is saved as JSON; give a name ending in .json")
+    if args.heatmap:
+        _check_image_format(args.heatmap)
+    records = sorted(observed_dir().glob("*/*/*.json")) if args.observed is not None else []
+    check_outputs(outputs, {"a scenario file": [s for s in scenario_files if s],
+                            "a report given to --load": args.load, "a committed record": records})
+
+
+def _check_image_format(path: str) -> None:
+    from matplotlib.backend_bases import FigureCanvasBase  # --heatmap needs the lab extra (the CLI checks it)
+
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in kinds:
+        raise ConfigError(f"--heatmap {path}: unknown image format {suffix!r}; give a name ending in one of "
+                          + ", ".join(f".{s}" for s in sorted(kinds)))
 
 
 def _grade_the_command(args: Any) -> Report:
@@ -222,7 +249,11 @@ def _write_outputs(args: Any, reports: list[Report], checked: BaselineCheck | No
         if heatmap is None:
             raise ConfigError("--heatmap: no figure maker was given to grade_main")
         fig = heatmap(reports)
-        fig.savefig(args.heatmap, dpi=110, bbox_inches="tight")
+        try:
+            fig.savefig(args.heatmap, dpi=110, bbox_inches="tight")
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--heatmap {args.heatmap}: cannot write the figure: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
         notes.append(f"heatmap: {args.heatmap}")
     if not reports:
         notes.append("nothing graded: the reports hold no client; a report must show its work to pass")

@@ -135,8 +135,9 @@ def load_document(path: str | Path) -> list[Report]:
     """The reports of a saved JSON report (``--save`` or ``--json``; also the earlier format without a version)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--load {path}: cannot read a saved report: {exc}") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"--load {path}: cannot read a saved report: {getattr(exc, 'strerror', None) or exc}"
+                          ) from None
     items = data.get("reports") if isinstance(data, dict) else None
     if not isinstance(items, list):
         raise ConfigError(f"--load {path}: not a report saved with --save or --json (no 'reports' list)")
@@ -144,10 +145,15 @@ def load_document(path: str | Path) -> list[Report]:
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise ConfigError(f"--load {path}: schema_version {version!r}; this agentlab reads {SCHEMA_VERSION} and "
                           "earlier")
-    try:
-        return [Report.from_dict(item) for item in items]
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ConfigError(f"--load {path}: a report in it is malformed ({type(exc).__name__}: {exc})") from None
+    reports = []
+    for k, item in enumerate(items):
+        try:
+            if not isinstance(item, dict):
+                raise TypeError(f"expected an object, got {type(item).__name__}")
+            reports.append(Report.from_dict(item))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"--load {path}: reports[{k}] is malformed: {type(exc).__name__}: {exc}"[:300]) from None
+    return reports
 
 
 # -- JUnit XML ---------------------------------------------------------------------------------------------------

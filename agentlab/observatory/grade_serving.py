@@ -41,6 +41,8 @@ COMMAND_ENV = {
 MAX_TIMEOUT_S = 86400.0    # --timeout at most a day (threading and subprocess waits reject larger values)
 KILL_GRACE_S = 2.0        # kept for callers; a command is now killed at once at its timeout
 MAX_OUTPUT_BYTES = 1_000_000  # of a command's stdout and of its stderr, at most this much is read
+# Linux's MAX_ARG_STRLEN: the most bytes one command-line argument may hold (the prompt is one), its NUL included
+MAX_ARGUMENT_BYTES = 32 * 4096
 
 
 # -- which scenarios a client can be graded on -----------------------------------------------------------------
@@ -91,7 +93,12 @@ def _last_line(text: str) -> str:
 
 def parse_command(command: str | Sequence[str]) -> list[str]:
     """``--command "CMD ARGS"`` as an argument list; a clear error when it is empty or CMD cannot be found."""
-    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    try:
+        argv = shlex.split(command) if isinstance(command, str) else [str(arg) for arg in command]
+    except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
+        raise ConfigError(f"--command {str(command)[:200]!r}: cannot split it into arguments: {exc}") from None
+    if any("\0" in arg for arg in argv):
+        raise ConfigError("--command: holds a NUL byte, which no command-line argument can carry")
     if not argv:
         raise ConfigError("--command: empty; give the command that runs your agent, e.g. "
                           "--command \"python my_agent.py\"")
@@ -102,6 +109,20 @@ def parse_command(command: str | Sequence[str]) -> list[str]:
     elif shutil.which(exe) is None:
         raise ConfigError(f"--command: {exe!r} was not found on PATH")
     return argv
+
+
+def check_prompt_argument(scenario: Scenario) -> None:
+    """A command is handed the scenario's prompt as its last argument: refuse (ConfigError) a prompt that no
+    argument can carry, a NUL byte or more than ``MAX_ARGUMENT_BYTES``, before anything runs."""
+    where = scenario.source or scenario.name
+    if "\0" in scenario.prompt:
+        raise ConfigError(f"{where}: the prompt holds a NUL byte, which a command-line argument cannot carry; grade "
+                          "this scenario with grade_function (the prompt is passed as a Python string)")
+    size = len(scenario.prompt.encode("utf-8", "surrogatepass")) + 1
+    if size > MAX_ARGUMENT_BYTES:
+        raise ConfigError(f"{where}: the prompt is {size - 1} bytes; a command-line argument holds at most "
+                          f"{MAX_ARGUMENT_BYTES - 1} (argument too long): pass it another way, with grade_function "
+                          "(the prompt is passed as a Python string), or shorten it")
 
 
 def command_argv(argv: Sequence[str], prompt: str) -> list[str]:
@@ -168,8 +189,12 @@ def command_runner(argv: Sequence[str], cwd: str | Path | None = None, *, pass_e
         env = command_env(scenario, base_url, pass_env)
         full = command_argv(argv, scenario.prompt)
         env, tag = tagged_env(env)
-        proc = tagged(subprocess.Popen(full, env=env, cwd=cwd, stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True), tag)
+        try:
+            proc = tagged(subprocess.Popen(full, env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, start_new_session=True), tag)
+        except (OSError, ValueError) as exc:  # E2BIG, a NUL byte, a missing working folder
+            raise ConfigError(f"--command: cannot start {argv[0]!r} for scenario {scenario.name}: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
         try:
             said = talk(proc, b"", timeout, max_bytes=MAX_OUTPUT_BYTES, leftovers=kill_tree)
         finally:
@@ -296,6 +321,8 @@ def grade_command(command: str | Sequence[str], scenarios: Sequence[str] | None 
     folder that receives, per scenario, what the server saw and what the command printed."""
     argv = parse_command(command)
     passed = check_pass_env(pass_env)
+    for name in list(scenarios) if scenarios else gradeable_scenarios():
+        check_prompt_argument(load_scenario(name))
     text = command if isinstance(command, str) else shlex.join(argv)
     report = _grade(label or text, command_runner(argv, cwd, pass_env=passed, keep=keep), scenarios, timeout, jobs,
                     progress, keep)

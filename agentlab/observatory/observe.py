@@ -56,6 +56,7 @@ from ..backend.scenario import Scenario, load_scenario, scenario_names
 from ..backend.scripted import ScenarioEngine
 from ..backend.serve import ScenarioServer
 from ..core.errors import ConfigError
+from ..core.guard import check_outputs
 from .observe_clients import (  # noqa: F401  (re-exported: agentlab.observatory.observe keeps every name)
     CLAUDE_BIN,
     CLAUDE_CODE_PINNED,
@@ -175,10 +176,16 @@ def observe(client: str, scenarios: Iterable[str] | None = None, *, out: str | P
     names = list(scenarios or scenario_names())
     loaded = [load_scenario(n) for n in names]  # fail on a bad name before running anything
     jobs = jobs or default_jobs
+    root = Path(out) if out else OBSERVED_DIR
+    for sc in loaded:  # a record never overwrites a scenario file
+        check_outputs({"--out": record_path(root, client, version, sc.name)}, {"a scenario file": sc.source})
 
     def one(sc: Scenario) -> dict[str, Any]:
         record = observe_scenario(client, sc, version=version, timeout=timeout, runner=runner)
-        path = write_record(record, out)
+        try:
+            path = write_record(record, out)
+        except OSError as exc:
+            raise ConfigError(f"--out {root}: cannot write the record of {sc.name}: {exc.strerror or exc}") from None
         if progress is not None:
             progress(record, path)
         return record
@@ -215,6 +222,12 @@ def observe_main(args: Any) -> int:
 
     if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ConfigError(f"--out {args.out}: is a file; --out takes a folder for the behaviour records")
+    if args.out is not None and not args.check:
+        try:  # before anything runs: a folder that cannot be made (/dev/full/x, /proc/self/x) is bad usage
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--out {args.out}: cannot create the folder: {getattr(exc, 'strerror', None) or exc}"
+                              ) from None
     if not args.check:
         observe(args.client, args.scenarios or None, out=args.out, progress=show)
         return 0

@@ -88,12 +88,19 @@ COUNTED: dict[str, tuple[Branch, ...]] = {
 def load_record(spec: str | Path | dict[str, Any], *, client: str = CLIENT_DEFAULT,
                 observed: str | Path | None = None) -> dict[str, Any]:
     """A behaviour record from a dict (returned as is), a JSON file, ``client/version/scenario`` under
-    ``data/observed``, or a scenario name (the newest recorded version of ``client``)."""
+    ``data/observed``, or a scenario name (the newest recorded version of ``client``). A record without the
+    fields a replay reads (``client``, ``version``, ``scenario``, ``requests``) is a ConfigError naming them."""
     if isinstance(spec, dict):
-        return spec
+        return _checked_record(spec, "the record given")
+    if not isinstance(spec, str | Path):
+        raise ConfigError(f"load_record: expected a record dict, a path or a scenario name, got {type(spec).__name__}")
     path = Path(spec)
     if path.suffix == ".json" and path.exists():
-        return json.loads(path.read_text(encoding="utf-8"))
+        try:
+            return _checked_record(json.loads(path.read_text(encoding="utf-8")), str(path))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise ConfigError(f"{path}: cannot read a behaviour record: {getattr(exc, 'strerror', None) or exc}"
+                              ) from None
     root = Path(observed) if observed else OBSERVED_DIR
     parts = str(spec).removesuffix(".json").split("/")
     if len(parts) == 3 and (root / f"{spec}.json").exists():
@@ -107,6 +114,24 @@ def load_record(spec: str | Path | dict[str, Any], *, client: str = CLIENT_DEFAU
     raise ConfigError(f"no behaviour record {str(spec)!r}: give a record, a .json path, client/version/scenario, "
                       f"or the name of a scenario recorded for {client} under {root}")
 
+
+
+_RECORD_FIELDS = {"client": str, "version": str, "scenario": str, "requests": list}
+
+
+def _checked_record(record: Any, where: str) -> dict[str, Any]:
+    """``record`` when it has the fields a replay reads, of their types; a ConfigError naming what is not."""
+    if not isinstance(record, dict):
+        raise ConfigError(f"{where}: a behaviour record is an object, got {type(record).__name__}")
+    for name, kind in _RECORD_FIELDS.items():
+        if not isinstance(record.get(name), kind):
+            got = "missing" if name not in record else f"a {type(record[name]).__name__}"
+            raise ConfigError(f"{where}: not a behaviour record: {name!r} should be a {kind.__name__}, is {got}")
+    if not all(isinstance(r, dict) for r in record["requests"]):
+        raise ConfigError(f"{where}: not a behaviour record: every item of 'requests' should be an object")
+    if not isinstance(record.get("result", {}), dict):
+        raise ConfigError(f"{where}: not a behaviour record: 'result' should be an object")
+    return record
 
 
 def client_label(record: dict[str, Any]) -> str:
