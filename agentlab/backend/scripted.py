@@ -17,6 +17,7 @@ from typing import Any
 
 from ..core.caching import PromptCache
 from ..core.compaction import estimate_tokens, text_blocks
+from .validate import request_problem  # noqa: F401  (re-exported: the engine and its callers name it here)
 from .scenario import (
     ErrorSpec,
     Reply,
@@ -387,47 +388,6 @@ def choose_reply(step: Step, request: dict[str, Any], stream: bool) -> Reply:
         if case.when is None or not case.when.failures(request, stream):
             return case
     return step.cases[-1]
-
-
-def request_problem(request: dict[str, Any], *, count_tokens: bool = False) -> str | None:
-    """What makes a Messages (or count_tokens) request malformed (the API's 400), or None: the required fields
-    (``model`` and ``messages``, and ``max_tokens`` for a Messages request), then field types, as the API checks
-    them before anything else."""
-    for name in ("model", "messages", *(() if count_tokens else ("max_tokens",))):
-        if name not in request:
-            return f"{name}: Field required"
-    messages = request.get("messages")
-    if not isinstance(messages, list):
-        return f"messages: expected a list of messages, got {_type_name(messages)}"
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            return f"messages.{i}: expected an object, got {_type_name(m)}"
-        if m.get("role") not in ("user", "assistant", "system"):
-            return f"messages.{i}.role: expected 'user' or 'assistant', got {str(m.get('role'))[:40]!r}"
-        content = m.get("content")
-        if isinstance(content, str):
-            continue
-        if not isinstance(content, list):
-            return f"messages.{i}.content: expected a string or a list of content blocks, got {_type_name(content)}"
-        for j, block in enumerate(content):
-            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-                return f"messages.{i}.content.{j}: expected a content block with a type, got {_type_name(block)}"
-    checks = (("system", (str, list)), ("tools", (list,)), ("stream", (bool,)), ("model", (str,)),
-              ("stop_sequences", (list,)))
-    for name, kinds in checks:
-        if name in request and request[name] is not None and not isinstance(request[name], kinds):
-            return f"{name}: expected {' or '.join(k.__name__ for k in kinds)}, got {_type_name(request[name])}"
-    max_tokens = request.get("max_tokens")
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        return f"max_tokens: expected a whole number of at least 1, got {str(max_tokens)[:40]}"
-    if not any(m.get("role") != "system" for m in messages):
-        return "messages: at least one user or assistant message is required"
-    return None
-
-
-def _type_name(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def normalise_request(request: dict[str, Any]) -> dict[str, Any]:
