@@ -44,6 +44,9 @@ class ToolUseBlock(_Strict):
     input: dict[str, Any] = Field(default_factory=dict)
     # When streaming, send this raw JSON text as the tool input instead of ``input`` (e.g. cut off mid-way).
     partial_json: str | None = None
+    # Any tool will do for this step's branch: a request that does not offer ``name`` gets a call to a tool it
+    # offers instead (see backend/offered.py); without it, the call is left out and the branch not reached.
+    interchangeable: bool = False
 
 
 class ServerToolUseBlock(_Strict):

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..core.caching import PromptCache
 from ..core.compaction import estimate_tokens, text_blocks
+from .offered import fit_reply
 from .validate import request_problem  # noqa: F401  (re-exported: the engine and its callers name it here)
 from .scenario import (
     ErrorSpec,
@@ -61,6 +62,9 @@ class RecordedRequest:
     kind: str
     stop_reason: str | None = None
     staged: str | None = None          # the reply's usage is staged on purpose, and why
+    # why the scripted reply could not be sent as written to this request (a tool it does not offer, thinking
+    # it does not enable; see ``offered.fit_reply``): the step's branch was not reached
+    not_reached: list[str] | None = None
 
 
 def _usage_staged(reply: Reply) -> str | None:
@@ -122,6 +126,9 @@ class ScenarioEngine:
     # its system prompt) by fixed placeholders, so the sizes the server answers with, and the decisions a
     # client takes on them, are the same wherever the record is made.
     sizing: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # True serves every reply as scripted, whatever the request offers (tests of how a loop handles a call
+    # to a tool it never offered); by default a reply is fitted to the request (``fitted_reply``)
+    as_scripted: bool = False
 
     def __post_init__(self) -> None:
         self.cache.min_tokens = self.scenario.cache_min_tokens
@@ -248,6 +255,7 @@ class ScenarioEngine:
         if reply.error is not None:
             return self._record(method, path, request, stream, index, _error_from_spec(reply.error, normalised),
                                 staged=staged)
+        reply, not_reached = (reply, []) if self.as_scripted else fitted_reply(reply, normalised)
         built = self._build(reply, normalised, f"{index:03d}", tokens)
         if staged is None and reply.usage is not None:
             broken = usage_problems(built["usage"], normalised, built["content"], reply.stop_reason, tokens)
@@ -261,7 +269,7 @@ class ScenarioEngine:
         self._note_stand_in(built)
         wire = self._wire(built, reply, stream)
         return self._record(method, path, request, stream, index, wire, stop_reason=reply.stop_reason,
-                            staged=staged)
+                            staged=staged, not_reached=not_reached)
 
     def usage(self, reply: Reply, request: dict[str, Any], tokens: int,
               content: list[dict[str, Any]]) -> dict[str, Any]:
@@ -351,7 +359,7 @@ class ScenarioEngine:
 
     def _record(self, method: str, path: str, body: dict | None, stream: bool, step: int | None,
                 reply: WireReply, *, kind: str | None = None, stop_reason: str | None = None,
-                staged: str | None = None) -> WireReply:
+                staged: str | None = None, not_reached: list[str] | None = None) -> WireReply:
         if kind is not None:
             reply.kind = kind
         # every response carries a request id, as the API's do (SDK errors and clients' logs read it);
@@ -364,7 +372,8 @@ class ScenarioEngine:
             reply.body = json.dumps(error).encode()
         self.requests.append(RecordedRequest(
             index=len(self.requests), method=method, path=path, body=body, stream=stream, step=step,
-            status=reply.status, kind=reply.kind, stop_reason=stop_reason, staged=staged))
+            status=reply.status, kind=reply.kind, stop_reason=stop_reason, staged=staged,
+            not_reached=not_reached or None))
         return reply
 
     def staged_calls(self) -> dict[int, str]:
@@ -388,6 +397,17 @@ def choose_reply(step: Step, request: dict[str, Any], stream: bool) -> Reply:
         if case.when is None or not case.when.failures(request, stream):
             return case
     return step.cases[-1]
+
+
+def fitted_reply(reply: Reply, request: dict[str, Any]) -> tuple[Reply, list[str]]:
+    """The scripted reply as the live API could send it to ``request`` (``offered.fit_reply``: only offered
+    tools, thinking only when enabled, ``tool_choice`` honoured), and why it changed (empty: as scripted)."""
+    blocks = [b.model_dump(exclude_none=True) for b in reply.content or []]
+    content, stop_reason, why = fit_reply(blocks, reply.stop_reason, request)
+    if not why and content == [{k: v for k, v in b.items() if k != "interchangeable"} for b in blocks]:
+        return reply, []
+    data = reply.model_dump(exclude_none=True, exclude={"when", "cases", "expect", "note"})
+    return Reply.model_validate({**data, "content": content, "stop_reason": stop_reason}), why
 
 
 def normalise_request(request: dict[str, Any]) -> dict[str, Any]:
@@ -480,7 +500,7 @@ def reply_content(reply: Reply, msg_id: str) -> list[dict[str, Any]]:
     """The content blocks a reply sends: tool ids filled in, thinking blocks signed."""
     content = []
     for i, block in enumerate(reply.content or []):
-        data = block.model_dump(exclude_none=True, exclude={"partial_json"})
+        data = block.model_dump(exclude_none=True, exclude={"partial_json", "interchangeable"})
         if data["type"] in ("tool_use", "server_tool_use") and not data.get("id"):
             prefix = "srvtoolu" if data["type"] == "server_tool_use" else "toolu"
             data["id"] = f"{prefix}_{msg_id.rsplit('_', 1)[-1]}_{i}"
