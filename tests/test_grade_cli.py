@@ -83,8 +83,12 @@ def test_agentlab_run_passes_every_rule(capsys):
     assert code == 0, out
     assert data["verdict"] == "pass" and failures(data) == {
         "pause_turn": [], "max_tokens_continue": [], "incomplete_tool_use": []}
-    assert "every rule holds" in out
-    assert "✓ pause_turn_resume" in out and "✓ escalate_cut_tool_call" in out
+    assert "every rule holds" in out and "✓ escalate_cut_tool_call" in out
+    # `agentlab run --tools demo` offers no web search: the live API could not pause a search it was never
+    # offered, so pause_turn's branch is not reached (–), which is neither a pass nor a failure
+    assert "3 scenarios, 2 pass, 0 fail, 1 not reached" in out and "– pause_turn" in out
+    assert "    not reached: the scripted model uses the server tool web_search, which the request does not offer" \
+        in out
 
 
 def test_the_naive_loop_fails_with_the_rules_named_by_scenario(capsys):
@@ -93,19 +97,25 @@ def test_the_naive_loop_fails_with_the_rules_named_by_scenario(capsys):
                             "--json")
     assert code == 1, out
     assert data["verdict"] == "fail"
-    assert failures(data) == {"pause_turn": ["pause_turn_resume"], "mislabel_end_turn": ["tool_result_pairing"],
+    assert failures(data) == {"pause_turn": [], "mislabel_end_turn": ["tool_result_pairing"],
                               "max_tokens_give_up": ["bounded_max_tokens_recovery"]}
     why = {s["name"]: s["why"] for s in data["scenarios"]}
-    assert "the run ended there, with the server tool unfinished" in why["pause_turn"]["pause_turn_resume"]
     assert "(labelled end_turn)" in why["mislabel_end_turn"]["tool_result_pairing"]
+    # it never offers web search, so the search cannot pause: not reached, not a failure
+    unreached = {s["name"]: s.get("not_reached") for s in data["scenarios"]}
+    assert unreached["pause_turn"] and "server tool web_search" in unreached["pause_turn"][0]
 
 
 # -- commands that misbehave -------------------------------------------------------------------------------------
 
 SEND_ONE = """\
 import json, os, sys, urllib.request
-def send(prompt):
+CALCULATOR = {"name": "calculator",
+              "input_schema": {"type": "object", "properties": {"expression": {"type": "string"}}}}
+def send(prompt, tools=None):
     body = {"model": "claude-sonnet-4-6", "max_tokens": 100, "messages": [{"role": "user", "content": prompt}]}
+    if tools:
+        body["tools"] = tools
     request = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", json.dumps(body).encode(),
                                      {"content-type": "application/json",
                                       "x-api-key": os.environ["ANTHROPIC_API_KEY"]})
@@ -148,7 +158,7 @@ def test_a_hanging_command_is_stopped_at_the_timeout_with_its_process_group(tmp_
 
 def test_a_crashing_command_is_graded_on_what_it_sent(tmp_path, capsys):
     command = _script(tmp_path, "crash.py", """
-        send(sys.argv[-1])
+        send(sys.argv[-1], [CALCULATOR])
         raise SystemExit("agent crashed: cannot parse the reply")
     """)
     code, out, data = grade(capsys, "--command", command, "tool_use", "end_turn", "--json")
@@ -165,11 +175,12 @@ def test_a_command_that_never_offers_the_server_tool_is_told_so(tmp_path, capsys
         send(sys.argv[-1])
     """)
     code, out, data = grade(capsys, "--command", command, "pause_turn", "end_turn", "--json")
-    assert code == 1, out
-    notes = {s["name"]: s.get("notes", []) for s in data["scenarios"]}
-    assert notes["end_turn"] == []
-    assert len(notes["pause_turn"]) == 1 and "never offered the server tool(s) web_search" in notes["pause_turn"][0]
-    assert "    note: the client never offered the server tool(s) web_search" in out
+    assert code == 0, out  # not reached is no failure: the exit status is unaffected
+    unreached = {s["name"]: s.get("not_reached", []) for s in data["scenarios"]}
+    assert unreached == {"end_turn": [], "pause_turn": [
+        "the scripted model uses the server tool web_search, which the request does not offer"]}
+    assert "– pause_turn" in out and "2 scenarios, 1 pass, 0 fail, 1 not reached" in out
+    assert "    not reached: the scripted model uses the server tool web_search" in out
 
 
 # -- records, saved reports, the heatmap ---------------------------------------------------------------------------

@@ -26,6 +26,10 @@ class ScenarioGrade:
     ending: str = ""
     record: dict[str, Any] | None = field(default=None, repr=False, compare=False)  # what was judged; not saved
     notes: list[str] = field(default_factory=list)  # what the server saw that bears on the grade (server tools)
+    # why the scenario's branch was not reached (a tool or thinking the client never offered or enabled, so the
+    # live API could not have sent the scripted reply): its branch rules do not count, either way
+    not_reached: list[str] = field(default_factory=list)
+    beyond_script: int = 0  # model requests sent after the script was used up
 
     @property
     def failed(self) -> list[str]:
@@ -46,7 +50,7 @@ class ScenarioGrade:
 
     @property
     def mark(self) -> str:
-        return "✗" if self.failed else "✓" if self.judged else "–"
+        return "✗" if self.failed else "–" if self.not_reached or not self.judged else "✓"
 
     def check(self, rule: str) -> Check | None:
         return next((c for c in self.checks if c.rule == rule), None)
@@ -57,6 +61,10 @@ class ScenarioGrade:
                "requests": self.requests, "ending": self.ending}
         if self.notes:
             out["notes"] = list(self.notes)
+        if self.not_reached:
+            out["not_reached"] = list(self.not_reached)
+        if self.beyond_script:
+            out["beyond_script"] = self.beyond_script
         return out
 
 
@@ -71,8 +79,28 @@ def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None)
             scenario = None
     run = Run(record, scenario)
     checks = [c for rule in RULES if (c := rule.check(run)) is not None]
+    unreached = not_reached(record, scenario)
+    if unreached:  # the live API could not have sent the scripted branch: its rules neither pass nor fail
+        checks = [c if c.rule in UNIVERSAL or c.status != "fail" else Check(c.rule, "skip", f"not judged: {c.why}")
+                  for c in checks]
+    notes = [] if unreached else server_tool_notes(record, scenario)  # a server tool not offered: not reached
+    beyond = sum(1 for r in run.requests if r.get("kind") == "unexpected")
     return ScenarioGrade(str(record.get("scenario")), checks, len(run.requests), ending(record), record,
-                         server_tool_notes(record, scenario))
+                         notes, unreached, beyond)
+
+
+def not_reached(record: dict[str, Any], scenario: Scenario | None) -> list[str]:
+    """Why the scenario's branch was not reached, each reason once: what the server could not send as scripted
+    (a request's ``not_reached``), and, in records made before the server said so, the note that the client
+    never offered a server tool the scripted model uses."""
+    out: list[str] = []
+    for r in record.get("requests") or []:
+        for reason in r.get("not_reached") or []:
+            if reason not in out:
+                out.append(str(reason))
+    if not out:
+        out = server_tool_notes(record, scenario)
+    return out
 
 
 def server_tool_notes(record: dict[str, Any], scenario: Scenario | None) -> list[str]:
@@ -142,20 +170,27 @@ class Report:
             name = item["name"]
             checks = [Check(c["rule"], c["status"], c["why"]) for c in (data.get("checks") or {}).get(name, [])]
             grades.append(ScenarioGrade(name, checks, int(item.get("requests") or 0), str(item.get("ending") or ""),
-                                        notes=[str(n) for n in item.get("notes") or []]))
+                                        notes=[str(n) for n in item.get("notes") or []],
+                                        not_reached=[str(n) for n in item.get("not_reached") or []],
+                                        beyond_script=int(item.get("beyond_script") or 0)))
         return cls(str(data.get("client")), grades)
 
     def text(self) -> str:
         """The report as the CLI prints it: per scenario its verdict and ending, then each rule with ✓/✗ and why."""
-        n_pass = sum(1 for g in self.grades if g.passed)
+        n_pass = sum(1 for g in self.grades if g.passed and not g.not_reached)
+        n_unreached = sum(1 for g in self.grades if g.passed and g.not_reached)
+        unreached = f", {n_unreached} not reached" if n_unreached else ""
         lines = [f"{self.client}: {plural(len(self.grades), 'scenario')}, {n_pass} pass, "
-                 f"{len(self.grades) - n_pass} fail", ""]
+                 f"{len(self.grades) - n_pass - n_unreached} fail{unreached}", ""]
         width = max([len(g.scenario) for g in self.grades] + [8])
         rule_width = max(len(c.rule) for g in self.grades for c in g.checks) if any(
             g.checks for g in self.grades) else 10
         for g in self.grades:
             how = f"{plural(g.requests, 'request')}, {g.ending}" if g.ending else ""
+            if g.beyond_script:
+                how += f" ({g.beyond_script} beyond the end of the script)"
             lines.append(f"{g.mark} {g.scenario:<{width}}  {how}".rstrip())
+            lines += [f"    not reached: {n}" for n in g.not_reached]
             for c in g.checks:
                 if c.rule in ("ends_on_its_own", "sends_the_prompt") and c.status == "pass":
                     continue  # the scenario's line says how it ended and how many requests it sent

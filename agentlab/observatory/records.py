@@ -280,6 +280,8 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
             "max_tokens": body.get("max_tokens"), "stream": recorded.stream, "step": recorded.step,
             "kind": recorded.kind, "action": classify(diff, prev_reply), "reply": summary, "appended": diff,
         }
+        if recorded.not_reached:
+            entry["not_reached"] = list(recorded.not_reached)
         if exchange.thread is not None:
             entry["thread"] = exchange.thread.get("type")
             entry["sent_messages"] = len((exchange.sent or {}).get("messages") or [])
