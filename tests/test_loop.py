@@ -25,6 +25,7 @@ from agentlab.lab import scenario_loop
 
 SECRET = "sk-ant-test-SECRET123456"
 DEFAULT_MODEL = Scenario.model_fields["model"].default
+WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search"}  # offered, so the scripted search is sent
 
 
 @pytest.fixture(params=[False, True], ids=["json", "stream"])
@@ -264,7 +265,7 @@ def test_pause_turn_resends_the_content_unchanged(stream):
 def test_repeated_pause_turn_merges_into_one_assistant_turn_and_is_bounded(stream):
     pause = {"content": [{"type": "server_tool_use", "name": "web_search", "input": {"query": "q"}}],
              "stop_reason": "pause_turn"}
-    loop = run(inline([dict(pause) for _ in range(8)]), stream)
+    loop = run(inline([dict(pause) for _ in range(8)], server_tools=[WEB_SEARCH]), stream)
     limit = loop.limits.max_pause_continuations
     assert loop.result.subtype == "error_during_execution"
     assert len(loop.engine.requests) == limit + 1
@@ -520,7 +521,7 @@ def test_refusal_leaves_a_valid_transcript(stream, case):
     else:
         steps = [{"content": [{"type": "tool_use", "name": "calculator", "input": {"expression": "1"}}],
                   "stop_reason": "refusal"}]
-    loop = run(inline(steps, tools="demo"), stream)
+    loop = run(inline(steps, tools="demo", server_tools=[WEB_SEARCH]), stream)
     assert loop.result.subtype == "error_refusal"
     assert validate_history(loop.result.messages) == []
 

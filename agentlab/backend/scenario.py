@@ -101,6 +101,8 @@ class Predicate(_Strict):
     thinking: bool | None = None  # the request enables extended thinking
     cache_control: bool | None = None  # the request carries cache_control breakpoints
     tools_include: str | None = None  # a tool (client or server tool) of this name is offered in ``tools``
+    # max_tokens above the output ceiling of the model the request asks for (data/models.yaml)
+    max_tokens_over_ceiling: bool | None = None
 
     def failures(self, request: dict[str, Any], stream: bool, previous_tokens: int | None = None) -> list[str]:
         """What does not hold, in words; empty when the request matches."""
@@ -158,6 +160,13 @@ class Predicate(_Strict):
             names = [t.get("name") for t in request.get("tools") or [] if isinstance(t, dict)]
             if self.tools_include not in names:
                 out.append(f"a tool named {self.tools_include!r} in tools, got {names or 'none'}")
+        if self.max_tokens_over_ceiling is not None:
+            from .models import model_limits
+
+            ceiling = model_limits(request.get("model")).max_output
+            if ((max_tokens or 0) > ceiling) != self.max_tokens_over_ceiling:
+                relation = "above" if self.max_tokens_over_ceiling else "at most"
+                out.append(f"max_tokens {relation} {request.get('model')}'s ceiling {ceiling}, got {max_tokens}")
         if self.messages_at_most is not None and len(messages) > self.messages_at_most:
             out.append(f"at most {self.messages_at_most} messages, got {len(messages)}")
         if self.messages_at_least is not None and len(messages) < self.messages_at_least:
@@ -173,6 +182,9 @@ class Usage(_Strict):
     output_tokens: int | None = Field(default=None, ge=0)
     cache_read_input_tokens: int | None = Field(default=None, ge=0)
     cache_creation_input_tokens: int | None = Field(default=None, ge=0)
+    # input_tokens as this share of the context window of the model the request asks for (data/models.yaml):
+    # "the window is nearly full" holds for a 200k and for a 1M window alike
+    window_share: float | None = Field(default=None, gt=0, le=1)
     staged: bool = False
 
 
@@ -180,7 +192,8 @@ class ErrorSpec(_Strict):
     """An HTTP error reply. ``headers`` are sent with it (``retry_after`` adds ``retry-after``);
     ``api_headers`` says which of the headers that steer retries (``x-should-retry``, ``retry-after``) the
     real API sends in this case, so a record can show whether the client saw what it would see live.
-    ``{max_tokens}`` and ``{model}`` in ``message`` are replaced by the request's values."""
+    ``{max_tokens}`` and ``{model}`` in ``message`` are replaced by the request's values, ``{ceiling}`` and
+    ``{window}`` by the requested model's output ceiling and context window (data/models.yaml)."""
 
     status: int = Field(ge=400, le=599)
     type: str = "api_error"

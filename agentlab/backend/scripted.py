@@ -17,6 +17,7 @@ from typing import Any
 
 from ..core.caching import PromptCache
 from ..core.compaction import estimate_tokens, text_blocks
+from .models import model_limits
 from .offered import fit_reply
 from .validate import request_problem  # noqa: F401  (re-exported: the engine and its callers name it here)
 from .scenario import (
@@ -276,7 +277,7 @@ class ScenarioEngine:
         """The reply's usage, computed in this one place: the scenario's numbers where it gives them, else
         the prompt split into uncached input, cache writes and cache reads (from the prompt cache), and an
         estimate of the output. The cache is read and written even when the scenario fixes the numbers."""
-        given = reply.usage.model_dump(exclude_none=True, exclude={"staged"}) if reply.usage else {}
+        given = _scripted_usage(reply, request)
         cached = self.cache.use(self.sizing(request) if self.sizing is not None else request, tokens)
         computed = {
             "input_tokens": tokens - cached.read - cached.written,
@@ -467,7 +468,21 @@ def _error_from_spec(spec: ErrorSpec, request: dict[str, Any] | None = None) -> 
     message = spec.message
     for key in ("max_tokens", "model"):
         message = message.replace("{" + key + "}", str((request or {}).get(key)))
+    limits = model_limits((request or {}).get("model"))
+    message = message.replace("{ceiling}", str(limits.max_output)).replace("{window}", str(limits.context_window))
     return _error(spec.status, error_type, message, headers)
+
+
+def _scripted_usage(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
+    """The usage numbers a reply scripts; ``window_share`` becomes input_tokens, that share of the requested
+    model's context window."""
+    if reply.usage is None:
+        return {}
+    given = reply.usage.model_dump(exclude_none=True, exclude={"staged", "window_share"})
+    if reply.usage.window_share is not None:
+        window = model_limits(request.get("model")).context_window
+        given["input_tokens"] = round(window * reply.usage.window_share)
+    return given
 
 
 def _output_tokens(reply: Reply, request: dict[str, Any], content: list[dict[str, Any]]) -> int:
@@ -516,7 +531,7 @@ def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str,
     scenario's numbers, else estimates from the request, with no cache use."""
     content = reply_content(reply, msg_id)
     if usage is None:
-        scripted = reply.usage.model_dump(exclude_none=True, exclude={"staged"}) if reply.usage else {}
+        scripted = _scripted_usage(reply, request)
         usage = {  # every field the API sends, in its order
             "input_tokens": scripted.get("input_tokens", input_tokens if input_tokens is not None
                                          else estimate_tokens(request_payload(request))),
