@@ -601,3 +601,43 @@ def is_summary_request(request: dict[str, Any]) -> bool:
         text = "\n".join(str(b.get("text", "")) for b in content or []
                          if isinstance(b, dict) and b.get("type") == "text")
     return bool(_SUMMARY_ASK.search(text[-4000:]))
+
+
+# Side traffic: requests a client makes beside its loop, recognised by their shape. They are answered without
+# using a scripted step, and a record lists them apart from the loop's requests.
+_TITLE_ASK = re.compile(
+    r"\b(generate|write|create|extract|suggest|give)\b[^.\n]{0,80}\b(title|topic)\b|\bnew conversation topic\b"
+    r"|\bisNewTopic\b", re.IGNORECASE)
+
+
+def side_request(request: dict[str, Any], main_model: str | None = None) -> str | None:
+    """What kind of side request ``request`` is, or None for a request of the agent's loop:
+
+    - ``title``: asks, in its system prompt, for a title or a topic of the conversation, with no tools offered
+      (the Claude Agent SDK's session title, Claude Code's topic detection);
+    - ``quota``: a one-message request with ``max_tokens: 1`` (Claude Code's quota probe);
+    - ``summary``: asks for a summary of the conversation on another model than the loop's (a summary on the
+      loop's own model is compaction, which the scenario answers and the rules judge).
+    """
+    messages = request.get("messages") or []
+    if not request.get("tools") and _TITLE_ASK.search(_system_text(request)[:4000]):
+        return "title"
+    if request.get("max_tokens") == 1 and len(messages) == 1:
+        return "quota"
+    if main_model is not None and request.get("model") != main_model and is_summary_request(request):
+        return "summary"
+    return None
+
+
+def side_reply_text(kind: str, request: dict[str, Any]) -> str:
+    """A short answer of the kind the side request asks for."""
+    if kind == "title":
+        return '{"isNewTopic": false, "title": null}' if "isnewtopic" in _system_text(request).lower() \
+            else "Scripted conversation"
+    if kind == "summary":
+        return summary_text()
+    return "ok"
+
+
+def summary_text() -> str:
+    return "Summary: the conversation so far, in a few words."

@@ -29,6 +29,8 @@ from .scenario import (
     is_summary_request,
     load_scenario,
     request_payload,
+    side_reply_text,
+    side_request,
 )
 
 # Hand-written usage must agree with the request and the reply, within this tolerance of the engine's own
@@ -130,6 +132,7 @@ class ScenarioEngine:
     # True serves every reply as scripted, whatever the request offers (tests of how a loop handles a call
     # to a tool it never offered); by default a reply is fitted to the request (``fitted_reply``)
     as_scripted: bool = False
+    main_model: str | None = None  # the model of the first request that used a step (side requests use others)
 
     def __post_init__(self) -> None:
         self.cache.min_tokens = self.scenario.cache_min_tokens
@@ -147,6 +150,7 @@ class ScenarioEngine:
         self.last_stop_reason = None
         self.cache.clear()
         self.stand_ins.clear()
+        self.main_model = None
 
     def request_tokens(self, request: dict[str, Any]) -> int:
         """The engine's estimate of a request's size: what fills the context window, stand-ins at their weight."""
@@ -209,6 +213,13 @@ class ScenarioEngine:
         normalised = normalise_request(request)
         scenario = self.scenario
         tokens = self.request_tokens(normalised)  # once per request: it is the hot path (cache markers excluded)
+        side = side_request(normalised, self.main_model)
+        if side is not None:  # beside the loop: answered, no step used up, listed apart in a record
+            reply = Reply.model_validate({"content": [{"type": "text", "text": side_reply_text(side, normalised)}],
+                                          "stop_reason": "end_turn"})
+            return self._record(method, path, request, stream, None,
+                                self._message(reply, normalised, stream, f"side{len(self.requests):03d}", tokens),
+                                kind=f"side:{side}")
         summary = is_summary_request(normalised)
         invalid = self._invalid_thinking(normalised)
         if invalid is not None:
@@ -241,6 +252,7 @@ class ScenarioEngine:
                                 kind="unexpected", stop_reason="end_turn")
         index = self.next_step
         self.next_step += 1
+        self.main_model = self.main_model or normalised.get("model")
         step: Step = scenario.steps[index]
         previous, self.previous_tokens = self.previous_tokens, tokens
         if step.expect is not None:

@@ -30,6 +30,7 @@ class ScenarioGrade:
     # live API could not have sent the scripted reply): its branch rules do not count, either way
     not_reached: list[str] = field(default_factory=list)
     beyond_script: int = 0  # model requests sent after the script was used up
+    side_requests: list[str] = field(default_factory=list)  # beside the loop: "1 title request", ...
 
     @property
     def failed(self) -> list[str]:
@@ -65,6 +66,8 @@ class ScenarioGrade:
             out["not_reached"] = list(self.not_reached)
         if self.beyond_script:
             out["beyond_script"] = self.beyond_script
+        if self.side_requests:
+            out["side_requests"] = list(self.side_requests)
         return out
 
 
@@ -86,7 +89,18 @@ def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None)
     notes = [] if unreached else server_tool_notes(record, scenario)  # a server tool not offered: not reached
     beyond = sum(1 for r in run.requests if r.get("kind") == "unexpected")
     return ScenarioGrade(str(record.get("scenario")), checks, len(run.requests), ending(record), record,
-                         notes, unreached, beyond)
+                         notes, unreached, beyond, side_requests(record))
+
+
+def side_requests(record: dict[str, Any]) -> list[str]:
+    """The record's side requests (answered beside the loop, no step used up), counted by kind and model."""
+    counts: dict[tuple[str, str], int] = {}
+    for item in record.get("side_requests") or []:
+        key = (str(item.get("what")), str(item.get("model")))
+        counts[key] = counts.get(key, 0) + 1
+    probes = [p for p in record.get("probes") or [] if "count_tokens" in str(p)]
+    out = [f"{plural(n, what + ' request')} on {model}" for (what, model), n in counts.items()]
+    return out + (["token counting (POST /v1/messages/count_tokens)"] if probes else [])
 
 
 def not_reached(record: dict[str, Any], scenario: Scenario | None) -> list[str]:
@@ -172,7 +186,8 @@ class Report:
             grades.append(ScenarioGrade(name, checks, int(item.get("requests") or 0), str(item.get("ending") or ""),
                                         notes=[str(n) for n in item.get("notes") or []],
                                         not_reached=[str(n) for n in item.get("not_reached") or []],
-                                        beyond_script=int(item.get("beyond_script") or 0)))
+                                        beyond_script=int(item.get("beyond_script") or 0),
+                                        side_requests=[str(n) for n in item.get("side_requests") or []]))
         return cls(str(data.get("client")), grades)
 
     def text(self) -> str:
@@ -191,6 +206,8 @@ class Report:
                 how += f" ({g.beyond_script} beyond the end of the script)"
             lines.append(f"{g.mark} {g.scenario:<{width}}  {how}".rstrip())
             lines += [f"    not reached: {n}" for n in g.not_reached]
+            if g.side_requests:
+                lines.append(f"    side requests (answered without using a step): {'; '.join(g.side_requests)}")
             for c in g.checks:
                 if c.rule in ("ends_on_its_own", "sends_the_prompt") and c.status == "pass":
                     continue  # the scenario's line says how it ended and how many requests it sent

@@ -262,6 +262,7 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
     requests: list[dict[str, Any]] = []
     arrivals: list[float] = []
     probes: list[str] = []
+    side: list[dict[str, Any]] = []
     prev_body: dict[str, Any] | None = None
     prev_reply: dict[str, Any] | None = None
     prev_step_tokens: int | None = None
@@ -272,6 +273,9 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
             probes.append(f"{recorded.method} {route}")
             continue
         body = recorded.body
+        if recorded.kind.startswith("side:"):  # beside the loop (a title, a quota probe): listed apart
+            side.append({"what": recorded.kind.split(":", 1)[1], "model": body.get("model"), "path": recorded.path})
+            continue
         normalised = normalise_request(body)
         summary = reply_summary(reply.status, reply.headers, reply.body)
         diff = diff_requests(prev_body, body)
@@ -323,6 +327,7 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
         "row": scenario.row, "description": scenario.description,
         "settings": outcome.settings, "notes": notes,
         "requests": requests, "probes": sorted(set(probes)),
+        **({"side_requests": side} if side else {}),
         "summary": _summary(scenario, requests), "result": outcome.result,
         "timing": {"wall_s": round(wall_s, 3),
                    "request_s": [round(t - arrivals[0], 3) for t in arrivals] if arrivals else []},
