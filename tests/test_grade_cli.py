@@ -208,3 +208,30 @@ def test_observed_agentlab_alone_exits_0(capsys):
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to see whether a process is alive")
 def test_alive_helper_sees_this_process():
     assert _alive(os.getpid())
+
+
+def test_a_client_that_posts_to_messages_without_v1_is_told_how_to_run_it(tmp_path, capsys):
+    # like the Vercel AI SDK: it appends /messages to ANTHROPIC_BASE_URL, which it expects to end in /v1
+    path = tmp_path / "no_v1.py"
+    path.write_text(textwrap.dedent("""\
+        import json, os, sys, urllib.error, urllib.request
+        body = {"model": "claude-sonnet-4-6", "max_tokens": 100,
+                "messages": [{"role": "user", "content": sys.argv[-1]}]}
+        request = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/messages", json.dumps(body).encode(),
+                                         {"content-type": "application/json"})
+        try:
+            print(json.loads(urllib.request.urlopen(request).read())["content"][0]["text"])
+        except urllib.error.HTTPError as error:
+            sys.exit(json.loads(error.read())["error"]["message"])
+    """), encoding="utf-8")
+    command = f"{PY} {shlex.quote(str(path))}"
+    code, out, data = grade(capsys, "--command", command, "end_turn", "--json")
+    assert code == 1, out
+    why = data["scenarios"][0]["why"]["sends_the_prompt"]
+    assert why.startswith("no request reached /v1/messages: the client posted to /messages (exit 1")
+    assert why.endswith("it expects a base URL that ends in /v1: grade it with --base-url-suffix /v1")
+    code, out, data = grade(capsys, "--command", command, "end_turn", "--base-url-suffix", "/v1", "--json")
+    assert code == 0, out
+    assert data["verdict"] == "pass"
+    assert main(["grade", "--command", command, "end_turn", "--base-url-suffix", "v1"]) == 2
+    assert "--base-url-suffix: expected a path such as /v1, got 'v1'" in capsys.readouterr().err

@@ -45,6 +45,11 @@ ERROR_TYPES = {
 }
 
 
+# said in the 404 to a client that posts to /messages: it appends /messages to a base URL it expects to end in /v1
+MISSING_V1 = ("; the client left /v1 out of its path: it expects a base URL that ends in /v1 (give it the server's "
+              "URL followed by /v1; `agentlab grade --base-url-suffix /v1` does so)")
+
+
 @dataclass
 class WireReply:
     status: int
@@ -186,7 +191,8 @@ class ScenarioEngine:
                 {"allow": "POST"}), kind="method_not_allowed")
         if not served:
             return self._record(method, path, None, False, None, _error(
-                404, "not_found_error", f"agentlab serves POST /v1/messages, not {method} {route}"))
+                404, "not_found_error", f"agentlab serves POST /v1/messages, not {method} {route}"
+                + (MISSING_V1 if route.endswith(("/messages", "/messages/count_tokens")) else "")))
         problem: str | None
         try:
             request = json.loads(body or b"{}")

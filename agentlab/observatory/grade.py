@@ -82,6 +82,7 @@ from .grade_serving import (  # noqa: F401  (re-exported: agentlab.observatory.g
     KILL_GRACE_S,
     MAX_TIMEOUT_S,
     LoopFn,
+    check_suffix,
     check_timeout,
     command_runner,
     function_runner,
@@ -110,6 +111,7 @@ def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = Non
         raise ConfigError(f"--jobs: expected at least 1, got {args.jobs}")
     if args.agent_command:
         check_timeout(args.timeout)  # before the banner and before anything runs
+        check_suffix(getattr(args, "base_url_suffix", "") or "")
     reports: list[Report] = observed_reports(clients=args.observed or None) if args.observed is not None else []
     for path in args.load or []:
         try:
@@ -129,7 +131,8 @@ def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = Non
               f"timeout {args.timeout:g} s", file=sys.stderr, flush=True)
         started = time.perf_counter()
         reports.append(grade_command(argv, names, timeout=args.timeout, jobs=args.jobs,
-                                     label=args.label or args.agent_command))
+                                     label=args.label or args.agent_command,
+                                     base_url_suffix=getattr(args, "base_url_suffix", "") or ""))
         print(f"agentlab grade: done in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
     for k, report in enumerate(reports):
         if k:

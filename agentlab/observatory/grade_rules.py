@@ -186,6 +186,12 @@ def sends_the_prompt(run: Run) -> Check | None:
     """Every run: the client sends at least one request, and the first one carries the scenario's prompt."""
     name = "sends_the_prompt"
     if not run.requests:
+        posted = [p for p in run.record.get("probes") or [] if str(p).startswith("POST ")
+                  and str(p).split(" ", 1)[1].endswith("/messages") and "/v1/" not in str(p)]
+        if posted:
+            return _fail(name, f"no request reached /v1/messages: the client posted to {posted[0].split(' ', 1)[1]} "
+                               f"({ending(run.record)}); it expects a base URL that ends in /v1: grade it with "
+                               "--base-url-suffix /v1")
         return _fail(name, f"no request reached the server ({ending(run.record)})")
     if run.scenario is None:
         return None

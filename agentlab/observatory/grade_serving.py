@@ -97,13 +97,23 @@ def parse_command(command: str | Sequence[str]) -> list[str]:
     return argv
 
 
-def command_runner(argv: Sequence[str], cwd: str | Path | None = None):
-    """An observe runner: ``argv + [prompt]`` with ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` (a dummy) set,
-    in its own process group, killed (the whole group) at the timeout."""
+def check_suffix(suffix: str) -> str:
+    """``--base-url-suffix``: a path such as ``/v1`` (starting with /, no spaces, query or fragment)."""
+    if suffix and (not suffix.startswith("/") or any(c in suffix for c in " ?#\t\n")):
+        raise ConfigError(f"--base-url-suffix: expected a path such as /v1, got {suffix!r}")
+    return suffix.rstrip("/")
+
+
+def command_runner(argv: Sequence[str], cwd: str | Path | None = None, base_url_suffix: str = ""):
+    """An observe runner: ``argv + [prompt]`` with ``ANTHROPIC_BASE_URL`` (the server's URL, then
+    ``base_url_suffix``) and ``ANTHROPIC_API_KEY`` (a dummy) set, in its own process group, killed (the whole
+    group) at the timeout."""
     from .observe_clients import ClientOutcome, client_env
 
+    suffix = check_suffix(base_url_suffix)
+
     def run(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
-        env = {**client_env(), "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": GRADE_KEY}
+        env = {**client_env(), "ANTHROPIC_BASE_URL": base_url + suffix, "ANTHROPIC_API_KEY": GRADE_KEY}
         proc = subprocess.Popen([*argv, scenario.prompt], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                                 start_new_session=True)
@@ -205,13 +215,14 @@ def _grade(label: str, runner: Any, scenarios: Sequence[str] | None, timeout: fl
 
 def grade_command(command: str | Sequence[str], scenarios: Sequence[str] | None = None, *,
                   timeout: float = DEFAULT_TIMEOUT, jobs: int = 4, label: str | None = None,
-                  cwd: str | Path | None = None,
+                  cwd: str | Path | None = None, base_url_suffix: str = "",
                   progress: Callable[[ScenarioGrade], None] | None = None) -> Report:
     """Grade a command: for each scenario (default: :func:`gradeable_scenarios`) serve it, run
-    ``command + [prompt]`` against it, judge what it sent."""
+    ``command + [prompt]`` against it, judge what it sent. ``base_url_suffix`` (``/v1``) is appended to the
+    server's URL in ``ANTHROPIC_BASE_URL``, for clients that expect a base URL ending in /v1."""
     argv = parse_command(command)
     text = command if isinstance(command, str) else shlex.join(argv)
-    return _grade(label or text, command_runner(argv, cwd), scenarios, timeout, jobs, progress)
+    return _grade(label or text, command_runner(argv, cwd, base_url_suffix), scenarios, timeout, jobs, progress)
 
 
 def grade_function(fn: LoopFn, scenarios: Sequence[str] | None = None, *, timeout: float = 30.0,
