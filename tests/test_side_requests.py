@@ -57,3 +57,18 @@ def test_the_report_lists_side_requests_and_grades_the_loop_alone() -> None:
 
 def report_of(loop):
     return grade_function(loop, ["end_turn"], jobs=1)
+
+
+def test_requests_beyond_the_script_are_counted_in_the_report() -> None:
+    def asks_twice(client, prompt, tools, run_tool):
+        messages = [{"role": "user", "content": prompt}]
+        reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=messages)
+        messages += [{"role": "assistant", "content": reply.content[0].text},
+                     {"role": "user", "content": "And again?"}]
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=messages)
+
+    report = report_of(asks_twice)
+    grade = report.grade("end_turn")
+    assert grade.requests == 2 and grade.beyond_script == 1
+    assert "end_turn  2 requests, returned (1 beyond the end of the script)" in report.text()
+    assert report.to_dict()["scenarios"][0]["beyond_script"] == 1
