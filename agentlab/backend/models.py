@@ -63,10 +63,11 @@ def load_models(path: str | Path = MODELS_FILE) -> ModelTable:
     models: dict[str, ModelLimits] = {}
     for model, row in raw["models"].items():
         values = [row.get(k) if isinstance(row, dict) else None for k in ("context_window", "max_output")]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+        numbers = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+        if len(numbers) != 2:
             raise ConfigError(f"{path}: models.{model}: expected context_window and max_output, whole numbers "
                               "above 0")
-        models[str(model)] = ModelLimits(str(model), values[0], values[1])
+        models[str(model)] = ModelLimits(str(model), numbers[0], numbers[1])
     if raw["default"] not in models:
         raise ConfigError(f"{path}: default {raw['default']!r} is not one of the models")
     return ModelTable(str(raw["checked"]), str(raw["source"]), str(raw["default"]), models)

@@ -56,13 +56,16 @@ def _tool_choice(request: dict[str, Any]) -> tuple[str, str | None]:
 
 def input_for(tool: dict[str, Any], text: str) -> dict[str, Any]:
     """An input for ``tool`` from its schema: its required fields, strings carrying ``text``."""
-    schema = tool.get("input_schema") if isinstance(tool.get("input_schema"), dict) else {}
-    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    raw_schema = tool.get("input_schema")
+    schema: dict[str, Any] = raw_schema if isinstance(raw_schema, dict) else {}
+    raw_props = schema.get("properties")
+    props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
     required = [r for r in schema.get("required") or [] if isinstance(r, str)] or list(props)[:1]
     empty = {"number": 0, "integer": 0, "boolean": False, "array": [], "object": {}, "null": None}
     out: dict[str, Any] = {}
     for name in required:
-        kind = (props.get(name) or {}).get("type") if isinstance(props.get(name), dict) else "string"
+        prop = props.get(name)
+        kind = prop.get("type") if isinstance(prop, dict) else "string"
         out[name] = empty.get(str(kind), text) if kind != "string" else text
     return out
 
