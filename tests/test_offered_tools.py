@@ -104,3 +104,17 @@ def test_server_tool_blocks_only_when_the_server_tool_is_offered() -> None:
     assert "server tool web_search, which the request does not offer" in seen.not_reached[0]
     reply, seen = ask("pause_turn", tools=[{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}])
     assert kinds(reply) == ["text", "server_tool_use"] and reply.stop_reason == "pause_turn"
+
+
+BASH = tool("Bash", "command")
+
+
+def test_a_client_with_tools_of_its_own_gets_the_scenario_s_stand_in_call() -> None:
+    """Claude Code offers Bash, not the demo tools: a demo-tool scenario stands a Bash command in for each call."""
+    reply, seen = ask("tool_use", tools=[BASH, tool("Read", "file_path")])
+    assert kinds(reply) == ["text", "tool_use"] and reply.stop_reason == "tool_use" and seen.not_reached is None
+    assert reply.content[1].name == "Bash"
+    assert reply.content[1].input == {"command": "python3 -c 'print(1234 + 5678)'",
+                                      "description": "Calculate 1234 + 5678"}
+    reply, _ = ask("tool_use", tools=[BASH, CALCULATOR])  # the scripted tool offered: the script itself
+    assert reply.content[1].name == "calculator"

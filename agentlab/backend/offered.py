@@ -8,8 +8,10 @@ grade`` shows that scenario's branch as not reached (–), neither a pass nor a 
 
 - a ``thinking`` or ``redacted_thinking`` block, when the request does not enable thinking: left out;
 - a ``server_tool_use`` block (and its result) for a server tool the request does not offer: left out;
-- a ``tool_use`` block for a tool the request does not offer: called as an offered tool instead when the
-  scenario marks the call ``interchangeable`` (any tool will do for its branch), else left out;
+- a ``tool_use`` block for a tool the request does not offer: the scenario's stand-in call (``stand_ins``:
+  for instance a Bash command for a client whose tools are its own) when the request offers that tool, else a
+  call to an offered tool when the scenario marks the call ``interchangeable`` (any tool will do for its
+  branch), else left out;
 - ``tool_choice: {"type": "none"}``: no ``tool_use`` block at all;
 - ``tool_choice: {"type": "any"}`` or ``{"type": "tool", "name": ...}``: a reply without a tool call calls
   the chosen tool (for ``any``: a tool whose name says it gives the final answer, else the first offered
@@ -74,11 +76,13 @@ def _plain_text(content: list[dict[str, Any]]) -> str:
     return " ".join(str(b.get("text", "")) for b in content if b.get("type") == "text").strip() or "Done."
 
 
-def fit_reply(content: list[dict[str, Any]], stop_reason: str | None,
-              request: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None, list[str]]:
+def fit_reply(content: list[dict[str, Any]], stop_reason: str | None, request: dict[str, Any],
+              stand_ins: dict[str, dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], str | None, list[str]]:
     """The scripted content and stop reason fitted to the request, and why it changed (empty: unchanged).
 
-    ``content`` holds the scenario's blocks as dicts (a ``tool_use`` may carry ``interchangeable``)."""
+    ``content`` holds the scenario's blocks as dicts (a ``tool_use`` may carry ``interchangeable``);
+    ``stand_ins`` maps a tool name to the call (``name``, ``input``) that stands in for it when the request
+    does not offer that tool but offers the stand-in's."""
     why: list[str] = []
     client_tools, server_names = offered_tools(request)
     names = [t["name"] for t in client_tools]
@@ -98,7 +102,7 @@ def fit_reply(content: list[dict[str, Any]], stop_reason: str | None,
         if kind == "web_search_tool_result" and block.get("tool_use_id") in dropped_servers:
             continue
         if kind == "tool_use":
-            fitted = _fit_call(block, names, client_tools, choice, forced, why)
+            fitted = _fit_call(_stood_in(block, names, stand_ins or {}), names, client_tools, choice, forced, why)
             if fitted is None:
                 continue
             block = fitted
@@ -120,6 +124,23 @@ def fit_reply(content: list[dict[str, Any]], stop_reason: str | None,
         out = [{"type": "text", "text": "[agentlab] The scripted reply cannot be sent to this request: "
                                         + "; ".join(why) + "."}]
     return out, stop_reason, why
+
+
+def _stood_in(block: dict[str, Any], names: list[str], stand_ins: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A call to a tool the request does not offer, as the scenario's stand-in call when the request offers that;
+    ``{field}`` in the stand-in's input strings is the scripted input's field."""
+    stand_in = stand_ins.get(str(block.get("name")))
+    if block.get("name") in names or stand_in is None or stand_in.get("name") not in names:
+        return block
+    given = block.get("input") or {}
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, str):
+            for key, field in given.items():
+                value = value.replace("{" + str(key) + "}", str(field))
+        return value
+
+    return {**block, "name": stand_in["name"], "input": {k: fill(v) for k, v in (stand_in.get("input") or {}).items()}}
 
 
 def _fit_call(block: dict[str, Any], names: list[str], tools: list[dict[str, Any]], choice: str,

@@ -62,6 +62,14 @@ class WebSearchResultBlock(_Strict):
     content: list[dict[str, Any]] | dict[str, Any] = Field(default_factory=list)
 
 
+class StandIn(_Strict):
+    """The call that stands in for a scripted tool call when the request does not offer that tool: ``name`` is
+    a tool the client offers, ``input`` its input, where ``{field}`` is the scripted call's input field."""
+
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
 class ThinkingBlock(_Strict):
     type: Literal["thinking"]
     thinking: str
@@ -283,6 +291,19 @@ class Expected(_Strict):
     stop_reason: str | None = None
 
 
+# The demo tools' stand-ins, for a scenario with ``tools: demo`` that gives none of its own: a client that
+# offers none of the demo tools but a shell (Claude Code's Bash) gets each scripted call as a Bash command that
+# does the same, so the step's branch (a tool round trip) is reached with a tool the client has.
+DEMO_STAND_INS: dict[str, dict[str, Any]] = {
+    "read_file": {"name": "Bash", "input": {"command": "cat {path}", "description": "Read {path}"}},
+    "get_weather": {"name": "Bash", "input": {"command": "echo 'Weather in {location}: 18 C, partly cloudy'",
+                                              "description": "Weather in {location}"}},
+    "calculator": {"name": "Bash", "input": {"command": "python3 -c 'print({expression})'",
+                                             "description": "Calculate {expression}"}},
+    "run_tests": {"name": "Bash", "input": {"command": "echo '12 passed, 0 failed'", "description": "Run the tests"}},
+}
+
+
 class Scenario(_Strict):
     name: str
     description: str
@@ -304,6 +325,9 @@ class Scenario(_Strict):
     # server tools the scripted model uses (e.g. {type: web_search_20250305, name: web_search}): a client
     # must offer them in ``tools`` for the API to answer with their blocks, so clients enable them
     server_tools: list[dict[str, Any]] = Field(default_factory=list)
+    # tool name -> the call that stands in for it when a request does not offer that tool (a client with tools
+    # of its own, such as Claude Code's Bash): the step's branch is reached with a tool the client has
+    stand_ins: dict[str, StandIn] = Field(default_factory=dict)
     tests_pass_after: int | None = None  # run_tests fails this many times, then passes
     stop_hook: StopHookSpec | None = None
     facts: dict[str, str] = Field(default_factory=dict)
@@ -317,6 +341,8 @@ class Scenario(_Strict):
     def _check_steps(self) -> Scenario:
         if not self.steps:
             raise ValueError("a scenario needs at least one step")
+        if self.tools == "demo" and "stand_ins" not in self.model_fields_set:
+            self.stand_ins = {k: StandIn.model_validate(v) for k, v in DEMO_STAND_INS.items()}
         if self.thinking is not None and self.thinking >= self.max_tokens:
             raise ValueError(f"thinking budget {self.thinking} must be below max_tokens {self.max_tokens}")
         return self

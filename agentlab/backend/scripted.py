@@ -29,6 +29,7 @@ from .scenario import (
     is_summary_request,
     load_scenario,
     request_payload,
+    StandIn,
     side_reply_text,
     side_request,
 )
@@ -274,7 +275,8 @@ class ScenarioEngine:
         if reply.error is not None:
             return self._record(method, path, request, stream, index, _error_from_spec(reply.error, normalised),
                                 staged=staged)
-        reply, not_reached = (reply, []) if self.as_scripted else fitted_reply(reply, normalised)
+        reply, not_reached = (reply, []) if self.as_scripted else fitted_reply(reply, normalised,
+                                                                                scenario.stand_ins)
         built = self._build(reply, normalised, f"{index:03d}", tokens)
         if staged is None and reply.usage is not None:
             broken = usage_problems(built["usage"], normalised, built["content"], reply.stop_reason, tokens)
@@ -418,11 +420,14 @@ def choose_reply(step: Step, request: dict[str, Any], stream: bool) -> Reply:
     return step.cases[-1]
 
 
-def fitted_reply(reply: Reply, request: dict[str, Any]) -> tuple[Reply, list[str]]:
+def fitted_reply(reply: Reply, request: dict[str, Any],
+                 stand_ins: dict[str, StandIn] | None = None) -> tuple[Reply, list[str]]:
     """The scripted reply as the live API could send it to ``request`` (``offered.fit_reply``: only offered
-    tools, thinking only when enabled, ``tool_choice`` honoured), and why it changed (empty: as scripted)."""
+    tools or their stand-ins, thinking only when enabled, ``tool_choice`` honoured), and why it changed (empty:
+    as scripted, or only a stand-in call)."""
     blocks = [b.model_dump(exclude_none=True) for b in reply.content or []]
-    content, stop_reason, why = fit_reply(blocks, reply.stop_reason, request)
+    content, stop_reason, why = fit_reply(blocks, reply.stop_reason, request,
+                                          {k: v.model_dump() for k, v in (stand_ins or {}).items()})
     if not why and content == [{k: v for k, v in b.items() if k != "interchangeable"} for b in blocks]:
         return reply, []
     data = reply.model_dump(exclude_none=True, exclude={"when", "cases", "expect", "note"})
