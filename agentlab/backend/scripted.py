@@ -222,11 +222,8 @@ class ScenarioEngine:
         tokens = self.request_tokens(normalised)  # once per request: it is the hot path (cache markers excluded)
         side = side_request(normalised, self.main_model)
         if side is not None:  # beside the loop: answered, no step used up, listed apart in a record
-            reply = Reply.model_validate({"content": [{"type": "text", "text": side_reply_text(side, normalised)}],
-                                          "stop_reason": "end_turn"})
-            return self._record(method, path, request, stream, None,
-                                self._message(reply, normalised, stream, f"side{len(self.requests):03d}", tokens),
-                                kind=f"side:{side}")
+            return self._plain(method, path, request, tokens, side_reply_text(side, normalised),
+                               f"side{len(self.requests):03d}", f"side:{side}")
         summary = is_summary_request(normalised)
         invalid = self._invalid_thinking(normalised)
         if invalid is not None:
@@ -241,11 +238,8 @@ class ScenarioEngine:
                     f"prompt is too long: {tokens} tokens > {scenario.context_window} maximum"),
                     kind="prompt_too_long")
         if summary:
-            reply = Reply.model_validate({"content": [{"type": "text", "text": summary_reply_text(scenario.summary)}],
-                                          "stop_reason": "end_turn"})
-            return self._record(method, path, request, stream, None,
-                                self._message(reply, normalised, stream, f"summary{len(self.requests):03d}", tokens),
-                                kind="summary")
+            return self._plain(method, path, request, tokens, summary_reply_text(scenario.summary),
+                               f"summary{len(self.requests):03d}", "summary", stop_reason=None)
         if self.next_step >= len(scenario.steps):
             # Not an HTTP error: a client could take a 4xx/5xx for a request problem and retry it. A plain
             # end_turn reply that says what happened ends every loop at once.
@@ -253,10 +247,21 @@ class ScenarioEngine:
             message = (f"[agentlab] The script of scenario {scenario.name!r} is used up: it has "
                        f"{len(scenario.steps)} step(s), and model request {number} was not expected.")
             self.failures.append(message)
-            reply = Reply.model_validate({"content": [{"type": "text", "text": message}], "stop_reason": "end_turn"})
-            return self._record(method, path, request, stream, None,
-                                self._message(reply, normalised, stream, f"unexpected{number:03d}", tokens),
-                                kind="unexpected", stop_reason="end_turn")
+            return self._plain(method, path, request, tokens, message, f"unexpected{number:03d}", "unexpected")
+        return self._answer_step(method, path, request, normalised, tokens)
+
+    def _plain(self, method: str, path: str, request: dict[str, Any], tokens: int, text: str, tag: str, kind: str,
+               *, stop_reason: str | None = "end_turn") -> WireReply:
+        """A text reply that uses no step (a summary, a side request, a request beyond the script)."""
+        normalised, stream = normalise_request(request), bool(request.get("stream"))
+        reply = Reply.model_validate({"content": [{"type": "text", "text": text}], "stop_reason": "end_turn"})
+        return self._record(method, path, request, stream, None, self._message(reply, normalised, stream, tag, tokens),
+                            kind=kind, stop_reason=stop_reason)
+
+    def _answer_step(self, method: str, path: str, request: dict[str, Any], normalised: dict[str, Any],
+                     tokens: int) -> WireReply:
+        """The scenario's next step answers the request: checked against its ``expect``, fitted to the request."""
+        scenario, stream = self.scenario, bool(request.get("stream"))
         index = self.next_step
         self.next_step += 1
         self.main_model = self.main_model or normalised.get("model")
