@@ -103,3 +103,18 @@ def test_the_validator_is_a_plain_function_too() -> None:
     assert request_problem({"model": "m", "max_tokens": 5, "messages": [ASK, CALL, RESULT]}) is None
     assert request_problem({"model": "m", "messages": [ASK]}) == "max_tokens: Field required"
     assert request_problem({"model": "m", "messages": [ASK]}, count_tokens=True) is None
+
+
+def test_grade_notes_a_logged_request_the_api_would_refuse() -> None:
+    """Requests logged elsewhere (``record_from_requests``) go through the same validator."""
+    from agentlab.observatory.grade import grade_record, record_from_requests
+
+    record = record_from_requests([
+        {"body": {"model": "m", "max_tokens": 100, "messages": [ASK]},
+         "reply": {"status": 200, "stop_reason": "tool_use", "blocks": ["tool_use"]}},
+        {"body": {"model": "m", "max_tokens": 100, "messages": [ASK, CALL, {"role": "user", "content": "and Lima?"}]}},
+    ], "tool_use")
+    assert "api_would_refuse" not in record["requests"][0]
+    assert record["requests"][1]["api_would_refuse"].startswith("messages.1: `tool_use` ids were found without")
+    refused = record["requests"][1]["api_would_refuse"]
+    assert grade_record(record).notes == [f"request 2 was answered, but the live API refuses it: {refused}"]

@@ -87,6 +87,8 @@ def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None)
         checks = [c if c.rule in UNIVERSAL or c.status != "fail" else Check(c.rule, "skip", f"not judged: {c.why}")
                   for c in checks]
     notes = [] if unreached else server_tool_notes(record, scenario)  # a server tool not offered: not reached
+    notes += [f"request {r.get('n')} was answered, but the live API refuses it: {r['api_would_refuse']}"
+              for r in run.requests if r.get("api_would_refuse")]
     beyond = sum(1 for r in run.requests if r.get("kind") == "unexpected")
     return ScenarioGrade(str(record.get("scenario")), checks, len(run.requests), ending(record), record,
                          notes, unreached, beyond, side_requests(record))

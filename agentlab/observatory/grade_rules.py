@@ -850,9 +850,11 @@ def record_from_requests(requests: Sequence[dict[str, Any]], scenario: str = "?"
     and ``blocks`` — the content block types — for a message, or ``error`` — the error type — and ``message``
     for an error), optionally the scenario ``step`` that answered and the reply ``kind`` ("error" for an error
     the scenario sends on purpose, the default for errors). What each request appended and its action label
-    are computed as ``agentlab observe`` computes them."""
+    are computed as ``agentlab observe`` computes them, and a request the live API would refuse (the validator
+    ``agentlab serve`` answers with) is marked ``api_would_refuse``, which the report notes."""
     from ..backend.scenario import is_summary_request
     from ..backend.scripted import normalise_request
+    from ..backend.validate import request_problem
     from .records import classify, diff_requests
 
     out: list[dict[str, Any]] = []
@@ -872,6 +874,9 @@ def record_from_requests(requests: Sequence[dict[str, Any]], scenario: str = "?"
             "action": classify(diff, prev_reply), "reply": reply, "appended": diff}
         if message is not None:
             entry["error"] = message
+        refused = request_problem(body) if reply["status"] < 400 else None
+        if refused is not None:  # answered in the log, though the live API answers it with a 400
+            entry["api_would_refuse"] = refused
         out.append(entry)
         if prev_body is None or not diff["summary_request"]:
             prev_body, prev_reply = body, reply
