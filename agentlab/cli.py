@@ -159,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--timeout", type=float, default=60.0,
                        help="seconds per scenario; a command still running then is stopped (its process group "
                             "killed) and graded as such (default 60)")
+    grade.add_argument("--base-url-suffix", default="", metavar="SUFFIX",
+                       help="appended to the server's URL in ANTHROPIC_BASE_URL, for clients that expect a base URL "
+                            "ending in /v1 (the Vercel AI SDK): --base-url-suffix /v1")
     grade.add_argument("--jobs", type=int, default=4,
                        help="scenarios run at the same time, each with its own server and its own run of the "
                             "command (default 4; 1 for a command that cannot run twice at once)")

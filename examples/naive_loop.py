@@ -29,6 +29,8 @@ TOOLS = [
      "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
     {"name": "run_tests", "description": "Run the project's test suite.",
      "input_schema": {"type": "object", "properties": {}}},
+    # a server tool: the API runs the search itself, and a long search can pause the turn (pause_turn)
+    {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
 ]
 OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
              ast.Pow: operator.pow, ast.USub: operator.neg}

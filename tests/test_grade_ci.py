@@ -240,7 +240,7 @@ def test_the_prompt_goes_where_the_placeholder_stands_and_the_environment_is_doc
     monkeypatch.setenv("CLAUDE_CODE_USE_BEDROCK", "1")
     command = f"{PY} {shlex.quote(str(script))} --prompt={{prompt}} --then-more"
     assert main(["grade", "--command", command, "end_turn", "pause_turn", "--pass-env", "ANTHROPIC_MODEL",
-                 "--json"]) == 1  # pause_turn: it never resumes
+                 "--json"]) == 0  # pause_turn: not reached, it offers no web search
     captured = capsys.readouterr()
     seen = json.loads((tmp_path / "end_turn.json").read_text())
     assert seen["argv"] == ["--prompt=What is the capital of France?", "--then-more"]

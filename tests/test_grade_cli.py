@@ -134,8 +134,12 @@ def test_agentlab_run_passes_every_rule(capsys):
     assert code == 0, out
     assert data["verdict"] == "pass" and failures(data) == {
         "pause_turn": [], "max_tokens_continue": [], "incomplete_tool_use": []}
-    assert "every rule holds" in out
-    assert "✓ pause_turn_resume" in out and "✓ escalate_cut_tool_call" in out
+    assert "every rule holds" in out and "✓ escalate_cut_tool_call" in out
+    # `agentlab run --tools demo` offers no web search: the live API could not pause a search it was never
+    # offered, so pause_turn's branch is not reached (–), which is neither a pass nor a failure
+    assert "3 scenarios, 2 pass, 0 fail, 1 not reached" in out and "– pause_turn" in out
+    assert "    not reached: the scripted model uses the server tool web_search, which the request does not offer" \
+        in out
 
 
 def test_the_naive_loop_fails_with_the_rules_named_by_scenario(capsys):
@@ -154,8 +158,12 @@ def test_the_naive_loop_fails_with_the_rules_named_by_scenario(capsys):
 
 SEND_ONE = """\
 import json, os, sys, urllib.request
-def send(prompt):
+CALCULATOR = {"name": "calculator",
+              "input_schema": {"type": "object", "properties": {"expression": {"type": "string"}}}}
+def send(prompt, tools=None):
     body = {"model": "claude-sonnet-4-6", "max_tokens": 100, "messages": [{"role": "user", "content": prompt}]}
+    if tools:
+        body["tools"] = tools
     request = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", json.dumps(body).encode(),
                                      {"content-type": "application/json",
                                       "x-api-key": os.environ["ANTHROPIC_API_KEY"]})
@@ -228,7 +236,7 @@ def test_a_command_that_exits_is_judged_on_its_exit_though_a_background_child_ho
 
 def test_a_crashing_command_is_graded_on_what_it_sent(tmp_path, capsys):
     command = _script(tmp_path, "crash.py", """
-        send(sys.argv[-1])
+        send(sys.argv[-1], [CALCULATOR])
         raise SystemExit("agent crashed: cannot parse the reply")
     """)
     code, out, data = grade(capsys, "--command", command, "tool_use", "end_turn", "--json")
@@ -245,11 +253,12 @@ def test_a_command_that_never_offers_the_server_tool_is_told_so(tmp_path, capsys
         send(sys.argv[-1])
     """)
     code, out, data = grade(capsys, "--command", command, "pause_turn", "end_turn", "--json")
-    assert code == 1, out
-    notes = {s["name"]: s["notes"] for s in scenarios(data)}
-    assert notes["end_turn"] == []
-    assert len(notes["pause_turn"]) == 1 and "never offered the server tool(s) web_search" in notes["pause_turn"][0]
-    assert "    note: the client never offered the server tool(s) web_search" in out
+    assert code == 0, out  # not reached is no failure: the exit status is unaffected
+    unreached = {s["name"]: s.get("not_reached", []) for s in scenarios(data)}
+    assert unreached == {"end_turn": [], "pause_turn": [
+        "the scripted model uses the server tool web_search, which the request does not offer"]}
+    assert "– pause_turn" in out and "2 scenarios, 1 pass, 0 fail, 1 not reached" in out
+    assert "    not reached: the scripted model uses the server tool web_search" in out
 
 
 # -- records, saved reports, the heatmap ---------------------------------------------------------------------------
@@ -277,3 +286,30 @@ def test_observed_agentlab_alone_exits_0(capsys):
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to see whether a process is alive")
 def test_alive_helper_sees_this_process():
     assert _alive(os.getpid())
+
+
+def test_a_client_that_posts_to_messages_without_v1_is_told_how_to_run_it(tmp_path, capsys):
+    # like the Vercel AI SDK: it appends /messages to ANTHROPIC_BASE_URL, which it expects to end in /v1
+    path = tmp_path / "no_v1.py"
+    path.write_text(textwrap.dedent("""\
+        import json, os, sys, urllib.error, urllib.request
+        body = {"model": "claude-sonnet-4-6", "max_tokens": 100,
+                "messages": [{"role": "user", "content": sys.argv[-1]}]}
+        request = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/messages", json.dumps(body).encode(),
+                                         {"content-type": "application/json"})
+        try:
+            print(json.loads(urllib.request.urlopen(request).read())["content"][0]["text"])
+        except urllib.error.HTTPError as error:
+            sys.exit(json.loads(error.read())["error"]["message"])
+    """), encoding="utf-8")
+    command = f"{PY} {shlex.quote(str(path))}"
+    code, out, data = grade(capsys, "--command", command, "end_turn", "--json")
+    assert code == 1, out
+    said = why(data)[scenarios(data)[0]["name"]]["sends_the_prompt"]
+    assert said.startswith("no request reached /v1/messages: the client posted to /messages (exit 1")
+    assert said.endswith("it expects a base URL that ends in /v1: grade it with --base-url-suffix /v1")
+    code, out, data = grade(capsys, "--command", command, "end_turn", "--base-url-suffix", "/v1", "--json")
+    assert code == 0, out
+    assert data["verdict"] == "pass"
+    assert main(["grade", "--command", command, "end_turn", "--base-url-suffix", "v1"]) == 2
+    assert "--base-url-suffix: expected a path such as /v1, got 'v1'" in capsys.readouterr().err

@@ -407,7 +407,11 @@ def test_the_recorded_clients_report_cards():
     reports = {r.client.split()[0]: r for r in observed_reports()}
     assert reports["agentlab"].passed, reports["agentlab"].failed
     claude = reports["claude-code"].failed
-    assert claude["pause_turn"] == ["pause_turn_resume"]
+    # Claude Code searches with its own WebSearch tool, never the API's web_search: the live API could not have
+    # paused a search it was not offered, so its pause_turn record is not reached, not a failure
+    assert "pause_turn" not in claude
+    paused = reports["claude-code"].grade("pause_turn")
+    assert paused.mark == "–" and "never offered the server tool" in paused.not_reached[0]
     assert claude["incomplete_tool_use"] == ["escalate_cut_tool_call"]
     runner = reports["tool-runner"].failed
     assert runner["max_tokens_give_up"] == ["bounded_max_tokens_recovery"]

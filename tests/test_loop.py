@@ -25,6 +25,7 @@ from agentlab.lab import scenario_loop
 
 SECRET = "sk-ant-test-SECRET123456"
 DEFAULT_MODEL = Scenario.model_fields["model"].default
+WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search"}  # offered, so the scripted search is sent
 
 
 @pytest.fixture(params=[False, True], ids=["json", "stream"])
@@ -37,9 +38,10 @@ def inline(steps: list[dict[str, Any]], **fields: Any):
     return parse_scenario(raw, "inline.yaml")
 
 
-def run(scenario, stream: bool, **overrides: Any):
+def run(scenario, stream: bool, *, as_scripted: bool = False, **overrides: Any):
     overrides.setdefault("cache", False)  # these tests compare whole bodies; caching has its own tests
     loop = scenario_loop(scenario, stream=stream, **overrides)
+    loop.engine.as_scripted = as_scripted  # a call to a tool the loop never offered is sent all the same
     loop.run()
     assert loop.engine.failures == [], loop.engine.failures
     return loop
@@ -57,7 +59,7 @@ def text(t: str) -> dict[str, Any]:
 def step_content(loop, index: int) -> list[dict[str, Any]]:
     """The content blocks scripted step ``index`` answered with, as the loop should send them back."""
     step = loop.scenario.steps[index]
-    return [b.model_dump(exclude_none=True, exclude={"partial_json"}) for b in step.content or []]
+    return [b.model_dump(exclude_none=True, exclude={"partial_json", "interchangeable"}) for b in step.content or []]
 
 
 def blocks_of(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -130,7 +132,7 @@ def test_several_tool_uses_are_answered_in_one_message(stream):
          "stop_reason": "tool_use"},
         {"expect": {"has_tool_result": True}, "content": [text("Done.")], "stop_reason": "end_turn"},
     ], tools="demo")
-    loop = run(scenario, stream)
+    loop = run(scenario, stream, as_scripted=True)
     assert loop.result.subtype == "success"
     last = bodies(loop)[1]["messages"]
     results = assert_tool_results_answer(last[-2], last[-1])
@@ -150,7 +152,7 @@ def test_tool_use_without_tools_is_answered_with_an_error(stream):
          "stop_reason": "tool_use"},
         {"expect": {"tool_result_error": True}, "content": [text("No tools, then.")]},
     ])
-    loop = run(scenario, stream)
+    loop = run(scenario, stream, as_scripted=True)
     messages = bodies(loop)[1]["messages"]
     results = assert_tool_results_answer(messages[-2], messages[-1])
     assert results[0]["is_error"] is True
@@ -263,7 +265,7 @@ def test_pause_turn_resends_the_content_unchanged(stream):
 def test_repeated_pause_turn_merges_into_one_assistant_turn_and_is_bounded(stream):
     pause = {"content": [{"type": "server_tool_use", "name": "web_search", "input": {"query": "q"}}],
              "stop_reason": "pause_turn"}
-    loop = run(inline([dict(pause) for _ in range(8)]), stream)
+    loop = run(inline([dict(pause) for _ in range(8)], server_tools=[WEB_SEARCH]), stream)
     limit = loop.limits.max_pause_continuations
     assert loop.result.subtype == "error_during_execution"
     assert len(loop.engine.requests) == limit + 1
@@ -519,7 +521,7 @@ def test_refusal_leaves_a_valid_transcript(stream, case):
     else:
         steps = [{"content": [{"type": "tool_use", "name": "calculator", "input": {"expression": "1"}}],
                   "stop_reason": "refusal"}]
-    loop = run(inline(steps, tools="demo"), stream)
+    loop = run(inline(steps, tools="demo", server_tools=[WEB_SEARCH]), stream)
     assert loop.result.subtype == "error_refusal"
     assert validate_history(loop.result.messages) == []
 

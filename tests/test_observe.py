@@ -415,9 +415,12 @@ def test_any_agent_is_observed_through_one_runner_function(tmp_path: Path) -> No
     assert [r["scenario"] for r in records] == ["pause_turn", "end_turn"]
     paused = json.loads((tmp_path / "naive-loop" / "0.0.1" / "pause_turn.json").read_text())
     assert paused["client"] == "naive-loop" and paused["summary"]["requests"] == 1
-    assert paused["result"]["stop_reason"] == "pause_turn"
-    # it never offered the web_search server tool the scripted model uses: the record says so
+    # it never offered the web_search server tool the scripted model uses: the live API would not pause a search
+    # it was never offered, so the reply ends the turn, and the record says why the branch was not reached
+    assert paused["result"]["stop_reason"] == "end_turn"
     assert any("never offered the server tool(s) web_search" in n for n in paused["notes"])
+    assert paused["requests"][0]["not_reached"] == [
+        "the scripted model uses the server tool web_search, which the request does not offer"]
     assert paused["requests"][0]["expect_unmet"] == ["a tool named 'web_search' in tools, got none"]
     with pytest.raises(ConfigError, match="give its version"):
         observe("naive-loop", ["end_turn"], out=tmp_path, runner=naive)

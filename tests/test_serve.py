@@ -23,6 +23,9 @@ from forked import as_from_a_terminal
 
 REPO = Path(__file__).resolve().parent.parent
 USER = [{"role": "user", "content": "hi"}]
+CALCULATOR = {"name": "calculator", "description": "Evaluate an arithmetic expression.",
+              "input_schema": {"type": "object", "properties": {"expression": {"type": "string"}},
+                               "required": ["expression"]}}
 
 
 def sdk(server: ScenarioServer) -> anthropic.Anthropic:
@@ -74,7 +77,8 @@ def test_errors_reach_the_sdk_with_status_type_and_retry_after() -> None:
 def test_streaming_sends_every_event_type_in_chunks() -> None:
     with ScenarioServer("tool_use") as server, httpx2.Client() as http:
         with http.stream("POST", server.base_url + "/v1/messages",
-                         json={"model": "m", "max_tokens": 5, "stream": True, "messages": USER}) as response:
+                         json={"model": "m", "max_tokens": 5, "stream": True, "messages": USER,
+                               "tools": [CALCULATOR]}) as response:
             chunks = list(response.iter_raw())
         assert response.status_code == 200
         assert response.headers["content-type"] == "text/event-stream"
@@ -144,7 +148,7 @@ def test_a_body_that_is_not_json_gets_a_400_not_a_hang() -> None:
 def test_server_held_threads_put_the_conversation_back_in_front() -> None:
     with ScenarioServer("tool_use") as server, httpx2.Client() as http:
         url = server.base_url + "/v1/messages"
-        first = http.post(url, json={"model": "m", "max_tokens": 5, "messages": USER, "tools": [],
+        first = http.post(url, json={"model": "m", "max_tokens": 5, "messages": USER, "tools": [CALCULATOR],
                                      "thread": {"type": "create"}}).json()
         results = [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_calc_1",
                                                  "content": "6912"}]}]
@@ -157,14 +161,15 @@ def test_server_held_threads_put_the_conversation_back_in_front() -> None:
     assert second.status_code == 200 and second.json()["stop_reason"] == "end_turn"
     seen = server.exchanges[1].request.body
     assert [m["role"] for m in seen["messages"]] == ["user", "assistant", "user"]
-    assert seen["tools"] == [] and server.exchanges[1].sent["messages"] == results
+    assert seen["tools"] == [CALCULATOR] and server.exchanges[1].sent["messages"] == results
     assert again.json()["error"]["details"]["error_code"] == "thread_already_continued"
     assert lost.status_code == 400 and lost.json()["error"]["details"]["error_code"] == "thread_not_found"
 
 
 def test_reply_message_rebuilds_a_streamed_message() -> None:
     with ScenarioServer("incomplete_tool_use") as server:
-        sdk(server).messages.create(model="m", max_tokens=64, messages=USER, stream=True).close()
+        sdk(server).messages.create(model="m", max_tokens=64, messages=USER, stream=True,
+                                    tools=[CALCULATOR]).close()  # type: ignore[list-item]
     rebuilt = reply_message(server.exchanges[0].reply)
     assert rebuilt is not None and rebuilt["stop_reason"] == "max_tokens"
     assert [b["type"] for b in rebuilt["content"]] == ["text", "tool_use"]

@@ -3,6 +3,9 @@
 scenario  the scenario file format (pydantic models) and where the files live
 scripted  the engine, served to the real ``anthropic`` client through an in-process transport
 serve     the same engine behind a real HTTP server (``agentlab serve``)
+validate  the API's request validation: what it answers with a 400, in its words
+offered   a scripted reply fitted to what the request offers (tools, tool_choice, thinking, server tools)
+models    the models' output ceilings and context windows (data/models.yaml)
 
 Imports the core only.
 """

@@ -44,6 +44,9 @@ class ToolUseBlock(_Strict):
     input: dict[str, Any] = Field(default_factory=dict)
     # When streaming, send this raw JSON text as the tool input instead of ``input`` (e.g. cut off mid-way).
     partial_json: str | None = None
+    # Any tool will do for this step's branch: a request that does not offer ``name`` gets a call to a tool it
+    # offers instead (see backend/offered.py); without it, the call is left out and the branch not reached.
+    interchangeable: bool = False
 
 
 class ServerToolUseBlock(_Strict):
@@ -57,6 +60,14 @@ class WebSearchResultBlock(_Strict):
     type: Literal["web_search_tool_result"]
     tool_use_id: str
     content: list[dict[str, Any]] | dict[str, Any] = Field(default_factory=list)
+
+
+class StandIn(_Strict):
+    """The call that stands in for a scripted tool call when the request does not offer that tool: ``name`` is
+    a tool the client offers, ``input`` its input, where ``{field}`` is the scripted call's input field."""
+
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
 
 
 class ThinkingBlock(_Strict):
@@ -98,6 +109,8 @@ class Predicate(_Strict):
     thinking: bool | None = None  # the request enables extended thinking
     cache_control: bool | None = None  # the request carries cache_control breakpoints
     tools_include: str | None = None  # a tool (client or server tool) of this name is offered in ``tools``
+    # max_tokens above the output ceiling of the model the request asks for (data/models.yaml)
+    max_tokens_over_ceiling: bool | None = None
 
     def failures(self, request: dict[str, Any], stream: bool, previous_tokens: int | None = None) -> list[str]:
         """What does not hold, in words; empty when the request matches."""
@@ -155,6 +168,13 @@ class Predicate(_Strict):
             names = [t.get("name") for t in request.get("tools") or [] if isinstance(t, dict)]
             if self.tools_include not in names:
                 out.append(f"a tool named {self.tools_include!r} in tools, got {names or 'none'}")
+        if self.max_tokens_over_ceiling is not None:
+            from .models import model_limits
+
+            ceiling = model_limits(request.get("model")).max_output
+            if ((max_tokens or 0) > ceiling) != self.max_tokens_over_ceiling:
+                relation = "above" if self.max_tokens_over_ceiling else "at most"
+                out.append(f"max_tokens {relation} {request.get('model')}'s ceiling {ceiling}, got {max_tokens}")
         if self.messages_at_most is not None and len(messages) > self.messages_at_most:
             out.append(f"at most {self.messages_at_most} messages, got {len(messages)}")
         if self.messages_at_least is not None and len(messages) < self.messages_at_least:
@@ -170,6 +190,9 @@ class Usage(_Strict):
     output_tokens: int | None = Field(default=None, ge=0)
     cache_read_input_tokens: int | None = Field(default=None, ge=0)
     cache_creation_input_tokens: int | None = Field(default=None, ge=0)
+    # input_tokens as this share of the context window of the model the request asks for (data/models.yaml):
+    # "the window is nearly full" holds for a 200k and for a 1M window alike
+    window_share: float | None = Field(default=None, gt=0, le=1)
     staged: bool = False
 
 
@@ -177,7 +200,8 @@ class ErrorSpec(_Strict):
     """An HTTP error reply. ``headers`` are sent with it (``retry_after`` adds ``retry-after``);
     ``api_headers`` says which of the headers that steer retries (``x-should-retry``, ``retry-after``) the
     real API sends in this case, so a record can show whether the client saw what it would see live.
-    ``{max_tokens}`` and ``{model}`` in ``message`` are replaced by the request's values."""
+    ``{max_tokens}`` and ``{model}`` in ``message`` are replaced by the request's values, ``{ceiling}`` and
+    ``{window}`` by the requested model's output ceiling and context window (data/models.yaml)."""
 
     status: int = Field(ge=400, le=599)
     type: str = "api_error"
@@ -267,6 +291,19 @@ class Expected(_Strict):
     stop_reason: str | None = None
 
 
+# The demo tools' stand-ins, for a scenario with ``tools: demo`` that gives none of its own: a client that
+# offers none of the demo tools but a shell (Claude Code's Bash) gets each scripted call as a Bash command that
+# does the same, so the step's branch (a tool round trip) is reached with a tool the client has.
+DEMO_STAND_INS: dict[str, dict[str, Any]] = {
+    "read_file": {"name": "Bash", "input": {"command": "cat {path}", "description": "Read {path}"}},
+    "get_weather": {"name": "Bash", "input": {"command": "echo 'Weather in {location}: 18 C, partly cloudy'",
+                                              "description": "Weather in {location}"}},
+    "calculator": {"name": "Bash", "input": {"command": "python3 -c 'print({expression})'",
+                                             "description": "Calculate {expression}"}},
+    "run_tests": {"name": "Bash", "input": {"command": "echo '12 passed, 0 failed'", "description": "Run the tests"}},
+}
+
+
 class Scenario(_Strict):
     name: str
     description: str
@@ -289,6 +326,9 @@ class Scenario(_Strict):
     # server tools the scripted model uses (e.g. {type: web_search_20250305, name: web_search}): a client
     # must offer them in ``tools`` for the API to answer with their blocks, so clients enable them
     server_tools: list[dict[str, Any]] = Field(default_factory=list)
+    # tool name -> the call that stands in for it when a request does not offer that tool (a client with tools
+    # of its own, such as Claude Code's Bash): the step's branch is reached with a tool the client has
+    stand_ins: dict[str, StandIn] = Field(default_factory=dict)
     tests_pass_after: int | None = None  # run_tests fails this many times, then passes
     stop_hook: StopHookSpec | None = None
     facts: dict[str, str] = Field(default_factory=dict)
@@ -302,6 +342,8 @@ class Scenario(_Strict):
     def _check_steps(self) -> Scenario:
         if not self.steps:
             raise ValueError("a scenario needs at least one step")
+        if self.tools == "demo" and "stand_ins" not in self.model_fields_set:
+            self.stand_ins = {k: StandIn.model_validate(v) for k, v in DEMO_STAND_INS.items()}
         if self.thinking is not None and self.thinking >= self.max_tokens:
             raise ValueError(f"thinking budget {self.thinking} must be below max_tokens {self.max_tokens}")
         return self
@@ -663,3 +705,43 @@ def is_summary_request(request: dict[str, Any]) -> bool:
         text = "\n".join(str(b.get("text", "")) for b in content or []
                          if isinstance(b, dict) and b.get("type") == "text")
     return bool(_SUMMARY_ASK.search(text[-4000:]))
+
+
+# Side traffic: requests a client makes beside its loop, recognised by their shape. They are answered without
+# using a scripted step, and a record lists them apart from the loop's requests.
+_TITLE_ASK = re.compile(
+    r"\b(generate|write|create|extract|suggest|give)\b[^.\n]{0,80}\b(title|topic)\b|\bnew conversation topic\b"
+    r"|\bisNewTopic\b", re.IGNORECASE)
+
+
+def side_request(request: dict[str, Any], main_model: str | None = None) -> str | None:
+    """What kind of side request ``request`` is, or None for a request of the agent's loop:
+
+    - ``title``: asks, in its system prompt, for a title or a topic of the conversation, with no tools offered
+      (the Claude Agent SDK's session title, Claude Code's topic detection);
+    - ``quota``: a one-message request with ``max_tokens: 1`` (Claude Code's quota probe);
+    - ``summary``: asks for a summary of the conversation on another model than the loop's (a summary on the
+      loop's own model is compaction, which the scenario answers and the rules judge).
+    """
+    messages = request.get("messages") or []
+    if not request.get("tools") and _TITLE_ASK.search(_system_text(request)[:4000]):
+        return "title"
+    if request.get("max_tokens") == 1 and len(messages) == 1:
+        return "quota"
+    if main_model is not None and request.get("model") != main_model and is_summary_request(request):
+        return "summary"
+    return None
+
+
+def side_reply_text(kind: str, request: dict[str, Any]) -> str:
+    """A short answer of the kind the side request asks for."""
+    if kind == "title":
+        return '{"isNewTopic": false, "title": null}' if "isnewtopic" in _system_text(request).lower() \
+            else "Scripted conversation"
+    if kind == "summary":
+        return summary_text()
+    return "ok"
+
+
+def summary_text() -> str:
+    return "Summary: the conversation so far, in a few words."

@@ -17,6 +17,9 @@ from typing import Any
 
 from ..core.caching import PromptCache
 from ..core.compaction import estimate_tokens, text_blocks
+from .models import model_limits
+from .offered import fit_reply
+from .validate import request_problem  # noqa: F401  (re-exported: the engine and its callers name it here)
 from .scenario import (
     ErrorSpec,
     Reply,
@@ -26,6 +29,9 @@ from .scenario import (
     is_summary_request,
     load_scenario,
     request_payload,
+    StandIn,
+    side_reply_text,
+    side_request,
 )
 
 # Hand-written usage must agree with the request and the reply, within this tolerance of the engine's own
@@ -39,6 +45,11 @@ ERROR_TYPES = {
     404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
     529: "overloaded_error",
 }
+
+
+# said in the 404 to a client that posts to /messages: it appends /messages to a base URL it expects to end in /v1
+MISSING_V1 = ("; the client left /v1 out of its path: it expects a base URL that ends in /v1 (give it the server's "
+              "URL followed by /v1; `agentlab grade --base-url-suffix /v1` does so)")
 
 
 @dataclass
@@ -61,6 +72,9 @@ class RecordedRequest:
     kind: str
     stop_reason: str | None = None
     staged: str | None = None          # the reply's usage is staged on purpose, and why
+    # why the scripted reply could not be sent as written to this request (a tool it does not offer, thinking
+    # it does not enable; see ``offered.fit_reply``): the step's branch was not reached
+    not_reached: list[str] | None = None
 
 
 def _usage_staged(reply: Reply) -> str | None:
@@ -122,6 +136,10 @@ class ScenarioEngine:
     # its system prompt) by fixed placeholders, so the sizes the server answers with, and the decisions a
     # client takes on them, are the same wherever the record is made.
     sizing: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # True serves every reply as scripted, whatever the request offers (tests of how a loop handles a call
+    # to a tool it never offered); by default a reply is fitted to the request (``fitted_reply``)
+    as_scripted: bool = False
+    main_model: str | None = None  # the model of the first request that used a step (side requests use others)
 
     def __post_init__(self) -> None:
         self.cache.min_tokens = self.scenario.cache_min_tokens
@@ -139,6 +157,7 @@ class ScenarioEngine:
         self.last_stop_reason = None
         self.cache.clear()
         self.stand_ins.clear()
+        self.main_model = None
 
     def request_tokens(self, request: dict[str, Any]) -> int:
         """The engine's estimate of a request's size: what fills the context window, stand-ins at their weight."""
@@ -174,7 +193,8 @@ class ScenarioEngine:
                 {"allow": "POST"}), kind="method_not_allowed")
         if not served:
             return self._record(method, path, None, False, None, _error(
-                404, "not_found_error", f"agentlab serves POST /v1/messages, not {method} {route}"))
+                404, "not_found_error", f"agentlab serves POST /v1/messages, not {method} {route}"
+                + (MISSING_V1 if route.endswith(("/messages", "/messages/count_tokens")) else "")))
         problem: str | None
         try:
             request = json.loads(body or b"{}")
@@ -201,6 +221,10 @@ class ScenarioEngine:
         normalised = normalise_request(request)
         scenario = self.scenario
         tokens = self.request_tokens(normalised)  # once per request: it is the hot path (cache markers excluded)
+        side = side_request(normalised, self.main_model)
+        if side is not None:  # beside the loop: answered, no step used up, listed apart in a record
+            return self._plain(method, path, request, tokens, side_reply_text(side, normalised),
+                               f"side{len(self.requests):03d}", f"side:{side}")
         summary = is_summary_request(normalised)
         invalid = self._invalid_thinking(normalised)
         if invalid is not None:
@@ -215,11 +239,8 @@ class ScenarioEngine:
                     f"prompt is too long: {tokens} tokens > {scenario.context_window} maximum"),
                     kind="prompt_too_long")
         if summary:
-            reply = Reply.model_validate({"content": [{"type": "text", "text": summary_reply_text(scenario.summary)}],
-                                          "stop_reason": "end_turn"})
-            return self._record(method, path, request, stream, None,
-                                self._message(reply, normalised, stream, f"summary{len(self.requests):03d}", tokens),
-                                kind="summary")
+            return self._plain(method, path, request, tokens, summary_reply_text(scenario.summary),
+                               f"summary{len(self.requests):03d}", "summary", stop_reason=None)
         if self.next_step >= len(scenario.steps):
             # Not an HTTP error: a client could take a 4xx/5xx for a request problem and retry it. A plain
             # end_turn reply that says what happened ends every loop at once.
@@ -227,12 +248,24 @@ class ScenarioEngine:
             message = (f"[agentlab] The script of scenario {scenario.name!r} {SCRIPT_USED_UP}: it has "
                        f"{len(scenario.steps)} step(s), and model request {number} was not expected.")
             self.failures.append(message)
-            reply = Reply.model_validate({"content": [{"type": "text", "text": message}], "stop_reason": "end_turn"})
-            return self._record(method, path, request, stream, None,
-                                self._message(reply, normalised, stream, f"unexpected{number:03d}", tokens),
-                                kind="unexpected", stop_reason="end_turn")
+            return self._plain(method, path, request, tokens, message, f"unexpected{number:03d}", "unexpected")
+        return self._answer_step(method, path, request, normalised, tokens)
+
+    def _plain(self, method: str, path: str, request: dict[str, Any], tokens: int, text: str, tag: str, kind: str,
+               *, stop_reason: str | None = "end_turn") -> WireReply:
+        """A text reply that uses no step (a summary, a side request, a request beyond the script)."""
+        normalised, stream = normalise_request(request), bool(request.get("stream"))
+        reply = Reply.model_validate({"content": [{"type": "text", "text": text}], "stop_reason": "end_turn"})
+        return self._record(method, path, request, stream, None, self._message(reply, normalised, stream, tag, tokens),
+                            kind=kind, stop_reason=stop_reason)
+
+    def _answer_step(self, method: str, path: str, request: dict[str, Any], normalised: dict[str, Any],
+                     tokens: int) -> WireReply:
+        """The scenario's next step answers the request: checked against its ``expect``, fitted to the request."""
+        scenario, stream = self.scenario, bool(request.get("stream"))
         index = self.next_step
         self.next_step += 1
+        self.main_model = self.main_model or normalised.get("model")
         step: Step = scenario.steps[index]
         previous, self.previous_tokens = self.previous_tokens, tokens
         if step.expect is not None:
@@ -248,6 +281,8 @@ class ScenarioEngine:
         if reply.error is not None:
             return self._record(method, path, request, stream, index, _error_from_spec(reply.error, normalised),
                                 staged=staged)
+        reply, not_reached = (reply, []) if self.as_scripted else fitted_reply(reply, normalised,
+                                                                                scenario.stand_ins)
         built = self._build(reply, normalised, f"{index:03d}", tokens)
         if staged is None and reply.usage is not None:
             broken = usage_problems(built["usage"], normalised, built["content"], reply.stop_reason, tokens)
@@ -261,14 +296,14 @@ class ScenarioEngine:
         self._note_stand_in(built)
         wire = self._wire(built, reply, stream)
         return self._record(method, path, request, stream, index, wire, stop_reason=reply.stop_reason,
-                            staged=staged)
+                            staged=staged, not_reached=not_reached)
 
     def usage(self, reply: Reply, request: dict[str, Any], tokens: int,
               content: list[dict[str, Any]]) -> dict[str, Any]:
         """The reply's usage, computed in this one place: the scenario's numbers where it gives them, else
         the prompt split into uncached input, cache writes and cache reads (from the prompt cache), and an
         estimate of the output. The cache is read and written even when the scenario fixes the numbers."""
-        given = reply.usage.model_dump(exclude_none=True, exclude={"staged"}) if reply.usage else {}
+        given = _scripted_usage(reply, request)
         cached = self.cache.use(self.sizing(request) if self.sizing is not None else request, tokens)
         computed = {
             "input_tokens": tokens - cached.read - cached.written,
@@ -351,7 +386,7 @@ class ScenarioEngine:
 
     def _record(self, method: str, path: str, body: dict | None, stream: bool, step: int | None,
                 reply: WireReply, *, kind: str | None = None, stop_reason: str | None = None,
-                staged: str | None = None) -> WireReply:
+                staged: str | None = None, not_reached: list[str] | None = None) -> WireReply:
         if kind is not None:
             reply.kind = kind
         # every response carries a request id, as the API's do (SDK errors and clients' logs read it);
@@ -364,7 +399,8 @@ class ScenarioEngine:
             reply.body = json.dumps(error).encode()
         self.requests.append(RecordedRequest(
             index=len(self.requests), method=method, path=path, body=body, stream=stream, step=step,
-            status=reply.status, kind=reply.kind, stop_reason=stop_reason, staged=staged))
+            status=reply.status, kind=reply.kind, stop_reason=stop_reason, staged=staged,
+            not_reached=not_reached or None))
         return reply
 
     def staged_calls(self) -> dict[int, str]:
@@ -390,45 +426,18 @@ def choose_reply(step: Step, request: dict[str, Any], stream: bool) -> Reply:
     return step.cases[-1]
 
 
-def request_problem(request: dict[str, Any], *, count_tokens: bool = False) -> str | None:
-    """What makes a Messages (or count_tokens) request malformed (the API's 400), or None: the required fields
-    (``model`` and ``messages``, and ``max_tokens`` for a Messages request), then field types, as the API checks
-    them before anything else."""
-    for name in ("model", "messages", *(() if count_tokens else ("max_tokens",))):
-        if name not in request:
-            return f"{name}: Field required"
-    messages = request.get("messages")
-    if not isinstance(messages, list):
-        return f"messages: expected a list of messages, got {_type_name(messages)}"
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            return f"messages.{i}: expected an object, got {_type_name(m)}"
-        if m.get("role") not in ("user", "assistant", "system"):
-            return f"messages.{i}.role: expected 'user' or 'assistant', got {str(m.get('role'))[:40]!r}"
-        content = m.get("content")
-        if isinstance(content, str):
-            continue
-        if not isinstance(content, list):
-            return f"messages.{i}.content: expected a string or a list of content blocks, got {_type_name(content)}"
-        for j, block in enumerate(content):
-            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-                return f"messages.{i}.content.{j}: expected a content block with a type, got {_type_name(block)}"
-    checks = (("system", (str, list)), ("tools", (list,)), ("stream", (bool,)), ("model", (str,)),
-              ("stop_sequences", (list,)))
-    for name, kinds in checks:
-        if name in request and request[name] is not None and not isinstance(request[name], kinds):
-            return f"{name}: expected {' or '.join(k.__name__ for k in kinds)}, got {_type_name(request[name])}"
-    max_tokens = request.get("max_tokens")
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        return f"max_tokens: expected a whole number of at least 1, got {str(max_tokens)[:40]}"
-    if not any(m.get("role") != "system" for m in messages):
-        return "messages: at least one user or assistant message is required"
-    return None
-
-
-def _type_name(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+def fitted_reply(reply: Reply, request: dict[str, Any],
+                 stand_ins: dict[str, StandIn] | None = None) -> tuple[Reply, list[str]]:
+    """The scripted reply as the live API could send it to ``request`` (``offered.fit_reply``: only offered
+    tools or their stand-ins, thinking only when enabled, ``tool_choice`` honoured), and why it changed (empty:
+    as scripted, or only a stand-in call)."""
+    blocks = [b.model_dump(exclude_none=True) for b in reply.content or []]
+    content, stop_reason, why = fit_reply(blocks, reply.stop_reason, request,
+                                          {k: v.model_dump() for k, v in (stand_ins or {}).items()})
+    if not why and content == [{k: v for k, v in b.items() if k != "interchangeable"} for b in blocks]:
+        return reply, []
+    data = reply.model_dump(exclude_none=True, exclude={"when", "cases", "expect", "note"})
+    return Reply.model_validate({**data, "content": content, "stop_reason": stop_reason}), why
 
 
 def normalise_request(request: dict[str, Any]) -> dict[str, Any]:
@@ -488,7 +497,21 @@ def _error_from_spec(spec: ErrorSpec, request: dict[str, Any] | None = None) -> 
     message = spec.message
     for key in ("max_tokens", "model"):
         message = message.replace("{" + key + "}", str((request or {}).get(key)))
+    limits = model_limits((request or {}).get("model"))
+    message = message.replace("{ceiling}", str(limits.max_output)).replace("{window}", str(limits.context_window))
     return _error(spec.status, error_type, message, headers)
+
+
+def _scripted_usage(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
+    """The usage numbers a reply scripts; ``window_share`` becomes input_tokens, that share of the requested
+    model's context window."""
+    if reply.usage is None:
+        return {}
+    given = reply.usage.model_dump(exclude_none=True, exclude={"staged", "window_share"})
+    if reply.usage.window_share is not None:
+        window = model_limits(request.get("model")).context_window
+        given["input_tokens"] = round(window * reply.usage.window_share)
+    return given
 
 
 def _output_tokens(reply: Reply, request: dict[str, Any], content: list[dict[str, Any]]) -> int:
@@ -521,7 +544,7 @@ def reply_content(reply: Reply, msg_id: str) -> list[dict[str, Any]]:
     """The content blocks a reply sends: tool ids filled in, thinking blocks signed."""
     content = []
     for i, block in enumerate(reply.content or []):
-        data = block.model_dump(exclude_none=True, exclude={"partial_json"})
+        data = block.model_dump(exclude_none=True, exclude={"partial_json", "interchangeable"})
         if data["type"] in ("tool_use", "server_tool_use") and not data.get("id"):
             prefix = "srvtoolu" if data["type"] == "server_tool_use" else "toolu"
             data["id"] = f"{prefix}_{msg_id.rsplit('_', 1)[-1]}_{i}"
@@ -537,7 +560,7 @@ def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str,
     scenario's numbers, else estimates from the request, with no cache use."""
     content = reply_content(reply, msg_id)
     if usage is None:
-        scripted = reply.usage.model_dump(exclude_none=True, exclude={"staged"}) if reply.usage else {}
+        scripted = _scripted_usage(reply, request)
         usage = {  # every field the API sends, in its order
             "input_tokens": scripted.get("input_tokens", input_tokens if input_tokens is not None
                                          else estimate_tokens(request_payload(request))),

@@ -42,6 +42,7 @@ from ..core.guard import check_outputs, lock_for_writing
 from ..core.paths import open_output_fd
 from .scenario import Scenario
 from .scripted import ERROR_TYPES, RecordedRequest, ScenarioEngine, WireReply
+from .validate import field_problem
 
 HOST = "127.0.0.1"
 REASONS = {529: "Overloaded"}  # statuses the HTTP tables do not name
@@ -160,48 +161,13 @@ def reply_message(reply: WireReply) -> dict[str, Any] | None:
 
 MAX_BODY_BYTES = 32 * 1024 * 1024  # the Messages API's own request size limit
 _SERVED = ("/v1/messages", "/v1/messages/count_tokens")
-# the string fields of the content blocks a client sends, as the API checks their types
-_BLOCK_STRINGS = {"text": ("text",), "thinking": ("thinking", "signature"), "redacted_thinking": ("data",),
-                  "tool_use": ("id", "name"), "server_tool_use": ("id", "name"), "tool_result": ("tool_use_id",)}
-
-
 def _body_problem(request: Any) -> str | None:
     """What the API would refuse in a Messages or count_tokens body (``_read_body``'s value) before the engine
-    looks at it: JSON nested too deeply to read, and content blocks or fields of the wrong type. None when the
-    engine may judge it."""
+    looks at it: JSON nested too deeply to read, and fields or content blocks of the wrong type
+    (:func:`~agentlab.backend.validate.field_problem`). None when the engine may judge it."""
     if request is _TOO_DEEP:
         return "request body is not JSON: nested too deeply"
-    if not isinstance(request, dict):
-        return None  # no body, not JSON, or not an object: the engine says what is wrong with it
-    thinking = request.get("thinking")
-    if thinking is not None and not isinstance(thinking, dict):
-        return f"thinking: expected an object, got {type(thinking).__name__}"
-    system = request.get("system")
-    if isinstance(system, list):
-        for i, block in enumerate(system):
-            if not isinstance(block, dict) or block.get("type") != "text" or not isinstance(block.get("text"), str):
-                return f"system.{i}: expected a text block with a string text"
-    tools = request.get("tools")
-    if isinstance(tools, list):
-        for i, tool in enumerate(tools):
-            if not isinstance(tool, dict):
-                return f"tools.{i}: expected an object, got {type(tool).__name__}"
-    messages = request.get("messages")
-    for i, message in enumerate(messages if isinstance(messages, list) else []):
-        content = message.get("content") if isinstance(message, dict) else None
-        for j, block in enumerate(content if isinstance(content, list) else []):
-            if not isinstance(block, dict):
-                continue  # the engine names it
-            for name in _BLOCK_STRINGS.get(str(block.get("type")), ()):
-                if name in block and not isinstance(block[name], str):
-                    return (f"messages.{i}.content.{j}.{name}: expected a string, got "
-                            f"{type(block[name]).__name__}")
-            if block.get("type") in ("tool_use", "server_tool_use") and not isinstance(block.get("input", {}), dict):
-                return f"messages.{i}.content.{j}.input: expected an object, got {type(block['input']).__name__}"
-            if block.get("type") == "tool_result" and not isinstance(block.get("content", ""), str | list):
-                return (f"messages.{i}.content.{j}.content: expected a string or a list of blocks, got "
-                        f"{type(block['content']).__name__}")
-    return None
+    return field_problem(request)
 
 
 def _json_error(status: int, error_type: str, message: str, kind: str, **headers: str) -> WireReply:

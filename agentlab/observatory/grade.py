@@ -108,6 +108,7 @@ from .grade_serving import (  # noqa: F401  (re-exported: agentlab.observatory.g
     LoopFn,
     check_pass_env,
     check_prompt_argument,
+    check_suffix,
     check_timeout,
     command_argv,
     command_env,
@@ -163,6 +164,7 @@ def _check_usage(args: Any) -> None:
     if args.agent_command:
         check_timeout(args.timeout)  # before the banner and before anything runs
         check_pass_env(args.pass_env or [])
+        check_suffix(args.base_url_suffix or "")
         names = list(args.scenarios) if args.scenarios else gradeable_scenarios()
         loaded = [load_scenario(name) for name in names]
         for sc in loaded:
@@ -217,7 +219,8 @@ def _grade_the_command(args: Any) -> Report:
           f"timeout {args.timeout:g} s", file=sys.stderr, flush=True)
     started = time.perf_counter()
     report = grade_command(argv, names, timeout=args.timeout, jobs=args.jobs, label=args.label or args.agent_command,
-                           pass_env=args.pass_env or [], keep=args.keep)
+                           pass_env=args.pass_env or [], keep=args.keep,
+                           base_url_suffix=args.base_url_suffix or "")
     print(f"agentlab grade: done in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
     return report
 

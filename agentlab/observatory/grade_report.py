@@ -32,6 +32,11 @@ class ScenarioGrade:
     exit_code: int | None = None      # the command's (None: a function, or stopped at the timeout)
     duration_s: float | None = None   # the run's wall time
     stderr: str = ""                  # the last lines the command wrote to stderr
+    # why the scenario's branch was not reached (a tool or thinking the client never offered or enabled, so the
+    # live API could not have sent the scripted reply): its branch rules do not count, either way
+    not_reached: list[str] = field(default_factory=list)
+    beyond_script: int = 0  # model requests sent after the script was used up
+    side_requests: list[str] = field(default_factory=list)  # beside the loop: "1 title request", ...
 
     @property
     def failed(self) -> list[str]:
@@ -53,13 +58,14 @@ class ScenarioGrade:
 
     @property
     def mark(self) -> str:
-        return "✗" if not self.passed else "✓" if self.judged else "–"
+        return "✗" if not self.passed else "–" if self.not_reached or not self.judged else "✓"
 
     @property
     def reached(self) -> bool:
-        """Whether the run reached the scenario's branch: a failure counts, and so does any branch rule that
-        could judge it (:attr:`judged`). Not reached: nothing sent, or nothing any branch rule could read."""
-        return bool(self.failed) or self.judged
+        """Whether the run reached the scenario's branch: not when the live API could not have sent the scripted
+        reply (:attr:`not_reached`); else a failure counts, and so does any branch rule that could judge it
+        (:attr:`judged`). Not reached: nothing sent, or nothing any branch rule could read."""
+        return not self.not_reached and (bool(self.failed) or self.judged)
 
     def check(self, rule: str) -> Check | None:
         return next((c for c in self.checks if c.rule == rule), None)
@@ -73,7 +79,7 @@ class ScenarioGrade:
         for name in names:
             c = self.check(name)
             status = "not_reached" if c is None or c.status == "skip" else c.status
-            message = c.why if c is not None else f"the run never reached this branch ({branches.get(name, name)})"
+            message = c.why if c is not None else f"{NEVER_REACHED} ({branches.get(name, name)})"
             out.append({"rule": name, "status": status, "message": message})
         return out
 
@@ -82,7 +88,8 @@ class ScenarioGrade:
         return {"name": self.scenario, "verdict": self.verdict, "reached": self.reached, "failed": self.failed,
                 "requests": self.requests, "ending": self.ending, "exit_code": self.exit_code,
                 "duration_s": self.duration_s, "stderr": self.stderr, "notes": list(self.notes),
-                "rules": self.rule_results()}
+                "not_reached": list(self.not_reached), "beyond_script": self.beyond_script,
+                "side_requests": list(self.side_requests), "rules": self.rule_results()}
 
     @classmethod
     def from_dict(cls, item: dict[str, Any], legacy_checks: list[dict[str, Any]] | None = None) -> ScenarioGrade:
@@ -90,14 +97,19 @@ class ScenarioGrade:
         if legacy_checks is not None:
             checks = [Check(c["rule"], c["status"], c["why"]) for c in legacy_checks]
         else:
-            checks = [Check(r["rule"], r["status"], r["message"]) for r in item.get("rules") or []
-                      if r.get("status") in ("pass", "fail")]
+            # a rule not reached is kept when the grade said why (a skip); one never judged is not a check
+            checks = [Check(r["rule"], "skip" if r.get("status") == "not_reached" else r["status"], r["message"])
+                      for r in item.get("rules") or [] if r.get("status") in ("pass", "fail")
+                      or (r.get("status") == "not_reached" and not str(r.get("message")).startswith(NEVER_REACHED))]
         checks += _saved_failures(item, checks)
         duration = item.get("duration_s")
         return cls(str(item["name"]), checks, int(item.get("requests") or 0), str(item.get("ending") or ""),
                    notes=[str(n) for n in item.get("notes") or []], exit_code=item.get("exit_code"),
                    duration_s=float(duration) if isinstance(duration, int | float) else None,
-                   stderr=str(item.get("stderr") or ""))
+                   stderr=str(item.get("stderr") or ""),
+                   not_reached=[str(n) for n in item.get("not_reached") or []],
+                   beyond_script=int(item.get("beyond_script") or 0),
+                   side_requests=[str(n) for n in item.get("side_requests") or []])
 
 
 def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None) -> ScenarioGrade:
@@ -111,12 +123,45 @@ def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None)
             scenario = None
     run = Run(record, scenario)
     checks = [c for rule in RULES if (c := rule.check(run)) is not None]
+    unreached = not_reached(record, scenario)
+    if unreached:  # the live API could not have sent the scripted branch: its rules neither pass nor fail
+        checks = [c if c.rule in UNIVERSAL or c.status != "fail" else Check(c.rule, "skip", f"not judged: {c.why}")
+                  for c in checks]
+    notes = [] if unreached else server_tool_notes(record, scenario)  # a server tool not offered: not reached
+    notes += [f"request {r.get('n')} was answered, but the live API refuses it: {r['api_would_refuse']}"
+              for r in run.requests if r.get("api_would_refuse")]
+    beyond = sum(1 for r in run.requests if r.get("kind") == "unexpected")
     result = record.get("result") or {}
     wall = (record.get("timing") or {}).get("wall_s")
-    return ScenarioGrade(str(record.get("scenario")), checks, len(run.requests), ending(record), record,
-                         server_tool_notes(record, scenario), exit_code=result.get("exit_code"),
-                         duration_s=wall if isinstance(wall, int | float) else None,
-                         stderr=str(result.get("stderr") or ""))
+    return ScenarioGrade(str(record.get("scenario")), checks, len(run.requests), ending(record), record, notes,
+                         exit_code=result.get("exit_code"), duration_s=wall if isinstance(wall, int | float) else None,
+                         stderr=str(result.get("stderr") or ""), not_reached=unreached, beyond_script=beyond,
+                         side_requests=side_requests(record))
+
+
+def side_requests(record: dict[str, Any]) -> list[str]:
+    """The record's side requests (answered beside the loop, no step used up), counted by kind and model."""
+    counts: dict[tuple[str, str], int] = {}
+    for item in record.get("side_requests") or []:
+        key = (str(item.get("what")), str(item.get("model")))
+        counts[key] = counts.get(key, 0) + 1
+    probes = [p for p in record.get("probes") or [] if "count_tokens" in str(p)]
+    out = [f"{plural(n, what + ' request')} on {model}" for (what, model), n in counts.items()]
+    return out + (["token counting (POST /v1/messages/count_tokens)"] if probes else [])
+
+
+def not_reached(record: dict[str, Any], scenario: Scenario | None) -> list[str]:
+    """Why the scenario's branch was not reached, each reason once: what the server could not send as scripted
+    (a request's ``not_reached``), and, in records made before the server said so, the note that the client
+    never offered a server tool the scripted model uses."""
+    out: list[str] = []
+    for r in record.get("requests") or []:
+        for reason in r.get("not_reached") or []:
+            if reason not in out:
+                out.append(str(reason))
+    if not out:
+        out = server_tool_notes(record, scenario)
+    return out
 
 
 def server_tool_notes(record: dict[str, Any], scenario: Scenario | None) -> list[str]:
@@ -199,9 +244,11 @@ class Report:
 
     def text(self) -> str:
         """The report as the CLI prints it: per scenario its verdict and ending, then each rule with ✓/✗ and why."""
-        n_pass = sum(1 for g in self.grades if g.passed)
+        n_pass = sum(1 for g in self.grades if g.passed and not g.not_reached)
+        n_unreached = sum(1 for g in self.grades if g.passed and g.not_reached)
+        unreached = f", {n_unreached} not reached" if n_unreached else ""
         lines = [f"{self.client}: {plural(len(self.grades), 'scenario')}, {n_pass} pass, "
-                 f"{len(self.grades) - n_pass} fail"]
+                 f"{len(self.grades) - n_pass - n_unreached} fail{unreached}"]
         if self.command is not None:
             passed = f" (passed with --pass-env: {', '.join(self.passed_env)})" if self.passed_env else ""
             lines.append(f"environment: the command ran without the {' and '.join(STRIPPED_ENV)} variables{passed}; "
@@ -212,7 +259,12 @@ class Report:
             g.checks for g in self.grades) else 10
         for g in self.grades:
             how = f"{plural(g.requests, 'request')}, {g.ending}" if g.ending else ""
+            if g.beyond_script:
+                how += f" ({g.beyond_script} beyond the end of the script)"
             lines.append(f"{g.mark} {g.scenario:<{width}}  {how}".rstrip())
+            lines += [f"    not reached: {n}" for n in g.not_reached]
+            if g.side_requests:
+                lines.append(f"    side requests (answered without using a step): {'; '.join(g.side_requests)}")
             for c in g.checks:
                 if c.rule in ("ends_on_its_own", "sends_the_prompt") and c.status == "pass":
                     continue  # the scenario's line says how it ended and how many requests it sent
@@ -244,6 +296,7 @@ def nothing_sent(grade: ScenarioGrade) -> list[str]:
     return lines
 
 
+NEVER_REACHED = "the run never reached this branch"
 NO_CHECKS = "no checks (nothing shows that it passed)"
 
 

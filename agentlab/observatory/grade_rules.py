@@ -186,6 +186,12 @@ def sends_the_prompt(run: Run) -> Check | None:
     """Every run: the client sends at least one request, and the first one carries the scenario's prompt."""
     name = "sends_the_prompt"
     if not run.requests:
+        posted = [p for p in run.record.get("probes") or [] if str(p).startswith("POST ")
+                  and str(p).split(" ", 1)[1].endswith("/messages") and "/v1/" not in str(p)]
+        if posted:
+            return _fail(name, f"no request reached /v1/messages: the client posted to {posted[0].split(' ', 1)[1]} "
+                               f"({ending(run.record)}); it expects a base URL that ends in /v1: grade it with "
+                               "--base-url-suffix /v1")
         return _fail(name, f"no request reached the server ({ending(run.record)})")
     if run.scenario is None:
         return None
@@ -404,6 +410,25 @@ def _tool_use_ids(entry: dict[str, Any]) -> list[str]:
     return ids
 
 
+def _called_names(run: Run, i: int) -> set[str]:
+    """The names of the tools the scripted reply to request ``i`` calls (empty when the scenario is unknown)."""
+    step = run.step(i)
+    replies = [step, *(step.cases or [])] if step is not None else []
+    return {b.name for reply in replies for b in reply.content or [] if b.type == "tool_use"}
+
+
+def _told_as_text(run: Run, i: int, entries: list[dict[str, Any]]) -> bool:
+    """Whether the client sent the tool calls of request ``i``'s reply back as text ("Calling tools: ..." in
+    the assistant message, then "Observation: ..." in a user message, as smolagents does): no tool_use block
+    left for the API to pair, an assistant text that names a called tool, and a user text after it."""
+    assistant, rest = entries[0], entries[1:]
+    texts = " ".join(assistant.get("texts") or [])
+    names = _called_names(run, i)
+    if not texts or (names and not any(n in texts for n in names)):
+        return False
+    return any(e.get("role") == "user" and e.get("texts") and not e.get("tool_results") for e in rest)
+
+
 def tool_result_pairing(run: Run) -> Check | None:
     """Row 2: every reply with ``tool_use`` blocks (whatever its stop_reason) is followed by the assistant
     message with those calls and ONE user message holding only ``tool_result`` blocks, one per call, each id
@@ -414,7 +439,7 @@ def tool_result_pairing(run: Run) -> Check | None:
                       and _blocks(run.requests[i])[-1:] == ["tool_use"])]
     if not found:
         return None
-    answered = 0
+    answered = told = 0
     notes: list[str] = []
     max_turns = run.scenario.max_turns if run.scenario is not None else None
     for i in found:
@@ -443,6 +468,9 @@ def tool_result_pairing(run: Run) -> Check | None:
             return _fail(name, f"request {run.n(j)} did not send back the assistant message with the "
                                f"{plural(want, 'tool call')} of request {run.n(i)}'s reply")
         ids = _tool_use_ids(entries[at])
+        if not ids and _told_as_text(run, i, entries[at:]):
+            told += want
+            continue
         if len(ids) != want:
             return _fail(name, f"request {run.n(j)} sent back {len(ids)} of the {want} tool_use block(s) of "
                                f"request {run.n(i)}'s reply")
@@ -467,12 +495,16 @@ def tool_result_pairing(run: Run) -> Check | None:
         if any(e.get("tool_results") for e in rest[1:]):
             return _fail(name, f"request {run.n(j)}: the tool results are split over several messages")
         answered += want
-    if not answered:
+    if not answered and not told:
         return Check(name, "skip", "; ".join(notes)) if notes else None
     labels = sorted({str(_reply(run.requests[i]).get("stop_reason")) for i in found} - {"tool_use"})
     extra_note = f" (also under the label {', '.join(labels)})" if labels else ""
-    return _pass(name, f"{plural(answered, 'tool call')} answered{extra_note}: each id once, in one message of "
-                       "results, nothing after them" + (f"; {'; '.join(notes)}" if notes else ""))
+    if told:  # the API accepts a history with no tool_use blocks; the texts tell the calls and their results
+        notes.insert(0, f"{plural(told, 'tool call')} sent back as text (the call, then its result in a user "
+                        "message), which the API accepts")
+    said = (f"{plural(answered, 'tool call')} answered{extra_note}: each id once, in one message of results, "
+            "nothing after them") if answered else f"every tool call answered{extra_note}"
+    return _pass(name, said + (f"; {'; '.join(notes)}" if notes else ""))
 
 
 def bounded_max_tokens_recovery(run: Run) -> Check | None:
@@ -818,9 +850,11 @@ def record_from_requests(requests: Sequence[dict[str, Any]], scenario: str = "?"
     and ``blocks`` — the content block types — for a message, or ``error`` — the error type — and ``message``
     for an error), optionally the scenario ``step`` that answered and the reply ``kind`` ("error" for an error
     the scenario sends on purpose, the default for errors). What each request appended and its action label
-    are computed as ``agentlab observe`` computes them."""
+    are computed as ``agentlab observe`` computes them, and a request the live API would refuse (the validator
+    ``agentlab serve`` answers with) is marked ``api_would_refuse``, which the report notes."""
     from ..backend.scenario import is_summary_request
     from ..backend.scripted import normalise_request
+    from ..backend.validate import request_problem
     from .records import classify, diff_requests
 
     out: list[dict[str, Any]] = []
@@ -840,6 +874,9 @@ def record_from_requests(requests: Sequence[dict[str, Any]], scenario: str = "?"
             "action": classify(diff, prev_reply), "reply": reply, "appended": diff}
         if message is not None:
             entry["error"] = message
+        refused = request_problem(body) if reply["status"] < 400 else None
+        if refused is not None:  # answered in the log, though the live API answers it with a 400
+            entry["api_would_refuse"] = refused
         out.append(entry)
         if prev_body is None or not diff["summary_request"]:
             prev_body, prev_reply = body, reply

@@ -125,6 +125,13 @@ def check_prompt_argument(scenario: Scenario) -> None:
                           "(the prompt is passed as a Python string), or shorten it")
 
 
+def check_suffix(suffix: str) -> str:
+    """``--base-url-suffix``: a path such as ``/v1`` (starting with /, no spaces, query or fragment)."""
+    if suffix and (not suffix.startswith("/") or any(c in suffix for c in " ?#\t\n")):
+        raise ConfigError(f"--base-url-suffix: expected a path such as /v1, got {suffix!r}")
+    return suffix.rstrip("/")
+
+
 def command_argv(argv: Sequence[str], prompt: str) -> list[str]:
     """The command line of one run: the prompt where ``{prompt}`` stands (in any argument), else appended."""
     if any(PROMPT in arg for arg in argv):
@@ -172,21 +179,24 @@ def _keep_output(folder: Path, out: str, err: str, result: dict[str, Any], argv:
 
 
 def command_runner(argv: Sequence[str], cwd: str | Path | None = None, *, pass_env: Sequence[str] = (),
-                   keep: str | Path | None = None):
+                   keep: str | Path | None = None, base_url_suffix: str = ""):
     """An observe runner: the command with the prompt in it (:func:`command_argv`) and :func:`command_env`, in
     a session of its own. It is judged on its own exit: a background child still holding its stdout does not hold
     the grade. When it exits, or at the timeout, everything it started is ended: its process group, its
     descendants and every process carrying its tag, ``setsid`` ones too (:mod:`agentlab.core.processes`).
     ``keep``: a folder where each scenario's stdout, stderr and exit status are written (in a folder named after
-    the scenario)."""
+    the scenario). ``base_url_suffix`` (``/v1``) is appended to the server's URL in ``ANTHROPIC_BASE_URL``, for
+    clients that expect a base URL ending in /v1."""
     from ..core.trace import redact
     from .observe_clients import ClientOutcome
 
     # what the command prints is kept and shown: any API key in it, and the values passed with --pass-env, are not
     secrets = tuple(os.environ[name] for name in pass_env if name in os.environ)
 
+    base_url_suffix = check_suffix(base_url_suffix)
+
     def run(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
-        env = command_env(scenario, base_url, pass_env)
+        env = command_env(scenario, base_url + base_url_suffix, pass_env)
         full = command_argv(argv, scenario.prompt)
         env, tag = tagged_env(env)
         try:
@@ -315,16 +325,19 @@ def _grade(label: str, runner: Any, scenarios: Sequence[str] | None, timeout: fl
 def grade_command(command: str | Sequence[str], scenarios: Sequence[str] | None = None, *,
                   timeout: float = DEFAULT_TIMEOUT, jobs: int = DEFAULT_JOBS, label: str | None = None,
                   cwd: str | Path | None = None, pass_env: Sequence[str] = (), keep: str | Path | None = None,
+                  base_url_suffix: str = "",
                   progress: Callable[[ScenarioGrade], None] | None = None) -> Report:
     """Grade a command: for each scenario (default: :func:`gradeable_scenarios`) serve it, run the command
     with its prompt (:func:`command_argv`, :func:`command_env`) against it, judge what it sent. ``keep``: a
-    folder that receives, per scenario, what the server saw and what the command printed."""
+    folder that receives, per scenario, what the server saw and what the command printed. ``base_url_suffix``
+    (``/v1``) is appended to the server's URL in ``ANTHROPIC_BASE_URL``."""
     argv = parse_command(command)
-    passed = check_pass_env(pass_env)
+    passed, base_url_suffix = check_pass_env(pass_env), check_suffix(base_url_suffix)
     for name in list(scenarios) if scenarios else gradeable_scenarios():
         check_prompt_argument(load_scenario(name))
     text = command if isinstance(command, str) else shlex.join(argv)
-    report = _grade(label or text, command_runner(argv, cwd, pass_env=passed, keep=keep), scenarios, timeout, jobs,
+    report = _grade(label or text, command_runner(argv, cwd, pass_env=passed, keep=keep,
+                                                    base_url_suffix=base_url_suffix), scenarios, timeout, jobs,
                     progress, keep)
     report.command, report.passed_env = list(argv), passed
     return report

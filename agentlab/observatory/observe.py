@@ -23,8 +23,10 @@ away: ``observe("my-agent", runner=my_runner, version="1.0")``.
 
 A record (``RECORD_FORMAT`` 1) is one JSON object: ``format``, ``client``, ``version``, ``scenario``, ``row``,
 ``description``, ``settings`` (how the client was run), ``notes``, ``requests``, ``probes`` (non-model
-requests such as ``HEAD /``), ``summary`` (``requests``, ``actions``, ``max_tokens``, ``max_tokens_raised``,
-``models``, ``streamed``, ``error_replies``, ``beyond_script``, ``expect_unmet``, ``steps_used``), ``result``
+requests such as ``HEAD /``), ``side_requests`` (where there were any: requests beside the loop, a title or a
+quota probe, each ``what``, ``model`` and ``path``, answered without using a step), ``summary``
+(``requests``, ``actions``, ``max_tokens``, ``max_tokens_raised``, ``models``, ``streamed``, ``error_replies``,
+``beyond_script``, ``expect_unmet``, ``steps_used``), ``result``
 (the client's own ending: ``exit_code``, ``subtype``/``raised``/``stop_reason``, ``is_error``, ``text``, ...)
 and ``timing`` (wall time and when each request arrived, left out of comparisons). Each request has ``n``,
 ``path``, ``model``, ``max_tokens``, ``stream``, ``step``, ``kind`` (the engine's: ``message``, ``stream``, ``error``,
@@ -32,7 +34,9 @@ and ``timing`` (wall time and when each request arrived, left out of comparisons
 ``reply`` (status, stop_reason, block types or error type), ``appended`` (:func:`diff_requests`),
 ``tokens`` (the request's estimated size, measured with what differs between machines replaced by
 placeholders: ``<tmp>``, ``<python>``, ``<repo>``, ``<os-release>``, ``<date>``; see
-:func:`machine_replacements`), ``expect_unmet`` when a step's check did not hold, and for an error reply
+:func:`machine_replacements`), ``expect_unmet`` when a step's check did not hold, ``not_reached`` when the
+scripted reply could not be sent as written (a tool or thinking the request did not offer or enable), and for
+an error reply
 ``error`` (its message), ``headers`` (the retry-steering headers sent: ``x-should-retry``, ``retry-after``)
 and ``api_headers`` (what the real API sends in that case, from the scenario). Fields are only ever added,
 never renamed.

@@ -109,22 +109,10 @@ def _merged_text(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     return rest or None
 
 
-def diff_requests(prev_body: dict[str, Any] | None, body: dict[str, Any]) -> dict[str, Any]:
-    """What ``body`` changed relative to ``prev_body`` (None for the first request): a pure function.
-
-    Messages are compared after dropping ``cache_control`` and null fields and turning string content into
-    a text block, so clients that move cache markers around still show an unchanged history. ``kept`` is the
-    length of the common prefix; ``dropped`` counts earlier messages that did not survive (a rewritten or
-    compacted history); ``extended_last`` says the previous last message was continued in place (a
-    paused assistant turn merged with its continuation); ``merged_last`` says text was merged into the
-    previous last message instead (a re-prompt written into the user turn, not a compaction). ``appended``
-    describes the messages after the prefix; ``injected_user_texts``, ``injected_system_texts`` (``role:
-    system`` items), ``tool_results``
-    and ``assistant_blocks`` pick them apart. ``changed`` lists top-level fields that differ.
-    """
-    prev = prev_body or {}
-    before = [_norm_message(m) for m in prev.get("messages") or []]
-    after = [_norm_message(m) for m in body.get("messages") or []]
+def _common_prefix(before: list[dict[str, Any]], after: list[dict[str, Any]]
+                   ) -> tuple[int, bool, bool, dict[str, Any] | None]:
+    """How many messages ``after`` keeps from ``before`` unchanged, whether it continued the last one in place
+    (``extended``: blocks added) or merged text into it (``merged``), and what was added to it (``extra``)."""
     kept = 0
     while kept < min(len(before), len(after)) and before[kept] == after[kept]:
         kept += 1
@@ -141,13 +129,42 @@ def diff_requests(prev_body: dict[str, Any] | None, body: dict[str, Any]) -> dic
             if added is not None:
                 merged = True
                 extra = {"role": new["role"], "content": [{"type": "text", "text": added}]}
+    return kept, extended, merged, extra
+
+
+def diff_requests(prev_body: dict[str, Any] | None, body: dict[str, Any]) -> dict[str, Any]:
+    """What ``body`` changed relative to ``prev_body`` (None for the first request): a pure function.
+
+    Messages are compared after dropping ``cache_control`` and null fields and turning string content into
+    a text block, so clients that move cache markers around still show an unchanged history. ``kept`` is the
+    length of the common prefix; ``dropped`` counts earlier messages that did not survive (a rewritten or
+    compacted history); ``extended_last`` says the previous last message was continued in place (a
+    paused assistant turn merged with its continuation); ``merged_last`` says text was merged into the
+    previous last message instead (a re-prompt written into the user turn, not a compaction). ``appended``
+    describes the messages after the prefix; ``injected_user_texts``, ``injected_system_texts`` (``role:
+    system`` items), ``tool_results``
+    and ``assistant_blocks`` pick them apart. ``changed`` lists top-level fields that differ.
+    """
+    prev = prev_body or {}
+    before = [_norm_message(m) for m in prev.get("messages") or []]
+    after = [_norm_message(m) for m in body.get("messages") or []]
+    kept, extended, merged, extra = _common_prefix(before, after)
+    dropped = len(before) - kept - (1 if extra is not None else 0)
+    tail = after[kept + (1 if extra is not None else 0):]
+    if dropped > 0 and any(m["role"] == "system" for m in before):
+        # role: system items are read as the system prompt, not as turns: a client that keeps one after the
+        # last turn and merges a re-prompt into that turn has not rewritten its history
+        chat_before = [m for m in before if m["role"] != "system"]
+        chat_after = [m for m in after if m["role"] != "system"]
+        k, e, g, x = _common_prefix(chat_before, chat_after)
+        if len(chat_before) - k - (1 if x is not None else 0) == 0:
+            kept, extended, merged, extra, dropped = k, e, g, x, 0
+            tail = chat_after[k + (1 if x is not None else 0):] + [
+                m for m in after if m["role"] == "system" and m not in before]
     appended: list[dict[str, Any]] = []
     if extra is not None:
         appended.append({**describe_message(extra), "extends_previous": True, **({"merged": True} if merged else {})})
-        start = kept + 1
-    else:
-        start = kept
-    appended += [describe_message(m) for m in after[start:]]
+    appended += [describe_message(m) for m in tail]
     user_texts = [t for a in appended if a["role"] == "user" for t in a.get("texts", [])]
     system_texts = [t for a in appended if a["role"] == "system" for t in a.get("texts", [])]
     results = [r for a in appended for r in a.get("tool_results", [])]
@@ -164,7 +181,7 @@ def diff_requests(prev_body: dict[str, Any] | None, body: dict[str, Any]) -> dic
     last = after[-1]["role"] if after else None
     return {
         "messages_before": len(before), "messages_after": len(after), "kept": kept,
-        "dropped": len(before) - kept - (1 if extra is not None else 0), "extended_last": extended,
+        "dropped": dropped, "extended_last": extended,
         "merged_last": merged,
         "same_messages": prev_body is not None and before == after,
         "appended": appended, "injected_user_texts": user_texts, "injected_system_texts": system_texts,
@@ -262,6 +279,7 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
     requests: list[dict[str, Any]] = []
     arrivals: list[float] = []
     probes: list[str] = []
+    side: list[dict[str, Any]] = []
     prev_body: dict[str, Any] | None = None
     prev_reply: dict[str, Any] | None = None
     prev_step_tokens: int | None = None
@@ -272,6 +290,9 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
             probes.append(f"{recorded.method} {route}")
             continue
         body = recorded.body
+        if recorded.kind.startswith("side:"):  # beside the loop (a title, a quota probe): listed apart
+            side.append({"what": recorded.kind.split(":", 1)[1], "model": body.get("model"), "path": recorded.path})
+            continue
         normalised = normalise_request(body)
         summary = reply_summary(reply.status, reply.headers, reply.body)
         diff = diff_requests(prev_body, body)
@@ -280,6 +301,8 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
             "max_tokens": body.get("max_tokens"), "stream": recorded.stream, "step": recorded.step,
             "kind": recorded.kind, "action": classify(diff, prev_reply), "reply": summary, "appended": diff,
         }
+        if recorded.not_reached:
+            entry["not_reached"] = list(recorded.not_reached)
         if exchange.thread is not None:
             entry["thread"] = exchange.thread.get("type")
             entry["sent_messages"] = len((exchange.sent or {}).get("messages") or [])
@@ -321,6 +344,7 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
         "row": scenario.row, "description": scenario.description,
         "settings": outcome.settings, "notes": notes,
         "requests": requests, "probes": sorted(set(probes)),
+        **({"side_requests": side} if side else {}),
         "summary": _summary(scenario, requests), "result": outcome.result,
         "timing": {"wall_s": round(wall_s, 3),
                    "request_s": [round(t - arrivals[0], 3) for t in arrivals] if arrivals else []},

@@ -1,0 +1,83 @@
+"""The limits of the Messages API's models: output ceilings and context windows, from the dated table in
+``data/models.yaml`` (its source and the date it was checked are in the file, as for the price table).
+
+The scripted server states a scenario's limits relative to the model a request asks for: a ``max_tokens``
+above *that* model's ceiling (``max_tokens_over_ceiling``, ``{ceiling}`` in an error message), a usage that
+fills *that* model's window (``usage.window_share``, ``{window}``). A model the table does not list is
+answered with the limits of the table's ``default`` model, and :attr:`ModelLimits.known` says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ..core.errors import ConfigError
+from ..core.paths import data_dir
+
+MODELS_FILE = data_dir() / "models.yaml"
+_DATE_SUFFIX = re.compile(r"-\d{8}$")
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    model: str             # the row of the table that was used
+    context_window: int
+    max_output: int
+    known: bool = True     # False: the requested model is not in the table; these are the default's limits
+
+
+@dataclass(frozen=True)
+class ModelTable:
+    checked: str
+    source: str
+    default: str
+    models: dict[str, ModelLimits]
+
+    def limits(self, model: str | None) -> ModelLimits:
+        """The limits of ``model`` (exact id, or the id without its date suffix), else the default's."""
+        name = str(model or "")
+        found = self.models.get(name) or self.models.get(_DATE_SUFFIX.sub("", name))
+        if found is not None:
+            return found
+        default = self.models[self.default]
+        return ModelLimits(default.model, default.context_window, default.max_output, known=False)
+
+
+def load_models(path: str | Path = MODELS_FILE) -> ModelTable:
+    """Read a model table; a malformed one raises ConfigError naming the file and the entry."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the model table: {exc}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict):
+        raise ConfigError(f"{path}: expected a mapping with 'checked', 'source', 'default' and 'models'")
+    for key in ("checked", "source", "default"):
+        if not raw.get(key):
+            raise ConfigError(f"{path}: '{key}' is missing: a model table says when and where it was checked")
+    models: dict[str, ModelLimits] = {}
+    for model, row in raw["models"].items():
+        values = [row.get(k) if isinstance(row, dict) else None for k in ("context_window", "max_output")]
+        numbers = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+        if len(numbers) != 2:
+            raise ConfigError(f"{path}: models.{model}: expected context_window and max_output, whole numbers "
+                              "above 0")
+        models[str(model)] = ModelLimits(str(model), numbers[0], numbers[1])
+    if raw["default"] not in models:
+        raise ConfigError(f"{path}: default {raw['default']!r} is not one of the models")
+    return ModelTable(str(raw["checked"]), str(raw["source"]), str(raw["default"]), models)
+
+
+@functools.lru_cache(maxsize=1)
+def model_table() -> ModelTable:
+    return load_models()
+
+
+def model_limits(model: str | None) -> ModelLimits:
+    """The limits of ``model`` in the project's table (``data/models.yaml``)."""
+    return model_table().limits(model)

@@ -1,0 +1,61 @@
+"""Model-specific replies follow the model the request asks for: the output ceiling in ``max_tokens_clamp``
+and the context window in ``context_window_full`` come from one dated table (data/models.yaml)."""
+
+from __future__ import annotations
+
+import anthropic
+import pytest
+
+from agentlab.backend.models import load_models, model_limits, model_table
+from agentlab.backend.scenario import load_scenario
+from agentlab.backend.scripted import ScenarioEngine
+from agentlab.backend.serve import ScenarioServer
+from agentlab.core.errors import ConfigError
+from agentlab.observatory.observe import lenient
+
+ASK = [{"role": "user", "content": "Explain the CAP theorem in depth."}]
+
+
+def served(name: str) -> ScenarioServer:
+    return ScenarioServer(ScenarioEngine(lenient(load_scenario(name))))  # as grade and observe serve it
+
+
+@pytest.mark.parametrize(("model", "refused"), [("claude-3-haiku-20240307", "4096"), ("claude-sonnet-4-6", None)])
+def test_the_max_tokens_ceiling_is_the_requested_model_s(model: str, refused: str | None) -> None:
+    with served("max_tokens_clamp") as server:
+        # a timeout of its own: the SDK asks for streaming above ~21k max_tokens with its default timeout
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0, timeout=60)
+        assert client.messages.create(model=model, max_tokens=256, messages=ASK).stop_reason == "max_tokens"
+        if refused is None:  # 64,000 is within claude-sonnet-4-6's 128,000: the whole answer
+            assert client.messages.create(model=model, max_tokens=64000, messages=ASK).stop_reason == "end_turn"
+            return
+        with pytest.raises(anthropic.BadRequestError) as error:
+            client.messages.create(model=model, max_tokens=64000, messages=ASK)
+    assert error.value.body["error"]["message"] == (
+        f"max_tokens: 64000 > {refused}, which is the maximum allowed number of output tokens for {model}")
+
+
+@pytest.mark.parametrize(("model", "window"), [("claude-sonnet-4-6", 1_000_000),
+                                              ("claude-haiku-4-5-20251001", 200_000)])
+def test_a_full_window_is_the_requested_model_s(model: str, window: int) -> None:
+    with served("context_window_full") as server:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0)
+        replies = [client.messages.create(model=model, max_tokens=1024, messages=ASK) for _ in range(4)]
+    full = replies[3]
+    assert full.stop_reason == "model_context_window_exceeded"
+    assert full.usage.input_tokens == round(0.995 * window)
+
+
+def test_the_table_names_its_source_and_date_and_answers_an_unknown_model_with_the_default() -> None:
+    table = model_table()
+    assert table.checked and table.source.startswith("each model's page")
+    assert model_limits("claude-3-haiku-20240307").max_output == 4096
+    unknown = model_limits("claude-scripted")
+    assert not unknown.known and unknown.model == table.default
+
+
+def test_a_malformed_table_is_named(tmp_path) -> None:
+    path = tmp_path / "models.yaml"
+    path.write_text("checked: '2026-12-02'\nsource: x\ndefault: a\nmodels:\n  a: {context_window: 0, max_output: 5}\n")
+    with pytest.raises(ConfigError, match=r"models\.yaml: models\.a: expected context_window and max_output"):
+        load_models(path)

@@ -1,0 +1,120 @@
+"""One request validator for serve, grade and observe: a request the live API refuses gets its 400
+``invalid_request_error`` in the API's words (and uses up no scenario step); a request it accepts is answered."""
+
+from __future__ import annotations
+
+import anthropic
+import pytest
+
+from agentlab.backend.serve import ScenarioServer
+from agentlab.backend.validate import request_problem
+from agentlab.observatory.observe import observe_scenario
+from agentlab.observatory.records import ClientOutcome
+
+ASK = {"role": "user", "content": "What is the weather in Oslo?"}
+CALL = {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                                          "input": {"location": "Oslo"}}]}
+RESULT = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]}
+
+REFUSED = [
+    ("tool_use without its tool_result", [ASK, CALL, {"role": "user", "content": "and Lima?"}],
+     "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_1. Each "
+     "`tool_use` block must have a corresponding `tool_result` block in the next message."),
+    ("tool_result with no tool_use before it", [ASK, {"role": "assistant", "content": "Let me check."}, RESULT],
+     "messages.2.content.0: unexpected `tool_use_id` found in `tool_result` blocks: toolu_1. Each `tool_result` "
+     "block must have a corresponding `tool_use` block in the previous message."),
+    ("an empty assistant message before the last turn", [ASK, {"role": "assistant", "content": []},
+                                                         {"role": "user", "content": "Please continue."}],
+     "messages.1: all messages must have non-empty content except for the optional final assistant message"),
+    ("an empty user message", [{"role": "user", "content": ""}],
+     "messages.0: all messages must have non-empty content except for the optional final assistant message"),
+    ("an empty text block", [{"role": "user", "content": [{"type": "text", "text": ""}, {"type": "text",
+                                                                                         "text": "hi"}]}],
+     "messages: text content blocks must be non-empty"),
+    ("a text block of whitespace", [{"role": "user", "content": [{"type": "text", "text": "  \n"}]}],
+     "messages: text content blocks must contain non-whitespace text"),
+    ("a prefill that ends with whitespace", [ASK, {"role": "assistant", "content": "The weather is "}],
+     "messages: final assistant content cannot end with trailing whitespace"),
+]
+
+
+@pytest.mark.parametrize(("what", "messages", "wording"), REFUSED, ids=[r[0] for r in REFUSED])
+def test_the_api_s_400_in_its_own_words_through_the_wire(what: str, messages: list, wording: str) -> None:
+    with ScenarioServer("end_turn") as server:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0)
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=messages)
+        assert refused.value.body["error"] == {"type": "invalid_request_error", "message": wording}
+        # no step was used up: a valid request still gets the scenario's first step
+        reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=[ASK])
+    assert reply.stop_reason == "end_turn"
+    assert [e.request.kind for e in server.exchanges] == ["invalid_request", "message"]
+    assert [e.request.step for e in server.exchanges] == [None, 0]
+
+
+ACCEPTED = [
+    ("role:system items inside messages", [{"role": "system", "content": "Be brief."}, ASK,
+                                           {"role": "system", "content": [{"type": "text", "text": "reminder"}]}]),
+    ("a tool round trip", [ASK, CALL, RESULT]),
+    ("results first, then text in the same message", [ASK, CALL, {"role": "user", "content": [
+        *RESULT["content"], {"type": "text", "text": "Also Lima."}]}]),
+    ("consecutive user messages", [ASK, {"role": "user", "content": "And Lima?"}]),
+    ("a conversation that starts with the assistant", [{"role": "assistant", "content": "Hello."}, ASK]),
+    ("an empty final assistant message", [ASK, {"role": "assistant", "content": ""}]),
+    ("a paused tool call sent back as the final assistant message", [ASK, CALL]),
+    ("tool calls told as text", [ASK, {"role": "assistant", "content": "Calling tools:\n[{'name': 'get_weather', "
+                                                                       "'arguments': {'location': 'Oslo'}}]"},
+                                 {"role": "user", "content": "Observation:\nsunny"}]),
+    ("a system-held tool result between the call and the result", [ASK, CALL, {"role": "system",
+                                                                               "content": "note"}, RESULT]),
+]
+
+
+@pytest.mark.parametrize(("what", "messages"), ACCEPTED, ids=[a[0] for a in ACCEPTED])
+def test_what_the_api_accepts_is_answered(what: str, messages: list) -> None:
+    with ScenarioServer("end_turn") as server:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0)
+        reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=messages,
+                                       extra_body={"output_config": {"effort": "high"}, "metadata": {}})
+    assert reply.stop_reason == "end_turn" and server.exchanges[0].request.step == 0
+
+
+def test_observe_and_grade_records_see_the_same_400() -> None:
+    """observe (and grade, which observes) serve through the same engine: the refused request is in the record
+    as the API's 400, and the next request gets the first step."""
+    def runner(scenario, base_url, workdir, timeout) -> ClientOutcome:
+        client = anthropic.Anthropic(base_url=base_url, api_key="x", max_retries=0)
+        try:
+            client.messages.create(model="claude-sonnet-4-6", max_tokens=100,
+                                   messages=[ASK, CALL, {"role": "user", "content": "and Lima?"}])
+        except anthropic.BadRequestError:
+            pass
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=[ASK])
+        return ClientOutcome({"exit_code": 0})
+
+    record = observe_scenario("hand", "end_turn", version="1", runner=runner)
+    first, second = record["requests"]
+    assert first["reply"] == {"status": 400, "error": "invalid_request_error"} and first["step"] is None
+    assert "`tool_use` ids were found without `tool_result` blocks" in first["error"]
+    assert second["step"] == 0 and second["reply"]["stop_reason"] == "end_turn"
+
+
+def test_the_validator_is_a_plain_function_too() -> None:
+    assert request_problem({"model": "m", "max_tokens": 5, "messages": [ASK, CALL, RESULT]}) is None
+    assert request_problem({"model": "m", "messages": [ASK]}) == "max_tokens: Field required"
+    assert request_problem({"model": "m", "messages": [ASK]}, count_tokens=True) is None
+
+
+def test_grade_notes_a_logged_request_the_api_would_refuse() -> None:
+    """Requests logged elsewhere (``record_from_requests``) go through the same validator."""
+    from agentlab.observatory.grade import grade_record, record_from_requests
+
+    record = record_from_requests([
+        {"body": {"model": "m", "max_tokens": 100, "messages": [ASK]},
+         "reply": {"status": 200, "stop_reason": "tool_use", "blocks": ["tool_use"]}},
+        {"body": {"model": "m", "max_tokens": 100, "messages": [ASK, CALL, {"role": "user", "content": "and Lima?"}]}},
+    ], "tool_use")
+    assert "api_would_refuse" not in record["requests"][0]
+    assert record["requests"][1]["api_would_refuse"].startswith("messages.1: `tool_use` ids were found without")
+    refused = record["requests"][1]["api_would_refuse"]
+    assert grade_record(record).notes == [f"request 2 was answered, but the live API refuses it: {refused}"]
