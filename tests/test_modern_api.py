@@ -457,3 +457,44 @@ def test_cache_breakpoints_do_not_mutate_the_params():
     before = copy.deepcopy(params)
     marked = with_breakpoints(params)
     assert params == before and marked["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+# --- the breakpoints a request event reports are the ones on the wire -----------------------------------
+
+
+def _marks_on_the_wire(body: Any) -> int:
+    if isinstance(body, dict):
+        return ("cache_control" in body) + sum(_marks_on_the_wire(v) for v in body.values())
+    if isinstance(body, list):
+        return sum(_marks_on_the_wire(v) for v in body)
+    return 0
+
+
+def _reported_and_sent(loop: AgentLoop) -> list[tuple[int, int]]:
+    reported = [e.data["cache_breakpoints"] for e in loop.trace.of_kind("request")]
+    sent = [_marks_on_the_wire(r.body) for r in loop.engine.message_requests]
+    return list(zip(reported, sent, strict=True))
+
+
+@pytest.mark.parametrize("name,overrides", [
+    ("tour", {}), ("tool_use", {"cache": False}), ("door_code", {"compaction": ["summarize"]}),
+    ("proactive_compaction", {}), ("thinking_tool_use", {}), ("pause_turn", {}),
+])
+def test_the_request_event_reports_the_breakpoints_sent(name, overrides):
+    loop = run(name, **overrides)
+    pairs = _reported_and_sent(loop)
+    assert pairs and all(reported == sent for reported, sent in pairs), pairs
+
+
+def test_breakpoints_the_loop_did_not_place_are_counted_too():
+    """Given messages may carry their own cache_control: the event counts it with the loop's own."""
+    sc = load_scenario("end_turn")
+    engine = ScenarioEngine(sc)
+    marked_start = [{"role": "user", "content": [
+        {"type": "text", "text": "Some earlier context.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": sc.prompt}]}]
+    loop = AgentLoop(scripted_client(engine), messages=marked_start, model=sc.model, system="Be brief.")
+    loop.engine = engine
+    loop.run()
+    assert engine.failures == []
+    assert _reported_and_sent(loop) == [(3, 3)]   # the given mark, the system prompt's, the last block's

@@ -32,16 +32,24 @@ UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})  # blocks that cannot
 def with_breakpoints(params: dict[str, Any]) -> dict[str, Any]:
     """A copy of request ``params`` with breakpoints on the last tool, the system prompt and the latest
     message's last cacheable block. The history the loop keeps is not touched."""
+    return place_breakpoints(params)[0]
+
+
+def place_breakpoints(params: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """``with_breakpoints(params)`` and how many breakpoints it placed (0 to 3), without reading the rest of
+    the request: when nothing else in it carries ``cache_control``, that is ``count_breakpoints`` of the copy."""
     out = dict(params)
+    placed = 0
     tools = params.get("tools")
     if tools:
-        out["tools"] = [dict(t) for t in tools]
-        out["tools"][-1]["cache_control"] = dict(EPHEMERAL)
+        out["tools"] = [*tools[:-1], {**tools[-1], "cache_control": dict(EPHEMERAL)}]
+        placed += 1
     system = params.get("system")
     if system:
         marked: list[dict[str, Any]] = copy.deepcopy(text_blocks(system))
         marked[-1]["cache_control"] = dict(EPHEMERAL)
         out["system"] = marked
+        placed += 1
     messages = params.get("messages") or []
     if messages:
         last = dict(messages[-1])
@@ -51,9 +59,20 @@ def with_breakpoints(params: dict[str, Any]) -> dict[str, Any]:
             if block.get("type") not in UNCACHEABLE and not (block.get("type") == "text" and not block.get("text")):
                 block["cache_control"] = dict(EPHEMERAL)
                 last["content"] = blocks
-                out["messages"] = list(messages[:-1]) + [last]
+                out["messages"] = [*messages[:-1], last]
+                placed += 1
                 break
-    return out
+    return out, placed
+
+
+def has_breakpoints(obj: Any) -> bool:
+    """Whether ``obj`` (a message, a list of them, tool schemas, a system prompt) holds a ``cache_control`` key
+    anywhere."""
+    if isinstance(obj, dict):
+        return "cache_control" in obj or any(has_breakpoints(v) for v in obj.values() if isinstance(v, dict | list))
+    if isinstance(obj, list):
+        return any(has_breakpoints(v) for v in obj if isinstance(v, dict | list))
+    return False
 
 
 def without_breakpoints(obj: Any) -> Any:

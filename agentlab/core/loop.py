@@ -38,7 +38,7 @@ import anthropic
 import httpx2
 
 from . import compaction as compaction_mod
-from .caching import count_breakpoints, with_breakpoints
+from .caching import count_breakpoints, has_breakpoints, place_breakpoints
 from .compaction import ContextMeter, estimate_tokens, text_blocks
 from .cost import PriceTable, default_prices, usage_cost
 from .errors import ConfigError
@@ -332,6 +332,9 @@ class AgentLoop:
         # server tools (web_search, ...) run on the API's side: offered in ``tools``, never run here
         schemas = [*(tools.schemas() if tools is not None and tools.names() else []), *(server_tools or [])]
         self._tool_schemas = schemas or None
+        # cache_control markers the loop did not place (given messages, system or tools): while there are none,
+        # a request's breakpoints are the ones placed, counted without reading the request again
+        self._foreign_marks = has_breakpoints([self.messages, self.system, self._tool_schemas])
 
     # -- bounds and counts, read from the limits and the state -------------------------------------------
     @property
@@ -543,6 +546,10 @@ class AgentLoop:
 
     # -- the model call -----------------------------------------------------------------------------------
     def _params(self) -> dict[str, Any]:
+        return self._request()[0]
+
+    def _request(self) -> tuple[dict[str, Any], int]:
+        """The next request's params and the number of cache breakpoints in them."""
         params: dict[str, Any] = {"model": self.state.model, "max_tokens": self.state.max_tokens,
                                   "messages": self.messages}
         if self.system:
@@ -553,11 +560,15 @@ class AgentLoop:
             params["stop_sequences"] = self.stop_sequences
         return self._finish_params(params)
 
-    def _finish_params(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Thinking (its budget kept below this request's max_tokens) and cache breakpoints, when on."""
+    def _finish_params(self, params: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """Thinking (its budget kept below this request's max_tokens) and cache breakpoints, when on; the params
+        and how many breakpoints they carry."""
         if self.thinking is not None:
             params["thinking"] = {"type": "enabled", "budget_tokens": min(self.thinking, params["max_tokens"] - 1)}
-        return with_breakpoints(params) if self.cache else params
+        placed = 0
+        if self.cache:
+            params, placed = place_breakpoints(params)
+        return params, count_breakpoints(params) if self._foreign_marks else placed
 
     def _streams(self, params: dict[str, Any]) -> bool:
         """Whether this request goes as a stream: always with stream=True, else when the SDK requires it
@@ -577,14 +588,14 @@ class AgentLoop:
     def _call(self) -> Steps[Message | Failure]:
         self.state = note_request(self.state)
         call = self.requests
-        params = self._params()
+        params, breakpoints = self._request()
         stream = self._streams(params)
         self.trace.emit(Request(
             model=params["model"], max_tokens=params["max_tokens"], stream=stream,
             messages=len(self.messages), context_tokens=self.meter.tokens,
             context_window=self.context_window, purpose="turn",
             thinking_budget=(params.get("thinking") or {}).get("budget_tokens"),
-            cache_breakpoints=count_breakpoints(params)), call)
+            cache_breakpoints=breakpoints), call)
         started = self.clock()
         outcome: Message | Failure = yield CallModel(params, stream)
         wall = (self.clock() - started) * 1000
@@ -682,6 +693,7 @@ class AgentLoop:
         blocks = [b for b in blocks if not (b.get("type") == "text" and not str(b.get("text", "")).strip())]
         if not blocks:
             return False
+        self._foreign_marks = self._foreign_marks or has_breakpoints(blocks)
         if self.messages and self.messages[-1]["role"] == "assistant":
             merged = list(self.messages[-1]["content"]) + blocks
             self.messages[-1] = {"role": "assistant", "content": merged}
@@ -711,6 +723,7 @@ class AgentLoop:
 
     def _append(self, message: Message) -> None:
         self.messages.append(message)
+        self._foreign_marks = self._foreign_marks or has_breakpoints(message)
         if message["role"] == "user":  # an assistant message is already counted in its response's usage
             self.meter.appended(message)
         self.state = after_append(self.state, message)
@@ -827,6 +840,8 @@ class AgentLoop:
                 continue
             context_before = self.meter.tokens
             self.messages = result.messages
+            self._foreign_marks = self._foreign_marks and has_breakpoints([self.messages, self.system,
+                                                                           self._tool_schemas])
             self.meter.reset(self.messages, self.system, self._tool_schemas)
             applied.append(result.strategy)
             self.trace.emit(CompactionEvent(
@@ -879,13 +894,13 @@ class AgentLoop:
         if self.system:
             params["system"] = self.system
         context_tokens = estimate_tokens(params["messages"])  # before the breakpoints: they are not tokens
-        params = self._finish_params(params)
+        params, breakpoints = self._finish_params(params)
         stream = self._streams(params)
         self.trace.emit(Request(model=params["model"], max_tokens=params["max_tokens"], stream=stream,
                                 messages=len(params["messages"]), context_tokens=context_tokens,
                                 context_window=self.context_window, purpose="summary",
                                 thinking_budget=(params.get("thinking") or {}).get("budget_tokens"),
-                                cache_breakpoints=count_breakpoints(params)), call)
+                                cache_breakpoints=breakpoints), call)
         started = self.clock()
         outcome: Message | Failure = yield CallModel(params, stream)
         wall = (self.clock() - started) * 1000
