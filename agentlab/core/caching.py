@@ -65,14 +65,15 @@ def place_breakpoints(params: dict[str, Any]) -> tuple[dict[str, Any], int]:
     return out, placed
 
 
-def has_breakpoints(obj: Any) -> bool:
-    """Whether ``obj`` (a message, a list of them, tool schemas, a system prompt) holds a ``cache_control`` key
-    anywhere."""
-    if isinstance(obj, dict):
-        return "cache_control" in obj or any(has_breakpoints(v) for v in obj.values() if isinstance(v, dict | list))
-    if isinstance(obj, list):
-        return any(has_breakpoints(v) for v in obj if isinstance(v, dict | list))
-    return False
+def has_breakpoints(messages: list[Any], system: Any = None, tools: Any = None) -> bool:
+    """Whether any of ``messages`` (their content blocks), the ``system`` blocks or the ``tools`` carry a
+    ``cache_control`` marker: the places ``count_breakpoints`` counts."""
+    return (any(_marked(m.get("content")) for m in messages if isinstance(m, dict))
+            or _marked(system) or _marked(tools))
+
+
+def _marked(blocks: Any) -> bool:
+    return isinstance(blocks, list) and any(isinstance(b, dict) and "cache_control" in b for b in blocks)
 
 
 def without_breakpoints(obj: Any) -> Any:

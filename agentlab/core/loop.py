@@ -334,7 +334,7 @@ class AgentLoop:
         self._tool_schemas = schemas or None
         # cache_control markers the loop did not place (given messages, system or tools): while there are none,
         # a request's breakpoints are the ones placed, counted without reading the request again
-        self._foreign_marks = has_breakpoints([self.messages, self.system, self._tool_schemas])
+        self._foreign_marks = has_breakpoints(self.messages, self.system, self._tool_schemas)
 
     # -- bounds and counts, read from the limits and the state -------------------------------------------
     @property
@@ -693,7 +693,7 @@ class AgentLoop:
         blocks = [b for b in blocks if not (b.get("type") == "text" and not str(b.get("text", "")).strip())]
         if not blocks:
             return False
-        self._foreign_marks = self._foreign_marks or has_breakpoints(blocks)
+        self._foreign_marks = self._foreign_marks or has_breakpoints([{"content": blocks}])
         if self.messages and self.messages[-1]["role"] == "assistant":
             merged = list(self.messages[-1]["content"]) + blocks
             self.messages[-1] = {"role": "assistant", "content": merged}
@@ -723,7 +723,7 @@ class AgentLoop:
 
     def _append(self, message: Message) -> None:
         self.messages.append(message)
-        self._foreign_marks = self._foreign_marks or has_breakpoints(message)
+        self._foreign_marks = self._foreign_marks or has_breakpoints([message])
         if message["role"] == "user":  # an assistant message is already counted in its response's usage
             self.meter.appended(message)
         self.state = after_append(self.state, message)
@@ -840,8 +840,8 @@ class AgentLoop:
                 continue
             context_before = self.meter.tokens
             self.messages = result.messages
-            self._foreign_marks = self._foreign_marks and has_breakpoints([self.messages, self.system,
-                                                                           self._tool_schemas])
+            self._foreign_marks = self._foreign_marks and has_breakpoints(self.messages, self.system,
+                                                                          self._tool_schemas)
             self.meter.reset(self.messages, self.system, self._tool_schemas)
             applied.append(result.strategy)
             self.trace.emit(CompactionEvent(
