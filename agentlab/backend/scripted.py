@@ -25,7 +25,7 @@ from .scenario import (
     ToolUseBlock,
     is_summary_request,
     load_scenario,
-    request_payload,
+    request_tokens,
 )
 
 # Hand-written usage must agree with the request and the reply, within this tolerance of the engine's own
@@ -83,7 +83,7 @@ def usage_problems(usage: dict[str, Any], request: dict[str, Any], content: list
     the tolerance of the estimate.
     """
     out = []
-    size = estimate_tokens(request_payload(request)) if size is None else size
+    size = request_tokens(request) if size is None else size
     reported_in = sum(int(usage.get(k) or 0)  # the whole prompt: uncached input, cache writes and cache reads
                       for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
     if not within_tolerance(reported_in, size):
@@ -143,7 +143,7 @@ class ScenarioEngine:
         """The engine's estimate of a request's size: what fills the context window, stand-ins at their weight."""
         if self.sizing is not None:
             request = self.sizing(request)
-        tokens = estimate_tokens(request_payload(request))
+        tokens = request_tokens(request)
         if self.stand_ins:
             for message in request.get("messages") or []:
                 content = message.get("content") if isinstance(message, dict) else None
@@ -539,7 +539,7 @@ def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str,
         scripted = reply.usage.model_dump(exclude_none=True, exclude={"staged"}) if reply.usage else {}
         usage = {  # every field the API sends, in its order
             "input_tokens": scripted.get("input_tokens", input_tokens if input_tokens is not None
-                                         else estimate_tokens(request_payload(request))),
+                                         else request_tokens(request)),
             "cache_creation_input_tokens": scripted.get("cache_creation_input_tokens", 0),
             "cache_read_input_tokens": scripted.get("cache_read_input_tokens", 0),
             "output_tokens": scripted.get("output_tokens", _output_tokens(reply, request, content)),
