@@ -237,7 +237,8 @@ def prepare_baseline(lab: ModuleType, turns: int) -> Callable[[], tuple[Callable
 
 
 def measure(rounds: int, turns: int = TURNS, baselines: dict[str, ModuleType] | None = None
-            ) -> dict[str, list[float]]:
+            ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall-clock and CPU seconds of each way's conversation, ``rounds`` times each, interleaved."""
     scenario = build_scenario(turns)
     bodies = agentlab_bodies(scenario)
     outcomes = record_tool_outcomes(scenario)
@@ -257,15 +258,17 @@ def measure(rounds: int, turns: int = TURNS, baselines: dict[str, ModuleType] | 
         if calls != len(bodies):
             sys.exit(f"{name} made {calls} requests, agentlab made {len(bodies)}")
     times: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:  # rotate which way goes first
             conversation, check = ways[name]()
             gc.collect()
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             conversation()
             times[name].append(time.perf_counter() - started)
+            cpu[name].append(time.process_time() - cpu_started)
             check()
-    return times
+    return times, cpu
 
 
 PROFILE_POINTS = (
@@ -317,6 +320,21 @@ def profile_agentlab(runs: int = 20, turns: int = TURNS, out: Callable[..., None
         out(f"  {seconds / total:6.1%}  {name}")
 
 
+RATIO_LABELS = {
+    "agentlab/bare": "(bare runs no tools)",
+    "replayed/bare": "(the loop's own overhead, tool work taken out; goal <= 1.10)",
+    "agentlab/tool-runner": "(goal <= 0.55)",
+}
+
+
+def _ratios(times: dict[str, list[float]], baselines: list[str]) -> dict[str, float]:
+    m = {name: statistics.median(values) for name, values in times.items()}
+    ratios = {"agentlab/bare": m["agentlab"] / m["bare"], "replayed/bare": m["agentlab (tools replayed)"] / m["bare"],
+              "agentlab/tool-runner": m["agentlab"] / m["tool-runner"]}
+    ratios.update({ref: m[f"{ref} (tools replayed)"] / m["bare"] for ref in baselines})
+    return ratios
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
@@ -326,32 +344,29 @@ def main(argv: list[str] | None = None) -> dict:
     add_arguments(parser)
     args = parser.parse_args(argv)
     turns, rounds = (4, 3) if args.quick else (TURNS, args.rounds)
-    times = measure(rounds, turns, {ref: baseline_lab(ref, i) for i, ref in enumerate(args.baseline)})
+    wall, cpu = measure(rounds, turns, {ref: baseline_lab(ref, i) for i, ref in enumerate(args.baseline)})
     calls = turns + 1
-    medians = {name: statistics.median(values) for name, values in times.items()}
     out = Printer()
     out(f"overhead: {turns} tool turns + final answer ({calls} requests), {rounds} rounds interleaved, "
-        f"python {sys.version.split()[0]}")
-    for name, seconds in medians.items():
-        spread = times[name]
-        out(f"  {name:<26} median {seconds * 1000:7.2f} ms per run, {seconds * 1000 / calls:6.3f} ms per call "
-            f"(min {min(spread) * 1000:.2f}, max {max(spread) * 1000:.2f} ms)")
-    ratios = {"agentlab/bare": medians["agentlab"] / medians["bare"],
-              "replayed/bare": medians["agentlab (tools replayed)"] / medians["bare"],
-              "agentlab/tool-runner": medians["agentlab"] / medians["tool-runner"]}
-    out(f"  agentlab/bare        = {ratios['agentlab/bare']:.2f}   (bare runs no tools)")
-    out(f"  agentlab (tools replayed)/bare = {ratios['replayed/bare']:.2f}"
-        "   (the loop's own overhead, tool work taken out; goal <= 1.10)")
-    out(f"  agentlab/tool-runner = {ratios['agentlab/tool-runner']:.2f}   (goal <= 0.55)")
+        f"python {sys.version.split()[0]}; medians per call, wall-clock and CPU time of the process")
+    for name in wall:
+        out(f"  {name:<26} wall {statistics.median(wall[name]) * 1000 / calls:6.3f} ms per call "
+            f"(min {min(wall[name]) * 1000 / calls:.3f}, max {max(wall[name]) * 1000 / calls:.3f})   "
+            f"cpu {statistics.median(cpu[name]) * 1000 / calls:6.3f} ms per call")
+    ratios = {clock: _ratios(times, args.baseline) for clock, times in (("wall", wall), ("cpu", cpu))}
+    for key, label in RATIO_LABELS.items():
+        out(f"  {key:<22} = {ratios['wall'][key]:.2f} wall, {ratios['cpu'][key]:.2f} cpu   {label}")
     for ref in args.baseline:
-        ratios[f"{ref}/bare"] = medians[f"{ref} (tools replayed)"] / medians["bare"]
-        out(f"  {ref} (tools replayed)/bare = {ratios[f'{ref}/bare']:.2f}; agentlab (tools replayed)/{ref} = "
-            f"{medians['agentlab (tools replayed)'] / medians[f'{ref} (tools replayed)']:.2f}")
+        out(f"  {ref + ' replayed/bare':<22} = {ratios['wall'][ref]:.2f} wall, {ratios['cpu'][ref]:.2f} cpu   "
+            f"(agentlab at {ref}, tools replayed)")
     if args.profile:
         profile_agentlab(runs=2 if args.quick else 20, turns=turns, out=out)
     figures = {"turns": turns, "requests": calls, "rounds": rounds,
-               "ms_per_call": {name: round(seconds * 1000 / calls, 4) for name, seconds in medians.items()},
-               "ratios": {name: round(value, 3) for name, value in ratios.items()}}
+               "ms_per_call": {clock: {name: round(statistics.median(values) * 1000 / calls, 4)
+                                       for name, values in times.items()}
+                               for clock, times in (("wall", wall), ("cpu", cpu))},
+               "ratios": {clock: {name: round(value, 3) for name, value in values.items()}
+                          for clock, values in ratios.items()}}
     return record("overhead", figures, out.text, args=args,
                   command="bench/overhead.py" + (" --quick" if args.quick else f" --rounds {rounds}"))
 
