@@ -69,8 +69,8 @@ def place_breakpoints(params: dict[str, Any]) -> tuple[dict[str, Any], int]:
 def has_breakpoints(messages: list[Any], system: Any = None, tools: Any = None) -> bool:
     """Whether any of ``messages`` (their content blocks), the ``system`` blocks or the ``tools`` carry a
     ``cache_control`` marker: the places ``count_breakpoints`` counts."""
-    return (any(_marked(m.get("content")) for m in messages if isinstance(m, dict))
-            or _marked(system) or _marked(tools))
+    return (_marked(tools) or _marked(system)  # the loop's marks: on the last tool, the system, the last message
+            or any(_marked(m.get("content")) for m in reversed(messages) if isinstance(m, dict)))
 
 
 def _marked(blocks: Any) -> bool:
@@ -190,11 +190,14 @@ class PromptCache:
         wanted = set(candidates)
         digest = hashlib.sha256(model.encode())
         chars = 0
+        pending: list[str] = []  # text not yet hashed: the digest is fed once per wanted block, not per block
         for j, (section, text, _) in enumerate(blocks):
             # a change of thinking settings invalidates the messages' prefixes, not tools or system (API rule)
-            digest.update((section + (thinking if section == "messages" else "") + "\x00" + text + "\x00").encode())
+            pending += (section, thinking if section == "messages" else "", "\x00", text, "\x00")
             chars += len(text)
             if j in wanted:
+                digest.update("".join(pending).encode())
+                pending.clear()
                 hashes[j] = digest.hexdigest()
                 tokens[j] = min(total_tokens, math.ceil(chars / 4))
         read = next((tokens[j] for j in candidates if hashes[j] in self.entries), 0)
