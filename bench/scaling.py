@@ -103,8 +103,13 @@ class Run:
 BLOCK = 500
 
 
+def lean_loop(scenario: Scenario, **overrides):
+    """The loop on the lean server, allowed the steps a long run takes (the default cap is 1,000 steps)."""
+    return scenario_loop(scenario, engine=LeanEngine(scenario), max_steps=4 * len(scenario.steps) + 100, **overrides)
+
+
 def run_once(scenario: Scenario) -> Run:
-    loop = scenario_loop(scenario, engine=LeanEngine(scenario))
+    loop = lean_loop(scenario)
     stamps: list[float] = []  # when each request was about to be sent
     loop.trace.subscribe(lambda event: stamps.append(time.perf_counter()) if event.kind == "request" else None)
     started = time.perf_counter()
@@ -154,7 +159,7 @@ def _peak_memory_child(turns: int, keep: bool = True) -> None:
         if now > peak[0]:
             peak[0] = now
 
-    loop = scenario_loop(scenario, engine=LeanEngine(scenario), trace=Trace(keep=keep))
+    loop = lean_loop(scenario, trace=Trace(keep=keep))
     loop.trace.subscribe(sample)
     loop.run()
     print(peak[0] - baseline)
@@ -174,7 +179,7 @@ def peak_memory(turns: int, keep: bool = True) -> int:
 
 def profile(scenario: Scenario, top: int = 15) -> str:
     profiler = cProfile.Profile()
-    loop = scenario_loop(scenario, engine=LeanEngine(scenario))
+    loop = lean_loop(scenario)
     profiler.enable()
     loop.run()
     profiler.disable()
