@@ -167,9 +167,10 @@ def prepare_agentlab(scenario: Scenario, outcomes: list | None = None, *, loop_f
     return lambda: loop.run() and None, check
 
 
-def prepare_bare(scenario: Scenario, bodies: list[dict]) -> tuple[Callable[[], None], Callable[[], int]]:
-    engine = ScenarioEngine(scenario)
-    client = scripted_client(engine)
+def prepare_bare(scenario: Scenario, bodies: list[dict], server: ModuleType | None = None
+                 ) -> tuple[Callable[[], None], Callable[[], int]]:
+    engine = (server.ScenarioEngine if server else ScenarioEngine)(scenario)
+    client = (server.scripted_client if server else scripted_client)(engine)
 
     def conversation() -> None:
         for body in bodies:
@@ -183,9 +184,10 @@ def prepare_bare(scenario: Scenario, bodies: list[dict]) -> tuple[Callable[[], N
     return conversation, check
 
 
-def prepare_runner(scenario: Scenario) -> tuple[Callable[[], None], Callable[[], int]]:
-    engine = ScenarioEngine(scenario)
-    client = scripted_client(engine)
+def prepare_runner(scenario: Scenario, server: ModuleType | None = None
+                   ) -> tuple[Callable[[], None], Callable[[], int]]:
+    engine = (server.ScenarioEngine if server else ScenarioEngine)(scenario)
+    client = (server.scripted_client if server else scripted_client)(engine)
     tools = runner_tools()
     final = {}
 
@@ -203,8 +205,8 @@ def prepare_runner(scenario: Scenario) -> tuple[Callable[[], None], Callable[[],
     return conversation, check
 
 
-def agentlab_bodies(scenario: Scenario) -> list[dict]:
-    loop = scenario_loop(scenario)
+def agentlab_bodies(scenario: Scenario, loop_factory: Callable = scenario_loop) -> list[dict]:
+    loop = loop_factory(scenario)
     loop.run()
     return [r.body for r in loop.engine.message_requests]
 
@@ -236,8 +238,24 @@ def prepare_baseline(lab: ModuleType, turns: int) -> Callable[[], tuple[Callable
     return prepare
 
 
-def measure(rounds: int, turns: int = TURNS, baselines: dict[str, ModuleType] | None = None
-            ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def whole_baseline(lab: ModuleType, ref: str, turns: int) -> dict[str, Callable]:
+    """The four ways with agentlab at ``ref``, its scripted server included: the run as it was then."""
+    package = lab.__name__.rsplit(".", 1)[0]
+    server = importlib.import_module(package + ".backend.scripted")
+    scenario = importlib.import_module(package + ".backend.scenario").parse_scenario(scenario_document(turns),
+                                                                                      "<overhead>")
+    bodies = agentlab_bodies(scenario, lab.scenario_loop)
+    outcomes = record_tool_outcomes(scenario, lab.scenario_loop)
+    return {
+        f"{ref}: agentlab": lambda: prepare_agentlab(scenario, loop_factory=lab.scenario_loop),
+        f"{ref}: replayed": lambda: prepare_agentlab(scenario, outcomes, loop_factory=lab.scenario_loop),
+        f"{ref}: bare": lambda: prepare_bare(scenario, bodies, server),
+        f"{ref}: tool-runner": lambda: prepare_runner(scenario, server),
+    }
+
+
+def measure(rounds: int, turns: int = TURNS, baselines: dict[str, ModuleType] | None = None,
+            whole: dict[str, ModuleType] | None = None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Wall-clock and CPU seconds of each way's conversation, ``rounds`` times each, interleaved."""
     scenario = build_scenario(turns)
     bodies = agentlab_bodies(scenario)
@@ -250,6 +268,8 @@ def measure(rounds: int, turns: int = TURNS, baselines: dict[str, ModuleType] | 
     }
     for ref, lab in (baselines or {}).items():
         ways[f"{ref} (tools replayed)"] = prepare_baseline(lab, turns)
+    for ref, lab in (whole or {}).items():
+        ways.update(whole_baseline(lab, ref, turns))
     names = list(ways)
     for name in names:  # warm-up, and a check that each way completes the transcript
         conversation, check = ways[name]()
@@ -327,11 +347,15 @@ RATIO_LABELS = {
 }
 
 
-def _ratios(times: dict[str, list[float]], baselines: list[str]) -> dict[str, float]:
+def _ratios(times: dict[str, list[float]], baselines: list[str], whole: list[str]) -> dict[str, float]:
     m = {name: statistics.median(values) for name, values in times.items()}
     ratios = {"agentlab/bare": m["agentlab"] / m["bare"], "replayed/bare": m["agentlab (tools replayed)"] / m["bare"],
               "agentlab/tool-runner": m["agentlab"] / m["tool-runner"]}
     ratios.update({ref: m[f"{ref} (tools replayed)"] / m["bare"] for ref in baselines})
+    for ref in whole:
+        ratios.update({f"{ref}: agentlab/bare": m[f"{ref}: agentlab"] / m[f"{ref}: bare"],
+                       f"{ref}: replayed/bare": m[f"{ref}: replayed"] / m[f"{ref}: bare"],
+                       f"{ref}: agentlab/tool-runner": m[f"{ref}: agentlab"] / m[f"{ref}: tool-runner"]})
     return ratios
 
 
@@ -341,10 +365,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--profile", action="store_true", help="also profile agentlab's loop by module")
     parser.add_argument("--baseline", metavar="REF", action="append", default=[],
                         help="also time agentlab at this git ref, tools replayed (may be given more than once)")
+    parser.add_argument("--whole-baseline", metavar="REF", action="append", default=[],
+                        help="also time the four ways with agentlab at this git ref, its scripted server included")
     add_arguments(parser)
     args = parser.parse_args(argv)
     turns, rounds = (4, 3) if args.quick else (TURNS, args.rounds)
-    wall, cpu = measure(rounds, turns, {ref: baseline_lab(ref, i) for i, ref in enumerate(args.baseline)})
+    refs = [*args.baseline, *args.whole_baseline]
+    labs = {ref: baseline_lab(ref, i) for i, ref in enumerate(refs)}
+    wall, cpu = measure(rounds, turns, {ref: labs[ref] for ref in args.baseline},
+                        {ref: labs[ref] for ref in args.whole_baseline})
     calls = turns + 1
     out = Printer()
     out(f"overhead: {turns} tool turns + final answer ({calls} requests), {rounds} rounds interleaved, "
@@ -353,12 +382,17 @@ def main(argv: list[str] | None = None) -> dict:
         out(f"  {name:<26} wall {statistics.median(wall[name]) * 1000 / calls:6.3f} ms per call "
             f"(min {min(wall[name]) * 1000 / calls:.3f}, max {max(wall[name]) * 1000 / calls:.3f})   "
             f"cpu {statistics.median(cpu[name]) * 1000 / calls:6.3f} ms per call")
-    ratios = {clock: _ratios(times, args.baseline) for clock, times in (("wall", wall), ("cpu", cpu))}
+    ratios = {clock: _ratios(times, args.baseline, args.whole_baseline)
+              for clock, times in (("wall", wall), ("cpu", cpu))}
     for key, label in RATIO_LABELS.items():
         out(f"  {key:<22} = {ratios['wall'][key]:.2f} wall, {ratios['cpu'][key]:.2f} cpu   {label}")
     for ref in args.baseline:
         out(f"  {ref + ' replayed/bare':<22} = {ratios['wall'][ref]:.2f} wall, {ratios['cpu'][ref]:.2f} cpu   "
-            f"(agentlab at {ref}, tools replayed)")
+            f"(agentlab at {ref}, tools replayed, this server)")
+    for ref in args.whole_baseline:
+        for key in RATIO_LABELS:
+            out(f"  {ref + ': ' + key:<22} = {ratios['wall'][ref + ': ' + key]:.2f} wall, "
+                f"{ratios['cpu'][ref + ': ' + key]:.2f} cpu   (agentlab and its scripted server at {ref})")
     if args.profile:
         profile_agentlab(runs=2 if args.quick else 20, turns=turns, out=out)
     figures = {"turns": turns, "requests": calls, "rounds": rounds,
