@@ -78,8 +78,9 @@ def _overhead_cell(doc: dict[str, Any] | None) -> str:
 def _scaling_cell(doc: dict[str, Any] | None) -> str:
     streamed = get(doc, "streamed_memory_mb") or {}
     small, large = get(doc, "small"), get(doc, "large")
-    return (f"time per call 10k/1k = {fig(get(doc, 'time_per_call_ratio'), '{:.2f}', True)} (flat = 1, linear "
-            f"growth = 10; goal ≤ 1.10); peak memory with `Trace(keep=False)` "
+    return (f"time per call 10k/1k = {fig(get(doc, 'cpu_time_per_call_ratio'), '{:.2f}', True)} CPU "
+            f"({fig(get(doc, 'time_per_call_ratio'), '{:.2f}')} wall; flat = 1, linear growth = 10; goal ≤ 1.10); "
+            f"peak memory with `Trace(keep=False)` "
             f"{fig(streamed.get(str(small)), '{:.1f} MB')} at {fig(small, '{:,}')} turns and "
             f"{fig(streamed.get(str(large)), '{:.1f} MB')} at {fig(large, '{:,}')}")
 

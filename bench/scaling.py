@@ -93,6 +93,11 @@ class Run:
     subtype: str
     first_block_ms: float  # time per call over the first BLOCK calls of the run
     last_block_ms: float  # ... and over the last BLOCK calls
+    cpu_seconds: float = 0.0  # the process's CPU time over the run
+
+    @property
+    def cpu_per_call_ms(self) -> float:
+        return self.cpu_seconds * 1000 / self.requests
 
 
     @property
@@ -112,9 +117,9 @@ def run_once(scenario: Scenario) -> Run:
     loop = lean_loop(scenario)
     stamps: list[float] = []  # when each request was about to be sent
     loop.trace.subscribe(lambda event: stamps.append(time.perf_counter()) if event.kind == "request" else None)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     result = loop.run()
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     block = min(BLOCK, len(stamps) - 1)
     first = (stamps[block] - stamps[0]) * 1000 / block
     last = (stamps[-1] - stamps[-1 - block]) * 1000 / block
@@ -122,7 +127,7 @@ def run_once(scenario: Scenario) -> Run:
         sys.exit(f"{scenario.name}: the run ended with {result.subtype}: {loop.engine.failures[:1]}")
     strategies = Counter(e.data["strategy"] for e in loop.trace.of_kind("compaction"))
     return Run(len(scenario.steps) - 1, seconds, result.requests, result.compactions, strategies,
-               len(loop.trace), result.subtype, first, last)
+               len(loop.trace), result.subtype, first, last, cpu)
 
 
 def _anon_bytes() -> int | None:
@@ -230,12 +235,15 @@ def report(runs: dict[int, list[Run]], args: argparse.Namespace, out: Printer) -
     out(f"scaling: scripted tool turns, context window {WINDOW} tokens, proactive compaction at "
         f"{THRESHOLD:.0%}, python {sys.version.split()[0]}")
     medians: dict[int, float] = {}
+    cpu_medians: dict[int, float] = {}
     memories: dict[int, int | None] = {}
     sizes: dict[str, dict] = {}
     for size, group in runs.items():
         first = group[0]
         per_call = statistics.median(r.per_call_ms for r in group)
+        cpu_per_call = statistics.median(r.cpu_per_call_ms for r in group)
         medians[size] = per_call
+        cpu_medians[size] = cpu_per_call
         memory = memories[size] = None if args.quick else peak_memory(size)  # quick: one child per size, below
         used = ", ".join(f"{name} {count}" for name, count in sorted(first.strategies.items()))
         block = min(BLOCK, first.requests - 1)
@@ -243,17 +251,18 @@ def report(runs: dict[int, list[Run]], args: argparse.Namespace, out: Printer) -
             f"{first.events:,} events")
         out(f"          time per call: median {per_call:.3f} ms of {len(group)} runs "
             f"(min {min(r.per_call_ms for r in group):.3f}, max {max(r.per_call_ms for r in group):.3f}); "
-            f"run {statistics.median(r.seconds for r in group):.2f} s; "
+            f"cpu {cpu_per_call:.3f} ms per call; run {statistics.median(r.seconds for r in group):.2f} s; "
             + (f"peak memory growth {memory / 1e6:.1f} MB ({memory / first.requests / 1e3:.1f} kB per call)"
                if memory is not None else "peak memory not measured (--quick)"))
         out(f"          within a run: first {block} calls {statistics.median(r.first_block_ms for r in group):.3f} "
             f"ms per call, last {block} calls {statistics.median(r.last_block_ms for r in group):.3f} ms per call")
         sizes[str(size)] = {"requests": first.requests, "compactions": first.compactions, "runs": len(group),
-                            "ms_per_call": round(per_call, 4),
+                            "ms_per_call": round(per_call, 4), "cpu_ms_per_call": round(cpu_per_call, 4),
                             "peak_memory_mb": round(memory / 1e6, 2) if memory is not None else None}
     ratio = medians[args.large] / medians[args.small]
-    out(f"  ratio time-per-call({args.large:,})/time-per-call({args.small:,}) = {ratio:.2f} "
-        f"(flat = 1, linear growth = {args.large / args.small:.0f}; goal <= 1.10)")
+    cpu_ratio = cpu_medians[args.large] / cpu_medians[args.small]
+    out(f"  ratio time-per-call({args.large:,})/time-per-call({args.small:,}) = {ratio:.2f} wall, "
+        f"{cpu_ratio:.2f} cpu (flat = 1, linear growth = {args.large / args.small:.0f}; goal <= 1.10)")
     large_memory, small_memory = memories[args.large], memories[args.small]
     memory_ratio = large_memory / max(small_memory, 1) if large_memory is not None and small_memory is not None \
         else None
@@ -265,6 +274,7 @@ def report(runs: dict[int, list[Run]], args: argparse.Namespace, out: Printer) -
         f"{streamed[args.small] / 1e6:.1f} MB ({args.small:,}) and {streamed[args.large] / 1e6:.1f} MB "
         f"({args.large:,}), ratio {streamed[args.large] / max(streamed[args.small], 1):.1f}")
     return {"small": args.small, "large": args.large, "sizes": sizes, "time_per_call_ratio": round(ratio, 3),
+            "cpu_time_per_call_ratio": round(cpu_ratio, 3),
             "memory_ratio": round(memory_ratio, 2) if memory_ratio is not None else None,
             "streamed_memory_mb": {str(k): round(v / 1e6, 2) for k, v in streamed.items()}}
 
