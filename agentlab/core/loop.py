@@ -998,7 +998,6 @@ def _without_serializer_warnings(send: _Send) -> _Send:
     return cast(_Send, sync_send)
 
 
-@_without_serializer_warnings
 def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, timeout: float) -> Message | Failure:
     """One request through the SDK; the Message as a dict (converted once), or a Failure.
 
@@ -1007,45 +1006,59 @@ def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, tim
     Message, a message without ``stop_reason``). Failures without an HTTP status are retried like
     connection errors, so a half-received answer is never taken for the answer, nor its tool calls run.
     """
-    try:
-        if stream:
-            with client.messages.stream(**params, timeout=timeout) as events:
-                seen: set[str] = set()
-                try:
-                    for event in events:
-                        seen.add(event.type)
-                except RuntimeError as exc:  # the SDK's accumulator: an event before message_start
-                    return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
-                failed = _stream_failure(seen)
-                if failed is not None:
-                    return failed
-                return _check_message(events.get_final_message())
+    if stream:
+        return _send_streamed(client, params, timeout)
+    try:  # the SDK parses a whole reply without serialising it again: no pydantic warning to silence here
         return _check_message(client.messages.create(**params, timeout=timeout))
-    except (anthropic.AnthropicError, httpx2.HTTPError, ValueError, TypeError, KeyError, AttributeError,
-            RecursionError) as exc:
+    except _SEND_ERRORS as exc:
         return _failure(exc, timeout)
 
 
 @_without_serializer_warnings
+def _send_streamed(client: anthropic.Anthropic, params: dict[str, Any], timeout: float) -> Message | Failure:
+    try:
+        with client.messages.stream(**params, timeout=timeout) as events:
+            seen: set[str] = set()
+            try:
+                for event in events:
+                    seen.add(event.type)
+            except RuntimeError as exc:  # the SDK's accumulator: an event before message_start
+                return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
+            failed = _stream_failure(seen)
+            if failed is not None:
+                return failed
+            return _check_message(events.get_final_message())
+    except _SEND_ERRORS as exc:
+        return _failure(exc, timeout)
+
+
 async def _asend(client: anthropic.AsyncAnthropic, params: dict[str, Any], stream: bool,
                  timeout: float) -> Message | Failure:
     """``_send`` with an AsyncAnthropic client: the same request, the same answer or Failure."""
+    if stream:
+        return await _asend_streamed(client, params, timeout)
     try:
-        if stream:
-            async with client.messages.stream(**params, timeout=timeout) as events:
-                seen: set[str] = set()
-                try:
-                    async for event in events:
-                        seen.add(event.type)
-                except RuntimeError as exc:
-                    return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
-                failed = _stream_failure(seen)
-                if failed is not None:
-                    return failed
-                return _check_message(await events.get_final_message())
         return _check_message(await client.messages.create(**params, timeout=timeout))
-    except (anthropic.AnthropicError, httpx2.HTTPError, ValueError, TypeError, KeyError, AttributeError,
-            RecursionError) as exc:
+    except _SEND_ERRORS as exc:
+        return _failure(exc, timeout)
+
+
+@_without_serializer_warnings
+async def _asend_streamed(client: anthropic.AsyncAnthropic, params: dict[str, Any],
+                          timeout: float) -> Message | Failure:
+    try:
+        async with client.messages.stream(**params, timeout=timeout) as events:
+            seen: set[str] = set()
+            try:
+                async for event in events:
+                    seen.add(event.type)
+            except RuntimeError as exc:
+                return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
+            failed = _stream_failure(seen)
+            if failed is not None:
+                return failed
+            return _check_message(await events.get_final_message())
+    except _SEND_ERRORS as exc:
         return _failure(exc, timeout)
 
 
