@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> dict:
                         help="also time the four ways with agentlab at this git ref, its scripted server included")
     add_arguments(parser)
     args = parser.parse_args(argv)
-    turns, rounds = (4, 3) if args.quick else (TURNS, args.rounds)
+    turns, rounds = (4, 2) if args.quick else (TURNS, args.rounds)
     refs = [*args.baseline, *args.whole_baseline]
     labs = {ref: baseline_lab(ref, i) for i, ref in enumerate(refs)}
     wall, cpu = measure(rounds, turns, {ref: labs[ref] for ref in args.baseline},

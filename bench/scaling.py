@@ -10,7 +10,7 @@ down about tenfold, too slow for 10,000 turns.
 
     .venv/bin/python bench/scaling.py              # 5 runs of 1,000 turns, 3 of 10,000; bench/results/scaling.json
     .venv/bin/python bench/scaling.py --profile    # plus a cProfile of one 10,000-turn run
-    .venv/bin/python bench/scaling.py --quick      # 30 and 90 turns, once each (the tests run it)
+    .venv/bin/python bench/scaling.py --quick      # 20 and 60 turns, once each (the tests run it)
 
 Time per call is the wall time of the run divided by the requests the loop sent (turns plus summary
 calls). Flat cost gives a ratio time-per-call(10k)/time-per-call(1k) near 1; cost growing with the
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> dict | None:
         _peak_memory_child(args.memory_child, keep=not args.streamed_trace)
         return None
     if args.quick:
-        args.small, args.large, args.small_runs, args.large_runs = 30, 90, 1, 1
+        args.small, args.large, args.small_runs, args.large_runs = 20, 60, 1, 1
     small, large = build_scenario(args.small), build_scenario(args.large)
     runs: dict[int, list[Run]] = {args.small: [], args.large: []}
     run_once(small)  # warm-up: imports, pydantic schemas, the SDK client
@@ -269,10 +269,15 @@ def report(runs: dict[int, list[Run]], args: argparse.Namespace, out: Printer) -
     if memory_ratio is not None:
         out(f"  ratio peak-memory({args.large:,})/peak-memory({args.small:,}) = {memory_ratio:.1f} "
             "(the trace keeps every event in memory)")
-    streamed = {size: peak_memory(size, keep=False) for size in (args.small, args.large)}
-    out(f"  with Trace(keep=False) (events to listeners/JSONL only): peak memory growth "
-        f"{streamed[args.small] / 1e6:.1f} MB ({args.small:,}) and {streamed[args.large] / 1e6:.1f} MB "
-        f"({args.large:,}), ratio {streamed[args.large] / max(streamed[args.small], 1):.1f}")
+    # quick: one child process (the large size), enough to check the measurement works
+    streamed_sizes = (args.large,) if args.quick else (args.small, args.large)
+    streamed = {size: peak_memory(size, keep=False) for size in streamed_sizes}
+    if args.quick:
+        out(f"  with Trace(keep=False): peak memory growth {streamed[args.large] / 1e6:.1f} MB ({args.large:,})")
+    else:
+        out(f"  with Trace(keep=False) (events to listeners/JSONL only): peak memory growth "
+            f"{streamed[args.small] / 1e6:.1f} MB ({args.small:,}) and {streamed[args.large] / 1e6:.1f} MB "
+            f"({args.large:,}), ratio {streamed[args.large] / max(streamed[args.small], 1):.1f}")
     return {"small": args.small, "large": args.large, "sizes": sizes, "time_per_call_ratio": round(ratio, 3),
             "cpu_time_per_call_ratio": round(cpu_ratio, 3),
             "memory_ratio": round(memory_ratio, 2) if memory_ratio is not None else None,
