@@ -135,7 +135,8 @@ def table(results: Results) -> str:
     lines = ["| Script | Measures | Result (this round's run) | Measured |", "|---|---|---|---|"]
     for name, what, cell in ROWS:
         doc = results.get(name)
-        lines.append(f"| `.venv/bin/python bench/{name}.py` | {what} | {cell(doc)} | {when(doc)} |")
+        result = cell(doc) if doc is not None else f"{NOT_MEASURED} (no bench/results/{name}.json yet)"
+        lines.append(f"| `.venv/bin/python bench/{name}.py` | {what} | {result} | {when(doc)} |")
     return "\n".join(lines) + "\n"
 
 
