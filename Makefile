@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SCENARIO ?= tour
 
-.PHONY: lab test test-times site site-test demo bench lint clean claude-code node-clients grade record
+.PHONY: lab test test-times site site-test demo bench bench-docs lint clean claude-code node-clients grade record
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/scaling.py
 	$(BIN)/python bench/compaction.py
 	$(BIN)/python bench/notebooks.py
+	$(BIN)/python bench/render.py
+
+# The figures in README.md and docs/benchmarks.md, written again from bench/results/*.json
+bench-docs: $(STAMP)
+	$(BIN)/python bench/render.py
 
 # Every gradeable scenario: agentlab's CLI passes every rule, the tutorial loop fails (exit 1 expected), then
 # the committed records and the tutorial loop side by side in docs/images/grade_heatmap.png

@@ -13,8 +13,10 @@ One scripted transcript of 20 tool turns and a final answer, run three ways thro
 Clients, tools and engines are built before the clock starts; only the conversation is timed. The three
 run in turn (rotating which goes first) many times in one process, and the medians are compared.
 
-    .venv/bin/python bench/overhead.py               # 40 rounds
+    .venv/bin/python bench/overhead.py               # 40 rounds; writes bench/results/overhead.json
     .venv/bin/python bench/overhead.py --profile     # plus where agentlab's time goes, by module
+    .venv/bin/python bench/overhead.py --baseline REF  # plus agentlab at git REF, same rounds, same server
+    .venv/bin/python bench/overhead.py --quick       # a short run that checks the script (the tests run it)
 """
 
 from __future__ import annotations
@@ -22,12 +24,18 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import importlib
+import io
 import pstats
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 from anthropic import beta_tool
 
@@ -36,11 +44,16 @@ from agentlab.backend.scripted import ScenarioEngine, scripted_client
 from agentlab.core.tools import TestsState, calculate, fake_weather, read_sandboxed, run_pretend_tests
 from agentlab.lab import SANDBOX_DIR, scenario_loop
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import Printer, add_arguments, record  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
 TURNS = 20
 PROMPT = "Work through the checklist: a sum, the weather, the notes, the tests, one tool call at a time."
 
 
-def build_scenario(turns: int = TURNS) -> Scenario:
+def scenario_document(turns: int = TURNS) -> dict:
     calls = (
         ("calculator", {"expression": "1234 + 5678"}),
         ("get_weather", {"location": "Oslo"}),
@@ -56,8 +69,12 @@ def build_scenario(turns: int = TURNS) -> Scenario:
             "stop_reason": "tool_use"})
     steps.append({"content": [{"type": "text", "text": "All done: 6912, mild in Oslo, door code noted."}],
                   "stop_reason": "end_turn"})
-    return parse_scenario({"name": "overhead", "description": f"{turns} tool turns", "prompt": PROMPT,
-                           "tools": "demo", "steps": steps}, "<overhead>")
+    return {"name": "overhead", "description": f"{turns} tool turns", "prompt": PROMPT, "tools": "demo",
+            "steps": steps}
+
+
+def build_scenario(turns: int = TURNS) -> Scenario:
+    return parse_scenario(scenario_document(turns), "<overhead>")
 
 
 def runner_tools() -> list:
@@ -121,8 +138,8 @@ class ReplayedTools:
         return [self.outcomes.pop(0) for _ in calls]
 
 
-def record_tool_outcomes(scenario: Scenario) -> list:
-    loop = scenario_loop(scenario)
+def record_tool_outcomes(scenario: Scenario, loop_factory: Callable = scenario_loop) -> list:
+    loop = loop_factory(scenario)
     recorded: list = []
     real_run_many = loop.tools.run_many
 
@@ -136,8 +153,9 @@ def record_tool_outcomes(scenario: Scenario) -> list:
     return recorded
 
 
-def prepare_agentlab(scenario: Scenario, outcomes: list | None = None) -> tuple[Callable[[], None], Callable[[], int]]:
-    loop = scenario_loop(scenario)
+def prepare_agentlab(scenario: Scenario, outcomes: list | None = None, *, loop_factory: Callable = scenario_loop
+                     ) -> tuple[Callable[[], None], Callable[[], int]]:
+    loop = loop_factory(scenario)
     if outcomes is not None:
         loop.tools = ReplayedTools(loop.tools, outcomes)
 
@@ -149,9 +167,10 @@ def prepare_agentlab(scenario: Scenario, outcomes: list | None = None) -> tuple[
     return lambda: loop.run() and None, check
 
 
-def prepare_bare(scenario: Scenario, bodies: list[dict]) -> tuple[Callable[[], None], Callable[[], int]]:
-    engine = ScenarioEngine(scenario)
-    client = scripted_client(engine)
+def prepare_bare(scenario: Scenario, bodies: list[dict], server: ModuleType | None = None
+                 ) -> tuple[Callable[[], None], Callable[[], int]]:
+    engine = (server.ScenarioEngine if server else ScenarioEngine)(scenario)
+    client = (server.scripted_client if server else scripted_client)(engine)
 
     def conversation() -> None:
         for body in bodies:
@@ -165,9 +184,10 @@ def prepare_bare(scenario: Scenario, bodies: list[dict]) -> tuple[Callable[[], N
     return conversation, check
 
 
-def prepare_runner(scenario: Scenario) -> tuple[Callable[[], None], Callable[[], int]]:
-    engine = ScenarioEngine(scenario)
-    client = scripted_client(engine)
+def prepare_runner(scenario: Scenario, server: ModuleType | None = None
+                   ) -> tuple[Callable[[], None], Callable[[], int]]:
+    engine = (server.ScenarioEngine if server else ScenarioEngine)(scenario)
+    client = (server.scripted_client if server else scripted_client)(engine)
     tools = runner_tools()
     final = {}
 
@@ -185,14 +205,59 @@ def prepare_runner(scenario: Scenario) -> tuple[Callable[[], None], Callable[[],
     return conversation, check
 
 
-def agentlab_bodies(scenario: Scenario) -> list[dict]:
-    loop = scenario_loop(scenario)
+def agentlab_bodies(scenario: Scenario, loop_factory: Callable = scenario_loop) -> list[dict]:
+    loop = loop_factory(scenario)
     loop.run()
     return [r.body for r in loop.engine.message_requests]
 
 
-def measure(rounds: int) -> dict[str, list[float]]:
-    scenario = build_scenario()
+def baseline_lab(ref: str, index: int = 0) -> ModuleType:
+    """agentlab as it was at git ``ref``, imported beside this one as ``agentlab_baseline`` (its modules import
+    one another relatively, so a copy under another name is a second, independent package)."""
+    folder = Path(tempfile.mkdtemp(prefix="agentlab-baseline-"))
+    archive = subprocess.run(["git", "archive", ref, "agentlab"], cwd=REPO, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    name = f"agentlab_baseline{index or ''}"
+    (folder / "agentlab").rename(folder / name)
+    sys.path.insert(0, str(folder))
+    return importlib.import_module(f"{name}.lab")
+
+
+def prepare_baseline(lab: ModuleType, turns: int) -> Callable[[], tuple[Callable[[], None], Callable[[], int]]]:
+    """The baseline's loop, tools replayed, sending to this checkout's scripted server (the same server as
+    the others, so only the loop differs)."""
+    parse = importlib.import_module(lab.__name__.rsplit(".", 1)[0] + ".backend.scenario").parse_scenario
+    scenario = parse(scenario_document(turns), "<overhead>")
+    outcomes = record_tool_outcomes(scenario, lab.scenario_loop)
+    current = build_scenario(turns)
+
+    def prepare() -> tuple[Callable[[], None], Callable[[], int]]:
+        return prepare_agentlab(scenario, outcomes, loop_factory=lambda s: lab.scenario_loop(
+            s, engine=ScenarioEngine(current)))
+    return prepare
+
+
+def whole_baseline(lab: ModuleType, ref: str, turns: int) -> dict[str, Callable]:
+    """The four ways with agentlab at ``ref``, its scripted server included: the run as it was then."""
+    package = lab.__name__.rsplit(".", 1)[0]
+    server = importlib.import_module(package + ".backend.scripted")
+    scenario = importlib.import_module(package + ".backend.scenario").parse_scenario(scenario_document(turns),
+                                                                                      "<overhead>")
+    bodies = agentlab_bodies(scenario, lab.scenario_loop)
+    outcomes = record_tool_outcomes(scenario, lab.scenario_loop)
+    return {
+        f"{ref}: agentlab": lambda: prepare_agentlab(scenario, loop_factory=lab.scenario_loop),
+        f"{ref}: replayed": lambda: prepare_agentlab(scenario, outcomes, loop_factory=lab.scenario_loop),
+        f"{ref}: bare": lambda: prepare_bare(scenario, bodies, server),
+        f"{ref}: tool-runner": lambda: prepare_runner(scenario, server),
+    }
+
+
+def measure(rounds: int, turns: int = TURNS, baselines: dict[str, ModuleType] | None = None,
+            whole: dict[str, ModuleType] | None = None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall-clock and CPU seconds of each way's conversation, ``rounds`` times each, interleaved."""
+    scenario = build_scenario(turns)
     bodies = agentlab_bodies(scenario)
     outcomes = record_tool_outcomes(scenario)
     ways = {
@@ -201,6 +266,10 @@ def measure(rounds: int) -> dict[str, list[float]]:
         "bare": lambda: prepare_bare(scenario, bodies),
         "tool-runner": lambda: prepare_runner(scenario),
     }
+    for ref, lab in (baselines or {}).items():
+        ways[f"{ref} (tools replayed)"] = prepare_baseline(lab, turns)
+    for ref, lab in (whole or {}).items():
+        ways.update(whole_baseline(lab, ref, turns))
     names = list(ways)
     for name in names:  # warm-up, and a check that each way completes the transcript
         conversation, check = ways[name]()
@@ -209,33 +278,38 @@ def measure(rounds: int) -> dict[str, list[float]]:
         if calls != len(bodies):
             sys.exit(f"{name} made {calls} requests, agentlab made {len(bodies)}")
     times: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:  # rotate which way goes first
             conversation, check = ways[name]()
             gc.collect()
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             conversation()
             times[name].append(time.perf_counter() - started)
+            cpu[name].append(time.process_time() - cpu_started)
             check()
-    return times
+    return times, cpu
 
 
 PROFILE_POINTS = (
-    ("agentlab/scripted.py", "handle", "the scripted server (ScenarioEngine.handle), inside the SDK call"),
-    ("agentlab/tools.py", "run_many", "running the tools (ToolRegistry.run_many)"),
-    ("agentlab/trace.py", "emit", "trace events (Trace.emit, all callers)"),
-    ("agentlab/tools.py", "schemas", "tool schemas rebuilt for every request (ToolRegistry.schemas)"),
-    ("agentlab/transitions.py", "decide", "decide()"),
-    ("agentlab/loop.py", "_record_response", "reading the response (_record_response, its emit included)"),
+    ("agentlab/backend/scripted.py", "handle", "the scripted server (ScenarioEngine.handle), inside the SDK call"),
+    ("agentlab/core/tools.py", "run_many", "running the tools (ToolRegistry.run_many)"),
+    ("agentlab/core/trace.py", "emit", "trace events (Trace.emit, all callers)"),
+    ("agentlab/core/tools.py", "schemas", "tool schemas rebuilt for every request (ToolRegistry.schemas)"),
+    ("agentlab/core/transitions.py", "decide", "decide()"),
+    ("agentlab/core/loop.py", "_record_response", "reading the response (_record_response, its emit included)"),
     ("anthropic/_models.py", "to_dict", "SDK content blocks to dicts (BaseModel.to_dict, all callers)"),
-    ("dataclasses.py", "replace", "LoopState updates (dataclasses.replace)"),
-    ("agentlab/loop.py", "to_dict", "the result message (Result.to_dict)"),
+    ("agentlab/core/transitions.py", "_evolve", "LoopState updates (transitions._evolve)"),
+    ("dataclasses.py", "replace", "dataclasses.replace (all callers)"),
+    ("agentlab/core/caching.py", "count_breakpoints", "breakpoints counted by reading the request (count_breakpoints)"),
+    ("agentlab/core/trace.py", "without_lone_surrogates", "lone surrogates looked for (without_lone_surrogates)"),
+    ("agentlab/core/loop.py", "to_dict", "the result message (Result.to_dict)"),
 )
 
 
-def profile_agentlab(runs: int = 20) -> None:
+def profile_agentlab(runs: int = 20, turns: int = TURNS, out: Callable[..., None] = print) -> None:
     """Where AgentLoop.run() spends its time: cumulative shares of the main parts, then own time."""
-    scenario = build_scenario()
+    scenario = build_scenario(turns)
     profiler = cProfile.Profile()
     for _ in range(runs):
         conversation, _check = prepare_agentlab(scenario)
@@ -248,42 +322,87 @@ def profile_agentlab(runs: int = 20) -> None:
         return sum(row[3] for (filename, _line, name), row in stats.items()
                    if name == function and filename.replace("\\", "/").endswith(suffix))
 
-    total = cumulative("agentlab/loop.py", "run")
-    inside = cumulative("agentlab/loop.py", "_send")
-    print(f"\nprofile of {runs} agentlab runs ({TURNS} tool turns each), cumulative time as a share of "
-          "AgentLoop.run(), under cProfile (parts overlap):")
-    print(f"  {inside / total:6.1%}  the SDK call (AgentLoop._send: SDK, transport and scripted server)")
-    print(f"  {(total - inside) / total:6.1%}  everything else: agentlab's own work, tools included")
+    total = cumulative("agentlab/core/loop.py", "run")
+    inside = cumulative("agentlab/core/loop.py", "_send")
+    if not total:
+        sys.exit("profile: AgentLoop.run was not found in the profile (has agentlab/core/loop.py moved?)")
+    out(f"\nprofile of {runs} agentlab runs ({turns} tool turns each), cumulative time as a share of "
+        "AgentLoop.run(), under cProfile (parts overlap):")
+    out(f"  {inside / total:6.1%}  the SDK call (AgentLoop._send: SDK, transport and scripted server)")
+    out(f"  {(total - inside) / total:6.1%}  everything else: agentlab's own work, tools included")
     for suffix, function, label in PROFILE_POINTS:
-        print(f"  {cumulative(suffix, function) / total:6.1%}  {label}")
-    own = sorted(((row[2], f"{filename.rsplit('/agentlab/', 1)[1]}:{line}({name})")
+        out(f"  {cumulative(suffix, function) / total:6.1%}  {label}")
+    own = sorted(((row[2], f"{filename.replace(chr(92), '/').rsplit('/agentlab/', 1)[1]}:{line}({name})")
                   for (filename, line, name), row in stats.items()
                   if "/agentlab/" in filename.replace("\\", "/")), reverse=True)
-    print("agentlab functions with the most own time:")
+    out("agentlab functions with the most own time:")
     for seconds, name in own[:8]:
-        print(f"  {seconds / total:6.1%}  {name}")
+        out(f"  {seconds / total:6.1%}  {name}")
 
 
-def main(argv: list[str] | None = None) -> None:
+RATIO_LABELS = {
+    "agentlab/bare": "(bare runs no tools)",
+    "replayed/bare": "(the loop's own overhead, tool work taken out; goal <= 1.10)",
+    "agentlab/tool-runner": "(goal <= 0.55)",
+}
+
+
+def _ratios(times: dict[str, list[float]], baselines: list[str], whole: list[str]) -> dict[str, float]:
+    m = {name: statistics.median(values) for name, values in times.items()}
+    ratios = {"agentlab/bare": m["agentlab"] / m["bare"], "replayed/bare": m["agentlab (tools replayed)"] / m["bare"],
+              "agentlab/tool-runner": m["agentlab"] / m["tool-runner"]}
+    ratios.update({ref: m[f"{ref} (tools replayed)"] / m["bare"] for ref in baselines})
+    for ref in whole:
+        ratios.update({f"{ref}: agentlab/bare": m[f"{ref}: agentlab"] / m[f"{ref}: bare"],
+                       f"{ref}: replayed/bare": m[f"{ref}: replayed"] / m[f"{ref}: bare"],
+                       f"{ref}: agentlab/tool-runner": m[f"{ref}: agentlab"] / m[f"{ref}: tool-runner"]})
+    return ratios
+
+
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--profile", action="store_true", help="also profile agentlab's loop by module")
+    parser.add_argument("--baseline", metavar="REF", action="append", default=[],
+                        help="also time agentlab at this git ref, tools replayed (may be given more than once)")
+    parser.add_argument("--whole-baseline", metavar="REF", action="append", default=[],
+                        help="also time the four ways with agentlab at this git ref, its scripted server included")
+    add_arguments(parser)
     args = parser.parse_args(argv)
-    times = measure(args.rounds)
-    calls = TURNS + 1
-    medians = {name: statistics.median(values) for name, values in times.items()}
-    print(f"overhead: {TURNS} tool turns + final answer ({calls} requests), {args.rounds} rounds interleaved, "
-          f"python {sys.version.split()[0]}")
-    for name, seconds in medians.items():
-        spread = times[name]
-        print(f"  {name:<26} median {seconds * 1000:7.2f} ms per run, {seconds * 1000 / calls:6.3f} ms per call "
-              f"(min {min(spread) * 1000:.2f}, max {max(spread) * 1000:.2f} ms)")
-    print(f"  agentlab/bare        = {medians['agentlab'] / medians['bare']:.2f}   (goal <= 1.10; bare runs no tools)")
-    print(f"  agentlab (tools replayed)/bare = {medians['agentlab (tools replayed)'] / medians['bare']:.2f}"
-          "   (the loop's own overhead, tool work taken out)")
-    print(f"  agentlab/tool-runner = {medians['agentlab'] / medians['tool-runner']:.2f}   (goal < 1)")
+    turns, rounds = (4, 2) if args.quick else (TURNS, args.rounds)
+    refs = [*args.baseline, *args.whole_baseline]
+    labs = {ref: baseline_lab(ref, i) for i, ref in enumerate(refs)}
+    wall, cpu = measure(rounds, turns, {ref: labs[ref] for ref in args.baseline},
+                        {ref: labs[ref] for ref in args.whole_baseline})
+    calls = turns + 1
+    out = Printer()
+    out(f"overhead: {turns} tool turns + final answer ({calls} requests), {rounds} rounds interleaved, "
+        f"python {sys.version.split()[0]}; medians per call, wall-clock and CPU time of the process")
+    for name in wall:
+        out(f"  {name:<26} wall {statistics.median(wall[name]) * 1000 / calls:6.3f} ms per call "
+            f"(min {min(wall[name]) * 1000 / calls:.3f}, max {max(wall[name]) * 1000 / calls:.3f})   "
+            f"cpu {statistics.median(cpu[name]) * 1000 / calls:6.3f} ms per call")
+    ratios = {clock: _ratios(times, args.baseline, args.whole_baseline)
+              for clock, times in (("wall", wall), ("cpu", cpu))}
+    for key, label in RATIO_LABELS.items():
+        out(f"  {key:<22} = {ratios['wall'][key]:.2f} wall, {ratios['cpu'][key]:.2f} cpu   {label}")
+    for ref in args.baseline:
+        out(f"  {ref + ' replayed/bare':<22} = {ratios['wall'][ref]:.2f} wall, {ratios['cpu'][ref]:.2f} cpu   "
+            f"(agentlab at {ref}, tools replayed, this server)")
+    for ref in args.whole_baseline:
+        for key in RATIO_LABELS:
+            out(f"  {ref + ': ' + key:<22} = {ratios['wall'][ref + ': ' + key]:.2f} wall, "
+                f"{ratios['cpu'][ref + ': ' + key]:.2f} cpu   (agentlab and its scripted server at {ref})")
     if args.profile:
-        profile_agentlab()
+        profile_agentlab(runs=2 if args.quick else 20, turns=turns, out=out)
+    figures = {"turns": turns, "requests": calls, "rounds": rounds,
+               "ms_per_call": {clock: {name: round(statistics.median(values) * 1000 / calls, 4)
+                                       for name, values in times.items()}
+                               for clock, times in (("wall", wall), ("cpu", cpu))},
+               "ratios": {clock: {name: round(value, 3) for name, value in values.items()}
+                          for clock, values in ratios.items()}}
+    return record("overhead", figures, out.text, args=args,
+                  command="bench/overhead.py" + (" --quick" if args.quick else f" --rounds {rounds}"))
 
 
 if __name__ == "__main__":

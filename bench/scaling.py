@@ -8,8 +8,9 @@ process's anonymous resident memory (RssAnon: the heap, not mapped files) over a
 sampled at every trace event. tracemalloc would count Python allocations exactly, but it slows the loop
 down about tenfold, too slow for 10,000 turns.
 
-    .venv/bin/python bench/scaling.py              # 5 runs of 1,000 turns, 3 of 10,000
+    .venv/bin/python bench/scaling.py              # 5 runs of 1,000 turns, 3 of 10,000; bench/results/scaling.json
     .venv/bin/python bench/scaling.py --profile    # plus a cProfile of one 10,000-turn run
+    .venv/bin/python bench/scaling.py --quick      # 20 and 60 turns, once each (the tests run it)
 
 Time per call is the wall time of the run divided by the requests the loop sent (turns plus summary
 calls). Flat cost gives a ratio time-per-call(10k)/time-per-call(1k) near 1; cost growing with the
@@ -31,11 +32,15 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 from agentlab.backend.scenario import Scenario, parse_scenario
 from agentlab.backend.scripted import ScenarioEngine
 from agentlab.core.trace import Trace
 from agentlab.lab import scenario_loop
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import Printer, add_arguments, record  # noqa: E402
 
 WINDOW = 6_000
 THRESHOLD = 0.75
@@ -73,8 +78,8 @@ class LeanEngine(ScenarioEngine):
     alone would dominate the memory figure.
     """
 
-    def _record(self, method, path, body, stream, step, reply, *, kind=None, stop_reason=None):
-        return super()._record(method, path, None, stream, step, reply, kind=kind, stop_reason=stop_reason)
+    def _record(self, method, path, body, *args, **kwargs):
+        return super()._record(method, path, None, *args, **kwargs)
 
 
 @dataclass
@@ -88,6 +93,11 @@ class Run:
     subtype: str
     first_block_ms: float  # time per call over the first BLOCK calls of the run
     last_block_ms: float  # ... and over the last BLOCK calls
+    cpu_seconds: float = 0.0  # the process's CPU time over the run
+
+    @property
+    def cpu_per_call_ms(self) -> float:
+        return self.cpu_seconds * 1000 / self.requests
 
 
     @property
@@ -98,13 +108,18 @@ class Run:
 BLOCK = 500
 
 
+def lean_loop(scenario: Scenario, **overrides):
+    """The loop on the lean server, allowed the steps a long run takes (the default cap is 1,000 steps)."""
+    return scenario_loop(scenario, engine=LeanEngine(scenario), max_steps=4 * len(scenario.steps) + 100, **overrides)
+
+
 def run_once(scenario: Scenario) -> Run:
-    loop = scenario_loop(scenario, engine=LeanEngine(scenario))
+    loop = lean_loop(scenario)
     stamps: list[float] = []  # when each request was about to be sent
     loop.trace.subscribe(lambda event: stamps.append(time.perf_counter()) if event.kind == "request" else None)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     result = loop.run()
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     block = min(BLOCK, len(stamps) - 1)
     first = (stamps[block] - stamps[0]) * 1000 / block
     last = (stamps[-1] - stamps[-1 - block]) * 1000 / block
@@ -112,7 +127,7 @@ def run_once(scenario: Scenario) -> Run:
         sys.exit(f"{scenario.name}: the run ended with {result.subtype}: {loop.engine.failures[:1]}")
     strategies = Counter(e.data["strategy"] for e in loop.trace.of_kind("compaction"))
     return Run(len(scenario.steps) - 1, seconds, result.requests, result.compactions, strategies,
-               len(loop.trace), result.subtype, first, last)
+               len(loop.trace), result.subtype, first, last, cpu)
 
 
 def _anon_bytes() -> int | None:
@@ -149,7 +164,7 @@ def _peak_memory_child(turns: int, keep: bool = True) -> None:
         if now > peak[0]:
             peak[0] = now
 
-    loop = scenario_loop(scenario, engine=LeanEngine(scenario), trace=Trace(keep=keep))
+    loop = lean_loop(scenario, trace=Trace(keep=keep))
     loop.trace.subscribe(sample)
     loop.run()
     print(peak[0] - baseline)
@@ -169,7 +184,7 @@ def peak_memory(turns: int, keep: bool = True) -> int:
 
 def profile(scenario: Scenario, top: int = 15) -> str:
     profiler = cProfile.Profile()
-    loop = scenario_loop(scenario, engine=LeanEngine(scenario))
+    loop = lean_loop(scenario)
     profiler.enable()
     loop.run()
     profiler.disable()
@@ -179,7 +194,7 @@ def profile(scenario: Scenario, top: int = 15) -> str:
     return out.getvalue()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict | None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", type=int, default=1_000)
     parser.add_argument("--large", type=int, default=10_000)
@@ -188,11 +203,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", action="store_true", help="also profile one large run with cProfile")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--streamed-trace", action="store_true", help=argparse.SUPPRESS)
+    add_arguments(parser)
     args = parser.parse_args(argv)
     if args.memory_child:
         _peak_memory_child(args.memory_child, keep=not args.streamed_trace)
-        return
-
+        return None
+    if args.quick:
+        args.small, args.large, args.small_runs, args.large_runs = 20, 60, 1, 1
     small, large = build_scenario(args.small), build_scenario(args.large)
     runs: dict[int, list[Run]] = {args.small: [], args.large: []}
     run_once(small)  # warm-up: imports, pydantic schemas, the SDK client
@@ -205,38 +222,66 @@ def main(argv: list[str] | None = None) -> None:
             order.append(small)
     for scenario in order:
         runs[len(scenario.steps) - 1].append(run_once(scenario))
+    out = Printer()
+    figures = report(runs, args, out)
+    if args.profile:
+        out(f"\ncProfile of one {args.large:,}-turn run, top functions by own time:")
+        out(profile(large))
+    return record("scaling", figures, out.text, args=args,
+                  command="bench/scaling.py" + (" --quick" if args.quick else ""))
 
-    print(f"scaling: scripted tool turns, context window {WINDOW} tokens, proactive compaction at "
-          f"{THRESHOLD:.0%}, python {sys.version.split()[0]}")
+
+def report(runs: dict[int, list[Run]], args: argparse.Namespace, out: Printer) -> dict:
+    out(f"scaling: scripted tool turns, context window {WINDOW} tokens, proactive compaction at "
+        f"{THRESHOLD:.0%}, python {sys.version.split()[0]}")
     medians: dict[int, float] = {}
-    memories: dict[int, int] = {}
+    cpu_medians: dict[int, float] = {}
+    memories: dict[int, int | None] = {}
+    sizes: dict[str, dict] = {}
     for size, group in runs.items():
         first = group[0]
         per_call = statistics.median(r.per_call_ms for r in group)
+        cpu_per_call = statistics.median(r.cpu_per_call_ms for r in group)
         medians[size] = per_call
-        memory = memories[size] = peak_memory(size)
+        cpu_medians[size] = cpu_per_call
+        memory = memories[size] = None if args.quick else peak_memory(size)  # quick: one child per size, below
         used = ", ".join(f"{name} {count}" for name, count in sorted(first.strategies.items()))
-        print(f"  {size:>6,} turns: {first.requests:>6,} requests, {first.compactions:>4} compactions ({used}), "
-              f"{first.events:,} events")
-        print(f"          time per call: median {per_call:.3f} ms of {len(group)} runs "
-              f"(min {min(r.per_call_ms for r in group):.3f}, max {max(r.per_call_ms for r in group):.3f}); "
-              f"run {statistics.median(r.seconds for r in group):.2f} s; "
-              f"peak memory growth {memory / 1e6:.1f} MB ({memory / first.requests / 1e3:.1f} kB per call)")
-        print(f"          within a run: first {BLOCK} calls {statistics.median(r.first_block_ms for r in group):.3f} "
-              f"ms per call, last {BLOCK} calls {statistics.median(r.last_block_ms for r in group):.3f} ms per call")
+        block = min(BLOCK, first.requests - 1)
+        out(f"  {size:>6,} turns: {first.requests:>6,} requests, {first.compactions:>4} compactions ({used}), "
+            f"{first.events:,} events")
+        out(f"          time per call: median {per_call:.3f} ms of {len(group)} runs "
+            f"(min {min(r.per_call_ms for r in group):.3f}, max {max(r.per_call_ms for r in group):.3f}); "
+            f"cpu {cpu_per_call:.3f} ms per call; run {statistics.median(r.seconds for r in group):.2f} s; "
+            + (f"peak memory growth {memory / 1e6:.1f} MB ({memory / first.requests / 1e3:.1f} kB per call)"
+               if memory is not None else "peak memory not measured (--quick)"))
+        out(f"          within a run: first {block} calls {statistics.median(r.first_block_ms for r in group):.3f} "
+            f"ms per call, last {block} calls {statistics.median(r.last_block_ms for r in group):.3f} ms per call")
+        sizes[str(size)] = {"requests": first.requests, "compactions": first.compactions, "runs": len(group),
+                            "ms_per_call": round(per_call, 4), "cpu_ms_per_call": round(cpu_per_call, 4),
+                            "peak_memory_mb": round(memory / 1e6, 2) if memory is not None else None}
     ratio = medians[args.large] / medians[args.small]
-    print(f"  ratio time-per-call({args.large:,})/time-per-call({args.small:,}) = {ratio:.2f} "
-          f"(flat = 1, linear growth = {args.large / args.small:.0f})")
-    memory_ratio = memories[args.large] / max(memories[args.small], 1)
-    print(f"  ratio peak-memory({args.large:,})/peak-memory({args.small:,}) = {memory_ratio:.1f} "
-          "(the trace keeps every event in memory)")
-    streamed = {size: peak_memory(size, keep=False) for size in (args.small, args.large)}
-    print(f"  with Trace(keep=False) (events to listeners/JSONL only): peak memory growth "
-          f"{streamed[args.small] / 1e6:.1f} MB ({args.small:,}) and {streamed[args.large] / 1e6:.1f} MB "
-          f"({args.large:,}), ratio {streamed[args.large] / max(streamed[args.small], 1):.1f}")
-    if args.profile:
-        print(f"\ncProfile of one {args.large:,}-turn run, top functions by own time:")
-        print(profile(large))
+    cpu_ratio = cpu_medians[args.large] / cpu_medians[args.small]
+    out(f"  ratio time-per-call({args.large:,})/time-per-call({args.small:,}) = {ratio:.2f} wall, "
+        f"{cpu_ratio:.2f} cpu (flat = 1, linear growth = {args.large / args.small:.0f}; goal <= 1.10)")
+    large_memory, small_memory = memories[args.large], memories[args.small]
+    memory_ratio = large_memory / max(small_memory, 1) if large_memory is not None and small_memory is not None \
+        else None
+    if memory_ratio is not None:
+        out(f"  ratio peak-memory({args.large:,})/peak-memory({args.small:,}) = {memory_ratio:.1f} "
+            "(the trace keeps every event in memory)")
+    # quick: one child process (the large size), enough to check the measurement works
+    streamed_sizes = (args.large,) if args.quick else (args.small, args.large)
+    streamed = {size: peak_memory(size, keep=False) for size in streamed_sizes}
+    if args.quick:
+        out(f"  with Trace(keep=False): peak memory growth {streamed[args.large] / 1e6:.1f} MB ({args.large:,})")
+    else:
+        out(f"  with Trace(keep=False) (events to listeners/JSONL only): peak memory growth "
+            f"{streamed[args.small] / 1e6:.1f} MB ({args.small:,}) and {streamed[args.large] / 1e6:.1f} MB "
+            f"({args.large:,}), ratio {streamed[args.large] / max(streamed[args.small], 1):.1f}")
+    return {"small": args.small, "large": args.large, "sizes": sizes, "time_per_call_ratio": round(ratio, 3),
+            "cpu_time_per_call_ratio": round(cpu_ratio, 3),
+            "memory_ratio": round(memory_ratio, 2) if memory_ratio is not None else None,
+            "streamed_memory_mb": {str(k): round(v / 1e6, 2) for k, v in streamed.items()}}
 
 
 if __name__ == "__main__":

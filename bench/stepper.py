@@ -2,6 +2,9 @@
 
     .venv/bin/python bench/stepper.py            # --profile: where a dashboard Step's time goes
     .venv/bin/python bench/stepper.py --baseline # also the plain way (a new figure and savefig per Step)
+    .venv/bin/python bench/stepper.py --quick    # one run of a short scenario (the tests run it)
+
+A full run writes its figures to bench/results/stepper.json.
 
 A Stepper on the tour scenario is clicked through to the end (``step_button.click()``, the code path of a
 click in JupyterLab, less the browser's own drawing), once with the default plot (the overview), once with
@@ -27,12 +30,16 @@ import platform
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import matplotlib
 import numpy as np
 
 from agentlab.ui import plots
 from agentlab.ui.widgets import PLOT_DPI, Stepper
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import Printer, add_arguments, record  # noqa: E402
 
 BUDGET_MS = {"overview": 150.0, "dashboard": 400.0}
 SCENARIO = "tour"
@@ -71,7 +78,7 @@ class FullCollections:
             self.ms += (time.process_time() - self._start) * 1000
 
 
-def time_steps(plot: str | None, runs: int, stepper: type[Stepper] = Stepper
+def time_steps(plot: str | None, runs: int, stepper: type[Stepper] = Stepper, scenario: str = SCENARIO
                ) -> tuple[list[float], list[float], list[float]]:
     """Wall-clock and CPU milliseconds of every Step of ``runs`` runs through the scenario, and the CPU
     milliseconds of full garbage collections in each."""
@@ -82,7 +89,7 @@ def time_steps(plot: str | None, runs: int, stepper: type[Stepper] = Stepper
     gc.callbacks.append(full)
     try:
         for _ in range(runs):
-            s = stepper(SCENARIO, plot=plot or "overview", show_plots=plot is not None)
+            s = stepper(scenario, plot=plot or "overview", show_plots=plot is not None)
             while not s.step_button.disabled:
                 full.ms = 0.0
                 w0, c0 = time.perf_counter(), time.process_time()
@@ -112,42 +119,53 @@ def line(name: str, wall: list[float], cpu: list[float], collections: list[float
             f"{verdict}{full}")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=8, help="runs through the scenario per plot (default 8)")
     parser.add_argument("--profile", action="store_true", help="profile one run with the dashboard")
     parser.add_argument("--baseline", action="store_true",
                         help="also time the plain way (a new figure per Step) and print the ratios")
-    args = parser.parse_args()
-    time_steps("overview", 1)   # warm up: imports, fonts, the first figure
-    time_steps("dashboard", 1)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    scenario, runs = ("tool_use", 1) if args.quick else (SCENARIO, args.runs)
+    if not args.quick:
+        time_steps("overview", 1)   # warm up: imports, fonts, the first figure
+        time_steps("dashboard", 1)
     if args.baseline:
-        time_steps("overview", 1, PlainStepper)
+        time_steps("overview", 1, PlainStepper, scenario)
     load_before = os.getloadavg()[0]
-    print(f"stepper: scenario {SCENARIO}, {args.runs} runs per plot, python {platform.python_version()}, "
-          f"matplotlib {matplotlib.__version__}, {os.cpu_count()} cores")
+    out = Printer()
+    out(f"stepper: scenario {scenario}, {runs} runs per plot, python {platform.python_version()}, "
+        f"matplotlib {matplotlib.__version__}, {os.cpu_count()} cores")
     failed = False
+    figures: dict = {"scenario": scenario, "runs": runs, "plots": {}}
     for plot in ("overview", "dashboard", None):
-        wall, cpu, collections = time_steps(plot, args.runs)
+        wall, cpu, collections = time_steps(plot, runs, scenario=scenario)
         budget = BUDGET_MS.get(plot or "")
         if budget is not None:
             failed |= p95(wall) > budget   # the learner waits for the wall-clock time
-        print(line(plot or "no plot", wall, cpu, collections, budget))
+        out(line(plot or "no plot", wall, cpu, collections, budget))
+        figures["plots"][plot or "none"] = {
+            "steps": len(wall), "wall_median_ms": round(statistics.median(wall), 1), "wall_p95_ms": round(p95(wall), 1),
+            "cpu_median_ms": round(statistics.median(cpu), 1), "cpu_p95_ms": round(p95(cpu), 1),
+            "budget_wall_p95_ms": budget, "full_collections": sum(1 for c in collections if c > 0)}
         if args.baseline and plot is not None:
-            old_wall, old_cpu, old_collections = time_steps(plot, args.runs, PlainStepper)
-            print(line("(plain)", old_wall, old_cpu, old_collections, None))
-            print(f"{'':14}new / plain: cpu median {statistics.median(cpu) / statistics.median(old_cpu):.2f}, "
-                  f"cpu p95 {p95(cpu) / p95(old_cpu):.2f}, wall p95 {p95(wall) / p95(old_wall):.2f}")
-    print(f"  load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
+            old_wall, old_cpu, old_collections = time_steps(plot, runs, PlainStepper, scenario)
+            out(line("(plain)", old_wall, old_cpu, old_collections, None))
+            out(f"{'':14}new / plain: cpu median {statistics.median(cpu) / statistics.median(old_cpu):.2f}, "
+                f"cpu p95 {p95(cpu) / p95(old_cpu):.2f}, wall p95 {p95(wall) / p95(old_wall):.2f}")
+    out(f"  load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
     if args.profile:
         import cProfile
         import pstats
         profiler = cProfile.Profile()
         profiler.enable()
-        time_steps("dashboard", 1)
+        time_steps("dashboard", 1, scenario=scenario)
         profiler.disable()
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
-    return 1 if failed else 0
+    record("stepper", figures, out.text, args=args, command="bench/stepper.py" + (" --quick" if args.quick else
+                                                                               f" --runs {runs}"))
+    return 1 if failed and not args.quick else 0
 
 
 if __name__ == "__main__":

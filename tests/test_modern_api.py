@@ -457,3 +457,122 @@ def test_cache_breakpoints_do_not_mutate_the_params():
     before = copy.deepcopy(params)
     marked = with_breakpoints(params)
     assert params == before and marked["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+# --- the breakpoints a request event reports are the ones on the wire -----------------------------------
+
+
+def _marks_on_the_wire(body: Any) -> int:
+    if isinstance(body, dict):
+        return ("cache_control" in body) + sum(_marks_on_the_wire(v) for v in body.values())
+    if isinstance(body, list):
+        return sum(_marks_on_the_wire(v) for v in body)
+    return 0
+
+
+def _reported_and_sent(loop: AgentLoop) -> list[tuple[int, int]]:
+    reported = [e.data["cache_breakpoints"] for e in loop.trace.of_kind("request")]
+    sent = [_marks_on_the_wire(r.body) for r in loop.engine.message_requests]
+    return list(zip(reported, sent, strict=True))
+
+
+@pytest.mark.parametrize("name,overrides", [
+    ("tour", {}), ("tool_use", {"cache": False}), ("door_code", {"compaction": ["summarize"]}),
+    ("proactive_compaction", {}), ("thinking_tool_use", {}), ("pause_turn", {}),
+])
+def test_the_request_event_reports_the_breakpoints_sent(name, overrides):
+    loop = run(name, **overrides)
+    pairs = _reported_and_sent(loop)
+    assert pairs and all(reported == sent for reported, sent in pairs), pairs
+
+
+def test_breakpoints_the_loop_did_not_place_are_counted_too():
+    """Given messages may carry their own cache_control: the event counts it with the loop's own."""
+    sc = load_scenario("end_turn")
+    engine = ScenarioEngine(sc)
+    marked_start = [{"role": "user", "content": [
+        {"type": "text", "text": "Some earlier context.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": sc.prompt}]}]
+    loop = AgentLoop(scripted_client(engine), messages=marked_start, model=sc.model, system="Be brief.")
+    loop.engine = engine
+    loop.run()
+    assert engine.failures == []
+    assert _reported_and_sent(loop) == [(3, 3)]   # the given mark, the system prompt's, the last block's
+
+
+# --- the scripted server's sizes and cache, computed without copying the request ------------------------
+
+
+def _all_scenario_bodies() -> list[dict[str, Any]]:
+    from agentlab.backend.scenario import scenario_names
+
+    out = []
+    for name in scenario_names():
+        loop = scenario_loop(name)
+        try:
+            loop.run()
+        except Exception:  # noqa: BLE001 - a scenario built to fail still sent its requests
+            pass
+        out += [r.body for r in loop.engine.message_requests if r.body is not None]
+    return out
+
+
+def test_the_request_size_is_the_size_of_the_request_without_its_markers():
+    from agentlab.backend.scenario import request_payload, request_tokens
+    from agentlab.core.caching import chars_without_breakpoints, without_breakpoints
+    from agentlab.core.compaction import estimate_tokens
+
+    edge = [
+        {"system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+         "messages": [{"role": "user", "content": [{"cache_control": {"type": "ephemeral"}, "type": "text",
+                                                    "text": 'quoted ,"cache_control": {"type":"x"} in text'}]}]},
+        {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [
+            {"type": "text", "text": "nested", "cache_control": {"type": "ephemeral"}}]}]}],
+         "tools": [{"cache_control": {"type": "ephemeral"}}]},
+        {"messages": [{"role": "user", "content": "plain \ud83d\ude00 text, no markers"}]},
+        {"messages": [{"role": "assistant", "content": [
+            {"cache_control": {"type": "ephemeral"}, "type": "tool_use", "id": "t", "name": "n", "input": {}},
+            {"type": "text", "text": "x"}]}]},
+    ]
+    bodies = _all_scenario_bodies() + edge
+    assert len(bodies) > 100
+    assert [request_tokens(b) for b in bodies] == [estimate_tokens(request_payload(b)) for b in bodies]
+    compact = {"ensure_ascii": False, "separators": (",", ":")}
+    assert [chars_without_breakpoints(b) for b in bodies] == [len(json.dumps(without_breakpoints(b), **compact))
+                                                             for b in bodies]
+
+
+def test_the_prompt_cache_reads_and_writes_the_same_prefixes():
+    """The cache's answers on every scenario's requests, against a plain re-statement of its rule."""
+    import hashlib
+    import math
+
+    from agentlab.core.caching import LOOKBACK_BLOCKS, _flatten
+
+    class Plain(PromptCache):
+        def use(self, request, total_tokens):
+            blocks = _flatten(request)
+            marks = [i for i, b in enumerate(blocks) if b[2]]
+            if not marks:
+                return type(super().use(request, total_tokens))()
+            thinking = json.dumps(request.get("thinking"), sort_keys=True)
+            digest, chars, hashes, tokens = hashlib.sha256(str(request.get("model")).encode()), 0, [], []
+            for section, text, _ in blocks:
+                digest.update((section + (thinking if section == "messages" else "") + "\x00" + text
+                               + "\x00").encode())
+                hashes.append(digest.copy().hexdigest())
+                chars += len(text)
+                tokens.append(min(total_tokens, math.ceil(chars / 4)))
+            near = sorted({j for m in marks for j in range(max(0, m - LOOKBACK_BLOCKS + 1), m + 1)}, reverse=True)
+            read = next((tokens[j] for j in near if hashes[j] in self.entries), 0)
+            written = tokens[marks[-1]] - read if tokens[marks[-1]] >= self.min_tokens and tokens[marks[-1]] > read \
+                else 0
+            for m in marks:
+                if tokens[m] >= self.min_tokens:
+                    self.entries[hashes[m]] = tokens[m]
+            return type(super().use({}, 0))(read=read, written=written)
+
+    fast, plain = PromptCache(min_tokens=64), Plain(min_tokens=64)
+    answers = [(fast.use(b, 10**6), plain.use(b, 10**6)) for b in _all_scenario_bodies()]
+    assert all(a == b for a, b in answers)
+    assert sum(a.read for a, _ in answers) > 0 and sum(a.written for a, _ in answers) > 0

@@ -118,3 +118,33 @@ def test_grade_notes_a_logged_request_the_api_would_refuse() -> None:
     assert record["requests"][1]["api_would_refuse"].startswith("messages.1: `tool_use` ids were found without")
     refused = record["requests"][1]["api_would_refuse"]
     assert grade_record(record).notes == [f"request 2 was answered, but the live API refuses it: {refused}"]
+
+
+def test_a_thread_continued_by_the_sdk_tool_runner_is_answered() -> None:
+    """The SDK's tool runner keeps the history in a server-held thread: its second request sends only the tool
+    result, with ``thread: {"type": "continue", ...}`` and no tools. The API accepts that and answers from the
+    whole conversation; the in-process transport holds threads as ``agentlab serve`` does, so the scenario sees
+    the tool offered and the result after its call."""
+    from agentlab.backend.scenario import load_scenario
+    from agentlab.backend.scripted import ScenarioEngine, scripted_client
+    from agentlab.backend.validate import request_problem
+
+    engine = ScenarioEngine(load_scenario("tool_use"))
+
+    @anthropic.beta_tool
+    def calculator(expression: str) -> str:
+        """Evaluate an arithmetic expression and return the result."""
+        return "6912"
+
+    runner = scripted_client(engine).beta.messages.tool_runner(
+        model="claude-sonnet-4-6", max_tokens=1024, tools=[calculator],
+        messages=[{"role": "user", "content": "What is 1234 + 5678?"}])
+    final = runner.until_done()
+    assert final.stop_reason == "end_turn" and not engine.failures and len(engine.message_requests) == 2
+    whole = engine.message_requests[1].body
+    assert [m["role"] for m in whole["messages"]] == ["user", "assistant", "user"] and whole["tools"]
+    sent = {"model": "m", "max_tokens": 10, "thread": {"type": "continue", "previous_message_id": "msg_1"},
+            "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                       "content": "6912"}]}]}
+    assert request_problem(sent) is None
+    assert "unexpected `tool_use_id`" in str(request_problem({**sent, "thread": {"type": "create"}}))

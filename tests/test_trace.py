@@ -6,7 +6,7 @@ import json
 import pytest
 
 from agentlab.core.events import EVENT_KINDS, PAYLOADS, ApiError, RetryEvent, TransitionEvent, payload_from_data
-from agentlab.core.trace import Trace
+from agentlab.core.trace import Trace, without_lone_surrogates
 from agentlab.lab import scenario_loop
 
 
@@ -96,3 +96,21 @@ def test_an_unknown_event_kind_is_a_clear_error(tmp_path):
                                         + json.dumps({"call": 0, "kind": "start", "seq": 1, "data": {}}) + "\n")
     with pytest.raises(ValueError, match=r"bad.jsonl: line 1 is not an event: unknown event kind 'telepathy'"):
         Trace.load(tmp_path / "bad.jsonl")
+
+
+@pytest.mark.parametrize("value,expected,count", [
+    ({"content": [{"type": "text", "text": "a\ud800b"}], "usage": {"input_tokens": 3}},
+     {"content": [{"type": "text", "text": "a\ufffdb"}], "usage": {"input_tokens": 3}}, 1),
+    ({"k\udc00": ["ok", ("x\ud801",)]}, {"k\ufffd": ["ok", ("x\ufffd",)]}, 2),
+    # not JSON (a set inside, a tuple as a key): every string is looked at all the same
+    ({"ids": {1, 2}, "t": "\ud800"}, {"ids": {1, 2}, "t": "\ufffd"}, 1),
+    ({(1, 2): "x\udfff"}, {(1, 2): "x\ufffd"}, 1),
+])
+def test_lone_surrogates_are_replaced_wherever_they_sit(value, expected, count):
+    assert without_lone_surrogates(value) == (expected, count)
+
+
+def test_a_value_without_lone_surrogates_comes_back_as_the_same_object():
+    value = {"content": [{"type": "text", "text": "caf\u00e9 \U0001f600 \\ud800 as text"}], "n": 1.5}
+    cleaned, count = without_lone_surrogates(value)
+    assert cleaned is value and count == 0

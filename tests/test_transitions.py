@@ -657,3 +657,16 @@ def test_the_retry_jitter_is_a_bound_of_the_limits():
     assert Limits().backoff_jitter == 0.25
     with pytest.raises(ConfigError, match="Limits.backoff_jitter must be a finite share of the delay"):
         Limits(backoff_jitter=-1)
+
+
+def test_state_updates_make_a_new_state_and_refuse_unknown_fields():
+    """The state updates copy the state (the old one is unchanged, as with dataclasses.replace) and a name
+    that is not a field is a TypeError, not a silently added attribute."""
+    from agentlab.core.transitions import _evolve, note_request, note_success
+
+    state = LoopState(model="m", max_tokens=100)
+    after = note_success(note_request(state), {"stop_reason": "tool_use", "stop_sequence": None})
+    assert (state.requests, state.num_turns, state.stop_reason) == (0, 0, None)
+    assert after == replace(state, requests=1, num_turns=1, stop_reason="tool_use")
+    with pytest.raises(TypeError, match="no field 'turns'"):
+        _evolve(state, turns=1)

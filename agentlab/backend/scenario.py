@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -114,7 +115,6 @@ class Predicate(_Strict):
 
     def failures(self, request: dict[str, Any], stream: bool, previous_tokens: int | None = None) -> list[str]:
         """What does not hold, in words; empty when the request matches."""
-        from ..core.compaction import estimate_tokens
 
         out: list[str] = []
         messages = request.get("messages") or []
@@ -149,13 +149,13 @@ class Predicate(_Strict):
                 self.tool_result_error:
             out.append(f"a tool_result with is_error={self.tool_result_error}")
         if self.tokens_over is not None or self.tokens_at_most is not None:
-            tokens = estimate_tokens(request_payload(request))
+            tokens = request_tokens(request)
             if self.tokens_over is not None and not tokens > self.tokens_over:
                 out.append(f"a request over {self.tokens_over} tokens, got {tokens}")
             if self.tokens_at_most is not None and not tokens <= self.tokens_at_most:
                 out.append(f"a request of at most {self.tokens_at_most} tokens, got {tokens}")
         if self.smaller_than_previous and previous_tokens is not None:
-            tokens = estimate_tokens(request_payload(request))
+            tokens = request_tokens(request)
             if not tokens < previous_tokens:
                 out.append(f"a request smaller than the previous one ({previous_tokens} tokens), got {tokens}")
         if self.thinking is not None:
@@ -664,6 +664,17 @@ def request_payload(request: dict[str, Any]) -> dict[str, Any]:
     """The part of a request that fills the context window (cache_control markers are not part of it)."""
     from ..core.caching import without_breakpoints
 
+    return without_breakpoints(_marked_payload(request))
+
+
+def request_tokens(request: dict[str, Any]) -> int:
+    """``estimate_tokens(request_payload(request))``, from one encoding of the request (no copy of it)."""
+    from ..core.caching import chars_without_breakpoints
+
+    return math.ceil(chars_without_breakpoints(_marked_payload(request)) / 4)
+
+
+def _marked_payload(request: dict[str, Any]) -> dict[str, Any]:
     payload: dict[str, Any] = {k: request.get(k) for k in ("system", "tools", "messages")
                                if request.get(k) is not None}
     # a text the loop turned into one marked block to carry its breakpoint counts as the text it was
@@ -674,7 +685,7 @@ def request_payload(request: dict[str, Any]) -> dict[str, Any]:
         payload["messages"] = [{**m, "content": m["content"][0]["text"]}
                                if isinstance(m, dict) and _one_marked_text(m.get("content")) else m
                                for m in payload["messages"]]
-    return without_breakpoints(payload)
+    return payload
 
 
 def _one_marked_text(content: Any) -> bool:

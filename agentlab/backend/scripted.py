@@ -28,10 +28,10 @@ from .scenario import (
     ToolUseBlock,
     is_summary_request,
     load_scenario,
-    request_payload,
     StandIn,
     side_reply_text,
     side_request,
+    request_tokens,
 )
 
 # Hand-written usage must agree with the request and the reply, within this tolerance of the engine's own
@@ -98,7 +98,7 @@ def usage_problems(usage: dict[str, Any], request: dict[str, Any], content: list
     the tolerance of the estimate.
     """
     out = []
-    size = estimate_tokens(request_payload(request)) if size is None else size
+    size = request_tokens(request) if size is None else size
     reported_in = sum(int(usage.get(k) or 0)  # the whole prompt: uncached input, cache writes and cache reads
                       for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
     if not within_tolerance(reported_in, size):
@@ -163,7 +163,7 @@ class ScenarioEngine:
         """The engine's estimate of a request's size: what fills the context window, stand-ins at their weight."""
         if self.sizing is not None:
             request = self.sizing(request)
-        tokens = estimate_tokens(request_payload(request))
+        tokens = request_tokens(request)
         if self.stand_ins:
             for message in request.get("messages") or []:
                 content = message.get("content") if isinstance(message, dict) else None
@@ -563,7 +563,7 @@ def build_message(reply: Reply, request: dict[str, Any], *, msg_id: str,
         scripted = _scripted_usage(reply, request)
         usage = {  # every field the API sends, in its order
             "input_tokens": scripted.get("input_tokens", input_tokens if input_tokens is not None
-                                         else estimate_tokens(request_payload(request))),
+                                         else request_tokens(request)),
             "cache_creation_input_tokens": scripted.get("cache_creation_input_tokens", 0),
             "cache_read_input_tokens": scripted.get("cache_read_input_tokens", 0),
             "output_tokens": scripted.get("output_tokens", _output_tokens(reply, request, content)),
@@ -645,13 +645,28 @@ def _pieces(text: str, size: int) -> list[str]:
 
 # -- in-process transport -------------------------------------------------------------------------------
 
+def _parsed(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
 def mock_transport(engine: ScenarioEngine):
-    """An ``httpx2.MockTransport`` that answers with ``engine``."""
+    """An ``httpx2.MockTransport`` that answers with ``engine``, holding threads as the API does."""
     import httpx2
 
+    from .threads import HeldThreads, thread_of
+
+    held = HeldThreads()
+
     def handler(request: httpx2.Request) -> httpx2.Response:
-        path = request.url.raw_path.decode()
-        reply = engine.handle(request.method, path, request.read())
+        path, body = request.url.raw_path.decode(), request.read()
+        thread = thread_of(path, _parsed(body)) if b'"thread"' in body else None
+        if thread is None:
+            reply = engine.handle(request.method, path, body)
+        else:
+            reply, _ = held.answer(lambda full: engine.handle(request.method, path, full), json.loads(body), thread)
         return httpx2.Response(reply.status, headers=reply.headers, content=reply.body)
 
     return httpx2.MockTransport(handler)

@@ -42,6 +42,7 @@ from ..core.guard import check_outputs, lock_for_writing
 from ..core.paths import open_output_fd
 from .scenario import Scenario
 from .scripted import ERROR_TYPES, RecordedRequest, ScenarioEngine, WireReply
+from .threads import HeldThreads, reply_message, thread_of  # noqa: F401  (reply_message: re-exported)
 from .validate import field_problem
 
 HOST = "127.0.0.1"
@@ -99,64 +100,7 @@ def _read_body(method: str, path: str, body: bytes | None) -> Any:
         return _UNREADABLE
 
 
-def _threaded(path: str, request: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The parsed body and its ``thread`` field, for a Messages request that has one."""
-    if path.split("?", 1)[0].rstrip("/") != "/v1/messages" or not isinstance(request, dict) \
-            or not isinstance(request.get("thread"), dict):
-        return {}, None
-    return request, request["thread"]
 
-
-def _thread_error(code: str, previous: str) -> WireReply:
-    text = {"thread_not_found": f"thread: no conversation is held for previous_message_id {previous!r}",
-            "thread_already_continued": f"thread: {previous!r} has already been continued"}[code]
-    body = {"type": "error", "error": {"type": "invalid_request_error", "message": text,
-                                       "details": {"error_code": code}}}
-    return WireReply(400, {"content-type": "application/json"}, json.dumps(body).encode(), "error")
-
-
-def reply_message(reply: WireReply) -> dict[str, Any] | None:
-    """The Message a 200 reply carries, rebuilt from its SSE events when it streamed; None otherwise."""
-    if reply.status != 200 or not reply.body:
-        return None
-    if not reply.headers.get("content-type", "").startswith("text/event-stream"):
-        try:
-            whole = json.loads(reply.body)
-        except ValueError:
-            return None
-        return whole if isinstance(whole, dict) and whole.get("type") == "message" else None
-    message: dict[str, Any] | None = None
-    partial: dict[int, str] = {}
-    for chunk in reply.body.decode("utf-8").split("\n\n"):
-        data = next((line[6:] for line in chunk.splitlines() if line.startswith("data: ")), None)
-        if data is None:
-            continue
-        event = json.loads(data)
-        kind = event.get("type")
-        if kind == "message_start":
-            message = {**event["message"], "content": []}
-        elif message is None:
-            continue
-        elif kind == "content_block_start":
-            message["content"].append(dict(event["content_block"]))
-        elif kind == "content_block_delta":
-            block, delta = message["content"][event["index"]], event["delta"]
-            if delta["type"] == "text_delta":
-                block["text"] = block.get("text", "") + delta["text"]
-            elif delta["type"] == "input_json_delta":
-                partial[event["index"]] = partial.get(event["index"], "") + delta["partial_json"]
-            elif delta["type"] == "thinking_delta":
-                block["thinking"] = block.get("thinking", "") + delta["thinking"]
-            elif delta["type"] == "signature_delta":
-                block["signature"] = delta["signature"]
-        elif kind == "content_block_stop" and event["index"] in partial:
-            try:
-                message["content"][event["index"]]["input"] = json.loads(partial[event["index"]])
-            except ValueError:
-                pass  # a tool call cut off by max_tokens keeps its empty input
-        elif kind == "message_delta":
-            message.update({k: v for k, v in event["delta"].items() if k != "type"})
-    return message
 
 
 MAX_BODY_BYTES = 32 * 1024 * 1024  # the Messages API's own request size limit
@@ -317,8 +261,7 @@ class ScenarioServer:
         self.log = log
         self.allow_hosts = frozenset(h.strip().lower().rstrip(".") for h in allow_hosts if h.strip())
         self.exchanges: list[Exchange] = []  # every request and its answer, in order
-        self._threads: dict[str, dict[str, Any]] = {}  # message id -> the conversation the server holds
-        self._continued: set[str] = set()
+        self._threads = HeldThreads()  # the conversations held for clients that thread
         self._record_file: IO[str] | None = None
         self.record_error: str | None = None  # why --record stopped, when a write failed
         self._thread: threading.Thread | None = None
@@ -381,7 +324,8 @@ class ScenarioServer:
                                            kind="invalid_request")
                 self._keep(recorded, reply, None, None, arrived)
                 return reply
-            sent, thread = _threaded(path, request)
+            thread = thread_of(path, request)
+            sent = request if thread is not None else {}
             count = len(self.engine.requests)
             try:
                 if thread is None:
@@ -429,39 +373,12 @@ class ScenarioServer:
 
     def _answer_threaded(self, method: str, path: str, sent: dict[str, Any],
                          thread: dict[str, Any]) -> tuple[WireReply, RecordedRequest]:
-        """A request with a ``thread`` field: the server holds the conversation between turns.
-
-        ``{"type": "create"}`` stores the conversation under the reply's id; ``{"type": "continue",
-        "previous_message_id": ID}`` sends only the new messages (and no ``system``/``tools``), so the stored
-        conversation is put back in front before the scenario sees the request.
-        """
-        full = dict(sent)
-        if thread.get("type") == "continue":
-            previous = str(thread.get("previous_message_id"))
-            held = self._threads.get(previous)
-            code = "thread_not_found" if held is None else \
-                "thread_already_continued" if previous in self._continued else None
-            if code is not None:
-                reply = _thread_error(code, previous)
-                recorded = RecordedRequest(index=len(self.exchanges), method=method, path=path, body=sent,
-                                           stream=bool(sent.get("stream")), step=None, status=reply.status,
-                                           kind=code)
-                return reply, recorded
-            assert held is not None
-            full["messages"] = [*held["messages"], *(sent.get("messages") or [])]
-            for key in ("system", "tools"):
-                if key not in full and held.get(key) is not None:
-                    full[key] = held[key]
-        reply = self.engine.handle(method, path, json.dumps(full).encode())
-        recorded = self.engine.requests[-1]
-        message = reply_message(reply)
-        if reply.status == 200 and message is not None:
-            if thread.get("type") == "continue":
-                self._continued.add(str(thread.get("previous_message_id")))
-            self._threads[message["id"]] = {
-                "messages": [*full.get("messages", []), {"role": "assistant", "content": message["content"]}],
-                "system": full.get("system"), "tools": full.get("tools")}
-        return reply, recorded
+        """A request with a ``thread`` field: the held conversation put back in front (:mod:`.threads`)."""
+        reply, code = self._threads.answer(lambda full: self.engine.handle(method, path, full), sent, thread)
+        if code is not None:
+            return reply, RecordedRequest(index=len(self.exchanges), method=method, path=path, body=sent,
+                                          stream=bool(sent.get("stream")), step=None, status=reply.status, kind=code)
+        return reply, self.engine.requests[-1]
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> str:

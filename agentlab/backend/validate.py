@@ -16,7 +16,9 @@ of the messages that clients trip over:
 What the API accepts is accepted: ``role: "system"`` items inside ``messages`` (Claude Code sends them; they
 are read as part of the system prompt), string content, unknown top-level fields, consecutive messages of
 the same role (the API joins them), a conversation that starts with an assistant message, and tool calls
-told as text ("Calling tools: ..." then "Observation: ..."), which are plain text to the API.
+told as text ("Calling tools: ..." then "Observation: ..."), which are plain text to the API, and a request that
+continues a thread the server holds (``thread: {"type": "continue", ...}``, as the SDK's tool runner sends): its
+``messages`` are only the new ones, so tool results at its start answer the held message's tool calls.
 """
 
 from __future__ import annotations
@@ -150,7 +152,9 @@ def conversation_problem(request: dict[str, Any]) -> str | None:
     messages = request.get("messages")
     if not isinstance(messages, list):
         return None
-    return _empty_problem(messages) or _pairing_problem(_turns(messages))
+    thread = request.get("thread")
+    continues = isinstance(thread, dict) and thread.get("type") == "continue"
+    return _empty_problem(messages) or _pairing_problem(_turns(messages), held_before=continues)
 
 
 def _empty_problem(messages: list[Any]) -> str | None:
@@ -176,8 +180,13 @@ def _empty_problem(messages: list[Any]) -> str | None:
     return None
 
 
-def _pairing_problem(turns: list[tuple[int, str, list[tuple[int, int, dict[str, Any]]]]]) -> str | None:
+def _pairing_problem(turns: list[tuple[int, str, list[tuple[int, int, dict[str, Any]]]]], *,
+                     held_before: bool = False) -> str | None:
+    """``held_before``: the conversation goes on from a message the server holds (a thread), which the first
+    turn's tool results may answer."""
     for k, (_, role, blocks) in enumerate(turns):
+        if role == "user" and k == 0 and held_before:
+            continue
         if role == "user":
             asked = {str(b.get("id")) for _, _, b in turns[k - 1][2] if b.get("type") == "tool_use"} \
                 if k > 0 and turns[k - 1][1] == "assistant" else set()

@@ -19,10 +19,11 @@ import copy
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .compaction import text_blocks
+from .compaction import json_default, text_blocks
 
 EPHEMERAL = {"type": "ephemeral"}
 LOOKBACK_BLOCKS = 20          # the API looks for hits this many blocks before each breakpoint
@@ -32,16 +33,24 @@ UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})  # blocks that cannot
 def with_breakpoints(params: dict[str, Any]) -> dict[str, Any]:
     """A copy of request ``params`` with breakpoints on the last tool, the system prompt and the latest
     message's last cacheable block. The history the loop keeps is not touched."""
+    return place_breakpoints(params)[0]
+
+
+def place_breakpoints(params: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """``with_breakpoints(params)`` and how many breakpoints it placed (0 to 3), without reading the rest of
+    the request: when nothing else in it carries ``cache_control``, that is ``count_breakpoints`` of the copy."""
     out = dict(params)
+    placed = 0
     tools = params.get("tools")
     if tools:
-        out["tools"] = [dict(t) for t in tools]
-        out["tools"][-1]["cache_control"] = dict(EPHEMERAL)
+        out["tools"] = [*tools[:-1], {**tools[-1], "cache_control": dict(EPHEMERAL)}]
+        placed += 1
     system = params.get("system")
     if system:
         marked: list[dict[str, Any]] = copy.deepcopy(text_blocks(system))
         marked[-1]["cache_control"] = dict(EPHEMERAL)
         out["system"] = marked
+        placed += 1
     messages = params.get("messages") or []
     if messages:
         last = dict(messages[-1])
@@ -51,9 +60,21 @@ def with_breakpoints(params: dict[str, Any]) -> dict[str, Any]:
             if block.get("type") not in UNCACHEABLE and not (block.get("type") == "text" and not block.get("text")):
                 block["cache_control"] = dict(EPHEMERAL)
                 last["content"] = blocks
-                out["messages"] = list(messages[:-1]) + [last]
+                out["messages"] = [*messages[:-1], last]
+                placed += 1
                 break
-    return out
+    return out, placed
+
+
+def has_breakpoints(messages: list[Any], system: Any = None, tools: Any = None) -> bool:
+    """Whether any of ``messages`` (their content blocks), the ``system`` blocks or the ``tools`` carry a
+    ``cache_control`` marker: the places ``count_breakpoints`` counts."""
+    return (_marked(tools) or _marked(system)  # the loop's marks: on the last tool, the system, the last message
+            or any(_marked(m.get("content")) for m in reversed(messages) if isinstance(m, dict)))
+
+
+def _marked(blocks: Any) -> bool:
+    return isinstance(blocks, list) and any(isinstance(b, dict) and "cache_control" in b for b in blocks)
 
 
 def without_breakpoints(obj: Any) -> Any:
@@ -68,13 +89,46 @@ def without_breakpoints(obj: Any) -> Any:
     return obj
 
 
+# In compact JSON a quote inside a string is escaped, so an unescaped quote right after "{" or "," opens a key:
+# this finds every cache_control key of a value's JSON text, at any depth, and none inside a string.
+_MARK_KEY = re.compile(r'[{,]"cache_control":')
+_DECODER = json.JSONDecoder()
+
+
+def chars_without_breakpoints(obj: Any) -> int:
+    """``len`` of the compact JSON of ``without_breakpoints(obj)`` (``ensure_ascii=False``, no spaces), from one
+    encoding of ``obj`` with the markers' text taken out: no copy of the request is made."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=json_default)
+    if '"cache_control":' not in text:
+        return len(text)
+    removed = 0
+    for match in _MARK_KEY.finditer(text):
+        end = _DECODER.raw_decode(text, match.end())[1]  # just after the marker's value
+        removed += end - match.start() - 1  # the key and its value
+        if text[match.start()] == "," or text[end] == ",":  # the comma that separated it from a neighbour
+            removed += 1
+    return len(text) - removed
+
+
 def count_breakpoints(request: dict[str, Any]) -> int:
     return sum(1 for block in _flatten(request) if block[2])
+
+
+def _refuse(obj: Any) -> Any:
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+# json.dumps(block, sort_keys=True, ensure_ascii=False, separators=(",", ":")), with the encoder made once
+_C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # CPython's; None elsewhere
+_ENCODE = (_C_MAKE_ENCODER(None, _refuse, json.encoder.encode_basestring, None, ":", ",", True, False, True)
+           if _C_MAKE_ENCODER is not None else None)
 
 
 def _canonical(block: Any) -> str:
     if isinstance(block, dict) and "cache_control" in block:
         block = {k: v for k, v in block.items() if k != "cache_control"}
+    if _ENCODE is not None and isinstance(block, dict):
+        return "".join(_ENCODE(block, 0))
     return json.dumps(block, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -120,23 +174,32 @@ class PromptCache:
 
     def use(self, request: dict[str, Any], total_tokens: int) -> CacheUsage:
         """Read and write the cache for one request; returns its cache usage (both 0 without breakpoints)."""
+        messages = request.get("messages")
+        if not has_breakpoints(messages if isinstance(messages, list) else [], request.get("system"),
+                               request.get("tools")):
+            return CacheUsage()
         blocks = _flatten(request)
         marks = [i for i, (_, _, marked) in enumerate(blocks) if marked]
         if not marks:
             return CacheUsage()
         model = str(request.get("model"))
         thinking = json.dumps(request.get("thinking"), sort_keys=True)
-        hashes: list[str] = []
-        tokens: list[int] = []
+        candidates = sorted({j for m in marks for j in range(max(0, m - LOOKBACK_BLOCKS + 1), m + 1)}, reverse=True)
+        hashes: dict[int, str] = {}  # the prefix hash and size at each block a hit may end on
+        tokens: dict[int, int] = {}
+        wanted = set(candidates)
         digest = hashlib.sha256(model.encode())
         chars = 0
-        for section, text, _ in blocks:
+        pending: list[str] = []  # text not yet hashed: the digest is fed once per wanted block, not per block
+        for j, (section, text, _) in enumerate(blocks):
             # a change of thinking settings invalidates the messages' prefixes, not tools or system (API rule)
-            digest.update((section + (thinking if section == "messages" else "") + "\x00" + text + "\x00").encode())
-            hashes.append(digest.copy().hexdigest())
+            pending += (section, thinking if section == "messages" else "", "\x00", text, "\x00")
             chars += len(text)
-            tokens.append(min(total_tokens, math.ceil(chars / 4)))
-        candidates = sorted({j for m in marks for j in range(max(0, m - LOOKBACK_BLOCKS + 1), m + 1)}, reverse=True)
+            if j in wanted:
+                digest.update("".join(pending).encode())
+                pending.clear()
+                hashes[j] = digest.hexdigest()
+                tokens[j] = min(total_tokens, math.ceil(chars / 4))
         read = next((tokens[j] for j in candidates if hashes[j] in self.entries), 0)
         last = marks[-1]
         written = 0

@@ -91,7 +91,7 @@ _SNIPPET_CHARS = 60
 # ---------------------------------------------------------------------------
 
 
-def _json_default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
     """Fallback for objects json cannot encode (e.g. SDK models): dump them, else use str()."""
     dump = getattr(obj, "model_dump", None)
     if callable(dump):
@@ -103,12 +103,12 @@ def _chars(obj: Any) -> int:
     """Length of the compact JSON encoding of ``obj`` (a ``str`` counts as its own length)."""
     if isinstance(obj, str):
         return len(obj)
-    return len(json.dumps(obj, ensure_ascii=False, separators=_SEPARATORS, default=_json_default))
+    return len(json.dumps(obj, ensure_ascii=False, separators=_SEPARATORS, default=json_default))
 
 
 def _json_chars(obj: Any) -> int:
     """Length of the compact JSON encoding, strings included (quoted and escaped)."""
-    return len(json.dumps(obj, ensure_ascii=False, separators=_SEPARATORS, default=_json_default))
+    return len(json.dumps(obj, ensure_ascii=False, separators=_SEPARATORS, default=json_default))
 
 
 def _tokens_from_chars(chars: int) -> int:
@@ -785,7 +785,7 @@ def _history_text(messages: list[Message]) -> str:
             if kind == "text":
                 parts.append(str(block.get("text", "")))
             elif kind in ("tool_use", "server_tool_use"):
-                parts.append(json.dumps(block.get("input"), ensure_ascii=False, default=_json_default))
+                parts.append(json.dumps(block.get("input"), ensure_ascii=False, default=json_default))
             elif kind == "tool_result":
                 inner = block.get("content", "")
                 if isinstance(inner, str):
@@ -795,9 +795,9 @@ def _history_text(messages: list[Message]) -> str:
                         if isinstance(sub, dict) and sub.get("type") == "text":
                             parts.append(str(sub.get("text", "")))
                         else:
-                            parts.append(json.dumps(sub, ensure_ascii=False, default=_json_default))
+                            parts.append(json.dumps(sub, ensure_ascii=False, default=json_default))
             elif kind == "web_search_tool_result":
-                parts.append(json.dumps(block.get("content"), ensure_ascii=False, default=_json_default))
+                parts.append(json.dumps(block.get("content"), ensure_ascii=False, default=json_default))
     return "\n".join(parts)
 
 

@@ -39,7 +39,7 @@ import httpx2
 
 from . import compaction as compaction_mod
 from .calls import Progress, abounded_call, bounded_call, in_daemon_thread
-from .caching import count_breakpoints, with_breakpoints
+from .caching import count_breakpoints, has_breakpoints, place_breakpoints
 from .compaction import ContextMeter, estimate_tokens, text_blocks
 from .cost import PriceTable, default_prices, usage_cost
 from .errors import ConfigError
@@ -339,6 +339,9 @@ class AgentLoop:
         # server tools (web_search, ...) run on the API's side: offered in ``tools``, never run here
         schemas = [*(tools.schemas() if tools is not None and tools.names() else []), *(server_tools or [])]
         self._tool_schemas = schemas or None
+        # cache_control markers the loop did not place (given messages, system or tools): while there are none,
+        # a request's breakpoints are the ones placed, counted without reading the request again
+        self._foreign_marks = has_breakpoints(self.messages, self.system, self._tool_schemas)
 
     # -- bounds and counts, read from the limits and the state -------------------------------------------
     @property
@@ -574,6 +577,10 @@ class AgentLoop:
 
     # -- the model call -----------------------------------------------------------------------------------
     def _params(self) -> dict[str, Any]:
+        return self._request()[0]
+
+    def _request(self) -> tuple[dict[str, Any], int]:
+        """The next request's params and the number of cache breakpoints in them."""
         params: dict[str, Any] = {"model": self.state.model, "max_tokens": self.state.max_tokens,
                                   "messages": self.messages}
         if self.system:
@@ -584,11 +591,15 @@ class AgentLoop:
             params["stop_sequences"] = self.stop_sequences
         return self._finish_params(params)
 
-    def _finish_params(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Thinking (its budget kept below this request's max_tokens) and cache breakpoints, when on."""
+    def _finish_params(self, params: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """Thinking (its budget kept below this request's max_tokens) and cache breakpoints, when on; the params
+        and how many breakpoints they carry."""
         if self.thinking is not None:
             params["thinking"] = {"type": "enabled", "budget_tokens": min(self.thinking, params["max_tokens"] - 1)}
-        return with_breakpoints(params) if self.cache else params
+        placed = 0
+        if self.cache:
+            params, placed = place_breakpoints(params)
+        return params, count_breakpoints(params) if self._foreign_marks else placed
 
     def _streams(self, params: dict[str, Any]) -> bool:
         """Whether this request goes as a stream: always with stream=True, else when the SDK requires it
@@ -608,14 +619,14 @@ class AgentLoop:
     def _call(self) -> Steps[Message | Failure]:
         self.state = note_request(self.state)
         call = self.requests
-        params = self._params()
+        params, breakpoints = self._request()
         stream = self._streams(params)
         self.trace.emit(Request(
             model=params["model"], max_tokens=params["max_tokens"], stream=stream,
             messages=len(self.messages), context_tokens=self.meter.tokens,
             context_window=self.context_window, purpose="turn",
             thinking_budget=(params.get("thinking") or {}).get("budget_tokens"),
-            cache_breakpoints=count_breakpoints(params)), call)
+            cache_breakpoints=breakpoints), call)
         started = self.clock()
         outcome: Message | Failure = yield CallModel(params, stream)
         wall = (self.clock() - started) * 1000
@@ -713,6 +724,7 @@ class AgentLoop:
         blocks = [b for b in blocks if not (b.get("type") == "text" and not str(b.get("text", "")).strip())]
         if not blocks:
             return False
+        self._foreign_marks = self._foreign_marks or has_breakpoints([{"content": blocks}])
         if self.messages and self.messages[-1]["role"] == "assistant":
             merged = list(self.messages[-1]["content"]) + blocks
             self.messages[-1] = {"role": "assistant", "content": merged}
@@ -742,6 +754,7 @@ class AgentLoop:
 
     def _append(self, message: Message) -> None:
         self.messages.append(message)
+        self._foreign_marks = self._foreign_marks or has_breakpoints([message])
         if message["role"] == "user":  # an assistant message is already counted in its response's usage
             self.meter.appended(message)
         self.state = after_append(self.state, message)
@@ -858,6 +871,8 @@ class AgentLoop:
                 continue
             context_before = self.meter.tokens
             self.messages = result.messages
+            self._foreign_marks = self._foreign_marks and has_breakpoints(self.messages, self.system,
+                                                                          self._tool_schemas)
             self.meter.reset(self.messages, self.system, self._tool_schemas)
             applied.append(result.strategy)
             self.trace.emit(CompactionEvent(
@@ -910,13 +925,13 @@ class AgentLoop:
         if self.system:
             params["system"] = self.system
         context_tokens = estimate_tokens(params["messages"])  # before the breakpoints: they are not tokens
-        params = self._finish_params(params)
+        params, breakpoints = self._finish_params(params)
         stream = self._streams(params)
         self.trace.emit(Request(model=params["model"], max_tokens=params["max_tokens"], stream=stream,
                                 messages=len(params["messages"]), context_tokens=context_tokens,
                                 context_window=self.context_window, purpose="summary",
                                 thinking_budget=(params.get("thinking") or {}).get("budget_tokens"),
-                                cache_breakpoints=count_breakpoints(params)), call)
+                                cache_breakpoints=breakpoints), call)
         started = self.clock()
         outcome: Message | Failure = yield CallModel(params, stream)
         wall = (self.clock() - started) * 1000
@@ -1014,7 +1029,6 @@ def _without_serializer_warnings(send: _Send) -> _Send:
     return cast(_Send, sync_send)
 
 
-@_without_serializer_warnings
 def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, timeout: float,
           progress: Progress | None = None) -> Message | Failure:
     """One request through the SDK; the Message as a dict (converted once), or a Failure.
@@ -1023,52 +1037,68 @@ def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, tim
     is a reply that is not a whole message (a stream cut before ``message_stop``, a body that is not a
     Message, a message without ``stop_reason``). Failures without an HTTP status are retried like
     connection errors, so a half-received answer is never taken for the answer, nor its tool calls run.
+    ``progress`` hears of each streamed event, and may close the stream (the call's deadline).
     """
-    try:
-        if stream:
-            with client.messages.stream(**params, timeout=timeout) as events:
-                seen: set[str] = set()
-                if progress is not None:
-                    progress.closer = events.close
-                try:
-                    for event in events:
-                        seen.add(event.type)
-                        if progress is not None:
-                            progress.tick()
-                except RuntimeError as exc:  # the SDK's accumulator: an event before message_start
-                    return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
-                failed = _stream_failure(seen)
-                if failed is not None:
-                    return failed
-                return _check_message(events.get_final_message())
+    if stream:
+        return _send_streamed(client, params, timeout, progress)
+    try:  # the SDK parses a whole reply without serialising it again: no pydantic warning to silence here
         return _check_message(client.messages.create(**params, timeout=timeout))
-    except (anthropic.AnthropicError, httpx2.HTTPError, ValueError, TypeError, KeyError, AttributeError,
-            RecursionError) as exc:
+    except _SEND_ERRORS as exc:
         return _failure(exc, timeout)
 
 
 @_without_serializer_warnings
+def _send_streamed(client: anthropic.Anthropic, params: dict[str, Any], timeout: float,
+                   progress: Progress | None = None) -> Message | Failure:
+    try:
+        with client.messages.stream(**params, timeout=timeout) as events:
+            seen: set[str] = set()
+            if progress is not None:
+                progress.closer = events.close
+            try:
+                for event in events:
+                    seen.add(event.type)
+                    if progress is not None:
+                        progress.tick()
+            except RuntimeError as exc:  # the SDK's accumulator: an event before message_start
+                return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
+            failed = _stream_failure(seen)
+            if failed is not None:
+                return failed
+            return _check_message(events.get_final_message())
+    except _SEND_ERRORS as exc:
+        return _failure(exc, timeout)
+
+
 async def _asend(client: anthropic.AsyncAnthropic, params: dict[str, Any], stream: bool,
                  timeout: float, progress: Progress | None = None) -> Message | Failure:
     """``_send`` with an AsyncAnthropic client: the same request, the same answer or Failure."""
+    if stream:
+        return await _asend_streamed(client, params, timeout, progress)
     try:
-        if stream:
-            async with client.messages.stream(**params, timeout=timeout) as events:
-                seen: set[str] = set()
-                try:
-                    async for event in events:
-                        seen.add(event.type)
-                        if progress is not None:
-                            progress.tick()
-                except RuntimeError as exc:
-                    return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
-                failed = _stream_failure(seen)
-                if failed is not None:
-                    return failed
-                return _check_message(await events.get_final_message())
         return _check_message(await client.messages.create(**params, timeout=timeout))
-    except (anthropic.AnthropicError, httpx2.HTTPError, ValueError, TypeError, KeyError, AttributeError,
-            RecursionError) as exc:
+    except _SEND_ERRORS as exc:
+        return _failure(exc, timeout)
+
+
+@_without_serializer_warnings
+async def _asend_streamed(client: anthropic.AsyncAnthropic, params: dict[str, Any], timeout: float,
+                          progress: Progress | None = None) -> Message | Failure:
+    try:
+        async with client.messages.stream(**params, timeout=timeout) as events:
+            seen: set[str] = set()
+            try:
+                async for event in events:
+                    seen.add(event.type)
+                    if progress is not None:
+                        progress.tick()
+            except RuntimeError as exc:
+                return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
+            failed = _stream_failure(seen)
+            if failed is not None:
+                return failed
+            return _check_message(await events.get_final_message())
+    except _SEND_ERRORS as exc:
         return _failure(exc, timeout)
 
 

@@ -35,16 +35,34 @@ def without_lone_surrogates(value: Any) -> tuple[Any, int]:
     never be sent; a value without any comes back as it is (the same object)."""
     if isinstance(value, str):
         return LONE_SURROGATE.subn(REPLACEMENT_CHARACTER, value)
+    if isinstance(value, dict | list | tuple) and not _may_hold_lone_surrogates(value):
+        return value, 0
+    return _replace_lone_surrogates(value)
+
+
+def _may_hold_lone_surrogates(value: Any) -> bool:
+    """False when ``value`` surely holds no lone surrogate: its JSON text (one pass in C) has none. True when
+    it has one, or when it cannot be written as JSON (then every string is looked at)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, check_circular=False)
+    except (TypeError, ValueError, RecursionError):
+        return True
+    return LONE_SURROGATE.search(text) is not None
+
+
+def _replace_lone_surrogates(value: Any) -> tuple[Any, int]:
+    if isinstance(value, str):
+        return LONE_SURROGATE.subn(REPLACEMENT_CHARACTER, value)
     if isinstance(value, dict):
         count, items = 0, []
         for key, item in value.items():
-            new_key, n_key = without_lone_surrogates(key)
-            new_item, n_item = without_lone_surrogates(item)
+            new_key, n_key = _replace_lone_surrogates(key)
+            new_item, n_item = _replace_lone_surrogates(item)
             count += n_key + n_item
             items.append((new_key, new_item))
         return (dict(items), count) if count else (value, 0)
     if isinstance(value, list | tuple):
-        pairs = [without_lone_surrogates(item) for item in value]
+        pairs = [_replace_lone_surrogates(item) for item in value]
         count = sum(n for _, n in pairs)
         return (type(value)(item for item, _ in pairs), count) if count else (value, 0)
     return value, 0

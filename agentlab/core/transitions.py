@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, assert_never, get_args
 
 from .compaction import DEFAULT_CONTEXT_WINDOW, message_blocks, text_blocks
@@ -660,32 +660,46 @@ def check_turns(state: LoopState, limits: Limits) -> End | None:
 
 # --- the state updates: every counter changes here and nowhere else ----------------------------------------
 
+_STATE_FIELDS = frozenset(LoopState.__dataclass_fields__)
+
+
+def _evolve(state: LoopState, **changes: Any) -> LoopState:
+    """``dataclasses.replace(state, **changes)`` without running ``__init__`` again (a LoopState has no checks
+    in it, and this runs several times per model call): a new state with the fields of ``state`` and
+    ``changes``. A name that is not a field raises TypeError, as ``replace`` does."""
+    if not changes.keys() <= _STATE_FIELDS:
+        raise TypeError(f"LoopState has no field {sorted(changes.keys() - _STATE_FIELDS)[0]!r}")
+    new = object.__new__(LoopState)
+    new.__dict__.update(state.__dict__)
+    new.__dict__.update(changes)
+    return new
+
 def note_request(state: LoopState) -> LoopState:
     """An HTTP request is about to go out (a turn or a summary request)."""
-    return replace(state, requests=state.requests + 1)
+    return _evolve(state, requests=state.requests + 1)
 
 
 def note_usage(state: LoopState, usage: Mapping[str, Any] | None) -> LoopState:
     """A message came back (any purpose): its usage joins the totals."""
     usage = usage or {}
-    return replace(state, usage={k: state.usage.get(k, 0) + int(usage.get(k) or 0) for k in USAGE_KEYS})
+    return _evolve(state, usage={k: state.usage.get(k, 0) + int(usage.get(k) or 0) for k in USAGE_KEYS})
 
 
 def note_cost(state: LoopState, model: str, cost: float | None) -> LoopState:
     """A message of ``model`` came back costing ``cost`` (None: the model has no price, so the run's cost is
     unknown from now on)."""
     if cost is None:
-        return state if model in state.unpriced_models else replace(
+        return state if model in state.unpriced_models else _evolve(
             state, unpriced_models=(*state.unpriced_models, model))
-    return replace(state, cost_usd=state.cost_usd + cost)
+    return _evolve(state, cost_usd=state.cost_usd + cost)
 
 
 def note_success(state: LoopState, message: Message | None = None) -> LoopState:
     """A turn's message came back: one more turn, and the consecutive-failure counters start over."""
-    state = replace(state, num_turns=state.num_turns + 1, api_attempts=0, consecutive_overloads=0)
-    if message is not None:
-        state = replace(state, stop_reason=message.get("stop_reason"), stop_sequence=message.get("stop_sequence"))
-    return state
+    if message is None:
+        return _evolve(state, num_turns=state.num_turns + 1, api_attempts=0, consecutive_overloads=0)
+    return _evolve(state, num_turns=state.num_turns + 1, api_attempts=0, consecutive_overloads=0,
+                   stop_reason=message.get("stop_reason"), stop_sequence=message.get("stop_sequence"))
 
 
 def advance(state: LoopState, t: Transition, outcome: Message | Failure | None) -> LoopState:
@@ -701,40 +715,40 @@ def advance(state: LoopState, t: Transition, outcome: Message | Failure | None) 
     if message is not None and message.get("stop_reason") != "max_tokens" and state.continuations_in_a_row:
         resets["continuations_in_a_row"] = 0
     if resets:
-        state = replace(state, **resets)
+        state = _evolve(state, **resets)
     match t:
         case Retry(switch_model=str(model)):
-            return replace(state, model=model, fallback_used=True, consecutive_overloads=0,
+            return _evolve(state, model=model, fallback_used=True, consecutive_overloads=0,
                            api_attempts=state.api_attempts + 1, fallbacks=state.fallbacks + 1,
                            retries=state.retries + 1)
         case Retry():
-            return replace(state, api_attempts=state.api_attempts + 1, consecutive_overloads=t.consecutive_overloads,
+            return _evolve(state, api_attempts=state.api_attempts + 1, consecutive_overloads=t.consecutive_overloads,
                            retries=state.retries + 1)
         case Escalate():
-            return replace(state, max_tokens=t.max_tokens, escalations=state.escalations + 1)
+            return _evolve(state, max_tokens=t.max_tokens, escalations=state.escalations + 1)
         case Clamp():  # lowered to the model's ceiling: not an escalation
-            return replace(state, max_tokens=t.max_tokens)
+            return _evolve(state, max_tokens=t.max_tokens)
         case ContinueTruncated():
-            return replace(state, continuations_in_a_row=state.continuations_in_a_row + 1,
+            return _evolve(state, continuations_in_a_row=state.continuations_in_a_row + 1,
                            continuations=state.continuations + 1,
                            pieces=(*state.pieces, text_of(message_blocks(message))))
         case Resume():
-            return replace(state, pauses_in_a_row=state.pauses_in_a_row + 1,
+            return _evolve(state, pauses_in_a_row=state.pauses_in_a_row + 1,
                            pause_continuations=state.pause_continuations + 1)
         case Nudge():
-            return replace(state, nudges=state.nudges + 1)
+            return _evolve(state, nudges=state.nudges + 1)
         case RetryOnModel():
-            return replace(state, model=t.model, refusal_fallback_used=True, fallbacks=state.fallbacks + 1)
+            return _evolve(state, model=t.model, refusal_fallback_used=True, fallbacks=state.fallbacks + 1)
         case Complete():  # the answer: the pieces kept by continuations, then this reply
-            return replace(state, final_text="".join(state.pieces) + text_of(message_blocks(message)), pieces=())
+            return _evolve(state, final_text="".join(state.pieces) + text_of(message_blocks(message)), pieces=())
         case HookBlocked():
-            return replace(state, stop_hook_active=True, stop_hook_blocks=state.stop_hook_blocks + 1)
+            return _evolve(state, stop_hook_active=True, stop_hook_blocks=state.stop_hook_blocks + 1)
         case End():
             if t.branch == "stop_hook_cap":  # the 9th block was counted too, though not fed back
-                state = replace(state, stop_hook_blocks=state.stop_hook_blocks + 1)
+                state = _evolve(state, stop_hook_blocks=state.stop_hook_blocks + 1)
             return finish(state, t.subtype, t.message or t.reason)
         case RunTools():
-            return replace(state, pieces=()) if state.pieces else state
+            return _evolve(state, pieces=()) if state.pieces else state
         case Compact():
             return state
         case _:
@@ -749,18 +763,20 @@ def text_of(blocks: list[dict[str, Any]]) -> str:
 def after_append(state: LoopState, message: Message) -> LoopState:
     """A message joined the history: is it the tool_result message?"""
     blocks = text_blocks(message["content"])
-    return replace(state, after_tool_results=message["role"] == "user" and bool(blocks)
-                   and all(b.get("type") == "tool_result" for b in blocks))
+    after_tool_results = message["role"] == "user" and bool(blocks) and all(b.get("type") == "tool_result"
+                                                                           for b in blocks)
+    return state if after_tool_results == state.after_tool_results else _evolve(
+        state, after_tool_results=after_tool_results)
 
 
 def after_compaction(state: LoopState, applied: int) -> LoopState:
     """``applied`` strategies changed the history (0: nothing could)."""
     if not applied:
         return state
-    return replace(state, consecutive_compactions=state.consecutive_compactions + 1,
+    return _evolve(state, consecutive_compactions=state.consecutive_compactions + 1,
                    compactions=state.compactions + applied)
 
 
 def finish(state: LoopState, subtype: Subtype, text: str = "") -> LoopState:
     """The run ends: the result's subtype and text (a success reports the last completion's text)."""
-    return replace(state, subtype=subtype, end_text=state.final_text if subtype == "success" else text)
+    return _evolve(state, subtype=subtype, end_text=state.final_text if subtype == "success" else text)

@@ -1,0 +1,143 @@
+"""Every script in bench/ runs (in its --quick mode) and writes its figures; the docs' figures are the ones
+bench/render.py renders from bench/results/*.json.
+
+The quick runs check that the scripts work, not how fast anything is: no figure is compared with a limit.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "bench"
+SCRIPTS = ("overhead", "scaling", "compaction", "stepper", "notebooks", "make_test", "make_lab")
+
+
+def script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_bench_script_is_run_here():
+    found = {p.stem for p in BENCH.glob("*.py")} - {"results", "render"}
+    assert found == set(SCRIPTS), "a bench script without a quick test (or a test without its script)"
+
+
+def _quick(name: str, tmp_path: Path, *, in_process: bool = True) -> dict:
+    out = tmp_path / f"{name}.json"
+    if in_process:
+        script(name).main(["--quick", "--out", str(out)])
+    else:  # scripts that build widgets or kernels: a process of their own, as they are run
+        subprocess.run([sys.executable, str(BENCH / f"{name}.py"), "--quick", "--out", str(out)], check=True,
+                       capture_output=True, cwd=REPO)
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert document["name"] == name and document["quick"] is True
+    assert {"cores", "python", "cpu"} <= document["machine"].keys()
+    assert document["output"].strip()
+    return document["figures"]
+
+
+def test_overhead_quick(tmp_path):
+    figures = _quick("overhead", tmp_path)
+    assert figures["requests"] == figures["turns"] + 1
+    assert set(figures["ratios"]["cpu"]) == {"agentlab/bare", "replayed/bare", "agentlab/tool-runner"}
+    assert all(value > 0 for value in figures["ratios"]["wall"].values())
+
+
+def test_overhead_profile_finds_the_loop(capsys):
+    """The profile reads the loop's modules by path: it fails loudly if they move again."""
+    overhead = script("overhead")
+    overhead.profile_agentlab(runs=1, turns=2)
+    printed = capsys.readouterr().out
+    assert "the SDK call" in printed and "agentlab functions with the most own time" in printed
+
+
+def test_scaling_quick(tmp_path):
+    figures = _quick("scaling", tmp_path)
+    assert figures["time_per_call_ratio"] > 0
+    assert set(figures["streamed_memory_mb"]) == {str(figures["large"])}
+    assert figures["sizes"][str(figures["large"])]["compactions"] > 0
+
+
+def test_compaction_quick(tmp_path):
+    figures = _quick("compaction", tmp_path)
+    assert set(figures["operations"]) == {"clear_tool_results", "drop_oldest", "summarize", "ContextMeter.appended"}
+
+
+def test_stepper_quick(tmp_path):
+    figures = _quick("stepper", tmp_path, in_process=False)
+    assert set(figures["plots"]) == {"overview", "dashboard", "none"}
+    assert all(plot["steps"] > 0 for plot in figures["plots"].values())
+
+
+def test_notebooks_quick(tmp_path):
+    figures = _quick("notebooks", tmp_path, in_process=False)
+    assert list(figures["seconds"]) == ["quick.ipynb"] and figures["total_s"] > 0
+
+
+def test_make_test_quick_does_not_run_the_suite(tmp_path):
+    figures = _quick("make_test", tmp_path)
+    assert figures["runs"] == [] and figures["median_wall_s"] is None
+
+
+def test_make_lab_quick(tmp_path):
+    figures = _quick("make_lab", tmp_path)
+    assert figures["clone_s"] >= 0 and figures["total_s"] is None
+
+
+# -- the docs' figures ----------------------------------------------------------------------------------------
+
+def test_the_docs_figures_are_rendered_from_the_committed_results():
+    render = script("render")
+    assert render.stale() == [], "run `.venv/bin/python bench/render.py` (make bench-docs)"
+
+
+def test_every_committed_result_has_a_block_in_the_docs():
+    render = script("render")
+    texts = "".join(path.read_text(encoding="utf-8") for path in render.DOCUMENTS)
+    assert "<!-- bench:table -->" in texts
+    for name in render.NAMES:
+        assert f"<!-- bench:{name} -->" in texts, name
+
+
+def test_a_changed_figure_makes_the_docs_stale(tmp_path):
+    render = script("render")
+    doc = tmp_path / "doc.md"
+    results = render.load()
+    doc.write_text("before\n<!-- bench:table -->\nold\n<!-- /bench:table -->\nafter\n", encoding="utf-8")
+    assert render.stale((doc,), results) == [doc]
+    doc.write_text(render.render_text(doc.read_text(encoding="utf-8"), results), encoding="utf-8")
+    assert render.stale((doc,), results) == []
+    assert doc.read_text(encoding="utf-8").startswith("before\n") and doc.read_text().endswith("after\n")
+    changed = json.loads(json.dumps(results))
+    changed["scaling"] = {"date": "d", "machine": {}, "figures": {"time_per_call_ratio": 9.99}}
+    assert render.stale((doc,), changed) == [doc]
+
+
+def test_a_figure_never_measured_says_so():
+    render = script("render")
+    empty = dict.fromkeys(render.NAMES)
+    table = render.table(empty)
+    assert table.count("not measured") >= len(render.NAMES)
+    without_budgets = re.sub(r"budget \d+ m?s", "", table)
+    assert not re.search(r"\*\*[\d.,–]+|\d+(\.\d+)? (ms|s|MB)\b", without_budgets), table
+    assert render.run_block("make_test")(empty).startswith("Not measured yet")
+    partial = {**empty, "make_test": {"date": "d", "machine": {}, "figures": {"runs": [], "median_wall_s": None}}}
+    assert "not measured" in render.table(partial).split("make_test.py")[1].splitlines()[0]
+
+
+def test_an_unknown_block_is_named():
+    render = script("render")
+    with pytest.raises(SystemExit, match="bench:nonsense"):
+        render.render_text("<!-- bench:nonsense -->\n<!-- /bench:nonsense -->", {})
