@@ -138,7 +138,29 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--json", action="store_true",
                        help="print one JSON object on the last line: the verdict, each scenario's name, verdict "
                             "and failed rules")
+    _add_replay_parsers(sub)
     return parser
+
+
+def _add_replay_parsers(sub: Any) -> None:
+    replay = sub.add_parser("replay", help="a Claude Code session, an agentlab trace or a behaviour record, call by "
+                                           "call: stop_reason, decision-table row, tokens, cost, what came next")
+    replay.add_argument("paths", nargs="+", metavar="PATH",
+                        help="a Claude Code transcript (~/.claude/projects/<project>/<session>.jsonl; several: one "
+                             "session resumed or forked, each call counted once), a --trace file or a "
+                             "data/observed record")
+    replay.add_argument("--json", action="store_true",
+                        help="print one JSON object: client, version, calls, compactions, api_errors, hook_blocks, "
+                             "cost_usd, ...")
+    replay.add_argument("--plot", metavar="FILE.png", help="draw the session's overview into this PNG")
+    sessions = sub.add_parser("sessions", help="list the Claude Code sessions under ~/.claude/projects (or DIR), "
+                                               "newest first: date, calls, project, how each ended")
+    sessions.add_argument("dir", nargs="?", help="a folder of transcripts (default ~/.claude/projects)")
+    sessions.add_argument("--limit", type=_positive, default=200, help="read at most the N newest (default 200)")
+    sessions.add_argument("--record", action="store_true",
+                          help="run each installed Claude Code (tool/claude-code) on the example scenarios and check "
+                               "that its transcripts parse whole (exit 1 on anything not understood)")
+    sessions.add_argument("--update", action="store_true", help="with --record: write them into data/sessions")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             from .ui.plots import grade_heatmap
 
             return grade_main(args, heatmap=grade_heatmap)
+        if args.command in ("replay", "sessions"):
+            return _replay_or_sessions(args)
     except AgentlabError as exc:
         print(f"agentlab: {exc}", file=sys.stderr)
         return 2
@@ -178,6 +202,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     parser.error(f"unknown command {args.command!r}")
     return 2
+
+
+def _replay_or_sessions(args: argparse.Namespace) -> int:
+    from .observatory.sessions import replay_main, sessions_main
+
+    if args.command == "sessions":
+        return sessions_main(args)
+    from .ui.plots import session_overview
+
+    return replay_main(args, plot=session_overview)
 
 
 def _not_utf8(tokens: list[str]) -> str | None:
