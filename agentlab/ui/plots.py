@@ -1344,3 +1344,6 @@ def session_overview(frame: Any, *, save: str | os.PathLike | None = None, dpi: 
     if counters:
         draw_recovery_counter(place(fig, 6.9, top + path_h + 1.2, 4.8, 2.2), run, counters[0])
     return _finish(fig, save)
+
+
+PLOTS["session"] = session_overview
