@@ -29,8 +29,8 @@ from ..core.paths import data_dir
 from ..core.trace import Trace, redact
 from .observe import ClientOutcome, installed_claude_versions, machine_replacements, observe_scenario, \
     resolve_client
-from .transcript import Session, TranscriptError, detect_kind, read_session, read_sessions, session_to_trace, \
-    table_lines
+from .transcript import Session, TranscriptError, detect_kind, read_session, read_sessions, table_lines
+from .transcript_trace import session_to_trace
 
 SESSIONS_DIR = data_dir() / "sessions"
 # the scenarios whose Claude Code transcripts are kept: each shows one way a turn ends
@@ -314,10 +314,13 @@ def sessions_main(args: Any, out: Callable[[str], None] = print) -> int:
     if not total:
         out(f"no session transcript (*.jsonl) under {args.dir or default_projects_dir()}")
         return 0
-    out(f"{'date':16}  {'calls':>5}  {'project':40}  ended")
+    base = Path(args.dir) if args.dir else default_projects_dir()
+    out(f"{'date':16}  {'calls':>5}  {'project':32}  {'ended':44}  file")
     for line in lines:
-        project = line.project if len(line.project) <= 40 else "…" + line.project[-39:]
-        out(redact(f"{line.date:16}  {line.calls:>5}  {project:40}  {line.ended}", _secrets()))
+        project = line.project if len(line.project) <= 32 else "…" + line.project[-31:]
+        ended = line.ended if len(line.ended) <= 44 else line.ended[:43] + "…"
+        out(redact(f"{line.date:16}  {line.calls:>5}  {project:32}  {ended:44}  {line.path.relative_to(base)}",
+                   _secrets()))
     if total > len(lines):
         out(f"({total - len(lines)} older session(s) not shown: --limit N shows more)")
     return 0

@@ -19,9 +19,9 @@ reads it as a stream (one line in memory at a time, message texts cut to ``KEEP_
   not a published contract: nothing unknown raises, nothing is dropped silently.
 
 Each main-thread call gets the row of agentlab's decision table its stop_reason (and content) corresponds to,
-what Claude Code did next, and its cost from ``data/prices.yaml``. ``session_to_trace`` turns a session into
-agentlab's events, so the stepper and the plots read it like any run. ``detect_kind`` tells a transcript from
-an agentlab trace and a ``data/observed`` record.
+what Claude Code did next, and its cost from ``data/prices.yaml``. ``transcript_trace.session_to_trace``
+turns a session into agentlab's events, so the stepper and the plots read it like any run. ``detect_kind``
+tells a transcript from an agentlab trace and a ``data/observed`` record.
 """
 
 from __future__ import annotations
@@ -677,15 +677,3 @@ def _event_detail(e: SessionEvent) -> str:
         pre, post = e.data.get("pre_tokens"), e.data.get("post_tokens")
         return f"{e.detail or 'compacted'}, {_k(pre)} tokens before" + (f", {_k(post)} after" if post else "")
     return e.detail
-
-
-# -- as agentlab's events ------------------------------------------------------------------------------------
-
-def session_to_trace(session: Session, *, secrets: tuple[str, ...] = ()) -> Any:
-    """The main thread as an agentlab Trace: per call a request, a response and the transition its stop_reason
-    and what followed correspond to; API errors, retries, compactions, hook blocks and tool results between
-    them; a result at the end. The token counts are Claude Code's (measured); the context window assumed is
-    200k (Claude Code's default)."""
-    from .transcript_trace import build_trace
-
-    return build_trace(session, secrets=secrets)

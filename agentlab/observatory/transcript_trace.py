@@ -86,7 +86,9 @@ def _counts(session: Session) -> dict[str, int]:
     return counts
 
 
-def build_trace(session: Session, *, secrets: tuple[str, ...] = ()) -> Trace:
+def session_to_trace(session: Session, *, secrets: tuple[str, ...] = ()) -> Trace:
+    """The main thread as an agentlab Trace (the module's docstring says what is in it); ``secrets`` (the
+    environment's API key) are redacted from every event."""
     trace = Trace(secrets=secrets)
     first = session.calls[0] if session.calls else None
     prompt = next((e.detail for e in session.events if e.name == "prompt"), None)
