@@ -369,6 +369,8 @@ class _Parser:
     def __init__(self, session: Session) -> None:
         self.s = session
         self.by_id: dict[str, Call] = {}
+        self.file_of: dict[str, int] = {}      # the file each call was first read from
+        self.file_no = 0
         self.seen_entries: set[str] = set()
         self.refused: set[str] = set()
 
@@ -437,6 +439,9 @@ class _Parser:
             if block.get("type") not in BLOCK_TYPES:
                 self.s.unknown[f"content block {block.get('type')}"] += 1
         call = self.by_id.get(key) if mid else None
+        if call is not None and self.file_of[key] < self.file_no:   # a resumed or forked file repeats it
+            self.s.duplicates += 1
+            return
         if call is None:
             calls = self._main(e)
             call = Call(n=len(calls) + 1, message_id=mid, request_id=e.get("requestId"), model=message.get("model"),
@@ -444,7 +449,7 @@ class _Parser:
                         sidechain=bool(e.get("isSidechain")), agent=e.get("agentId"))
             calls.append(call)
             if mid:
-                self.by_id[key] = call
+                self.by_id[key], self.file_of[key] = call, self.file_no
         call.content += [_cut(b) for b in content]
         call.blocks += [str(b.get("type")) for b in content]
         call.stop_reason = message.get("stop_reason") or call.stop_reason
@@ -615,7 +620,8 @@ def read_sessions(paths: Iterable[str | os.PathLike[str]]) -> Session:
     files = [Path(p) for p in paths]
     session = Session(paths=files)
     parser = _Parser(session)
-    for path in files:
+    for number, path in enumerate(files):
+        parser.file_no = number
         kind = detect_kind(path)
         if kind != "claude-code":
             raise TranscriptError(path, f"is an {kind.replace('-', ' ')}, not a Claude Code transcript")
