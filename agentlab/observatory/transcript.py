@@ -296,12 +296,15 @@ def iter_entries(path: Path, session: Session) -> Iterator[dict[str, Any]]:
 
 def _first_object(path: Path) -> dict[str, Any] | None:
     with path.open("rb") as handle:
-        for _number, line, _ended in _lines(handle):
+        for _number, line, ended in _lines(handle):
             if line is None or not line.strip():
                 continue
             try:
                 value = json.loads(line.decode("utf-8", errors="replace"))
             except ValueError:
+                if not ended and line.lstrip().startswith(b"{"):
+                    raise TranscriptError(path, "no readable entry: its only line is cut off (a session still "
+                                                "being written?)") from None
                 return None
             return value if isinstance(value, dict) else None
     return None
