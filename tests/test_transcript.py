@@ -257,3 +257,18 @@ def test_the_record_check_names_what_it_does_not_understand():
     assert check_sessions({"tool_use": {"s.jsonl": changed}}) == [
         "tool_use: 1 entry of type teleport not understood"]
     assert check_sessions({"x": {}}) == ["x: Claude Code wrote no transcript"]
+
+
+def test_failed_requests_are_requests_of_their_own_in_the_trace():
+    """2.1.332 retried a 529 and a 429, then ended on a 500: three requests, two retries, an api_error end;
+    the plots count them as calls, the session's replies are none."""
+    trace = session_to_trace(read_fixture("2.1.332", "api_errors"))
+    path = [(e.call, e.payload.branch, e.payload.api_attempts) for e in trace if isinstance(e.payload, TransitionEvent)]
+    assert path == [(1, "api_retry", 0), (2, "api_retry", 1), (3, "api_error", 2)]
+    assert [e.payload.status for e in trace.of_kind("api_error")] == [529, 429, 500]
+    result = trace.events[-1].payload
+    assert result.subtype == "error_api" and result.requests == 3 and result.retries == 2
+    # giving up after max_tokens is Claude Code's own message, not a failed request
+    gave_up = session_to_trace(read_fixture("2.1.332", "max_tokens_give_up"))
+    assert gave_up.of_kind("api_error") == [] and gave_up.events[-1].payload.subtype == "error_max_output_tokens"
+    assert [e.payload.type for e in gave_up.of_kind("transition")][-1] == "End"

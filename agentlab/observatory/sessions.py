@@ -298,9 +298,10 @@ def replay_main(args: Any, *, plot: Callable[..., Any] | None = None, out: Calla
         for line in lines:
             out(redact(line, secrets))
     if args.plot and plot is not None:
-        title = f"{summary['client']} {summary.get('version') or ''}: {len(summary['calls'])} call(s), " \
-                f"ended: {summary['ending']}"
-        plot(trace, save=args.plot, title=title[:110])
+        ending = str(summary["ending"])
+        ending = ending if len(ending) <= 50 else ending[:49] + "…"
+        plot(trace, save=args.plot, title=f"{summary['client']} {summary.get('version') or ''}: "
+                                          f"{len(summary['calls'])} call(s), ended: {ending}")
         if not args.json:
             out(f"plot written to {args.plot}")
     return 0

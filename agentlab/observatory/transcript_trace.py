@@ -27,6 +27,7 @@ from ..core.events import (
     TransitionEvent,
 )
 from ..core.trace import Trace
+from ..core.transitions import ROW_OF
 from .replay import BRANCH_TYPES, COUNTED
 from .transcript import CLIENT, Call, Session, SessionEvent, result_subtype
 
@@ -44,30 +45,67 @@ def _response(call: Call, run_cost: float | None) -> Response:
         extra={} if call.usage_known else {"usage_unknown": "Claude Code wrote only this refused reply's id"})
 
 
-def _between(trace: Trace, n: int, events: list[SessionEvent], next_call: Call | None, attempts: list[int]) -> None:
-    for e in events:
-        if e.name == "tools":
-            for block in e.data.get("results") or []:
-                trace.emit(ToolRun(id=block.get("tool_use_id"), output=block.get("content"),
-                                   is_error=bool(block.get("is_error"))), n)
-            trace.emit(Append(role="user", content=list(e.data.get("results") or []), blocks="tool_result"), n)
-        elif e.name == "retry_error":
-            attempts[0] += 1
-            trace.emit(ApiError(status=e.data.get("status"), message=e.detail, attempt=attempts[0]), n + 1)
+def _failed_request(e: SessionEvent) -> bool:
+    """An API error with an HTTP status: a request that failed (without one, Claude Code's own message that it
+    gave up, such as after max_tokens)."""
+    return e.name == "api_error" and isinstance(e.data.get("status"), int)
+
+
+class _Builder:
+    """Emits the events; ``n`` counts requests (a failed attempt is a request of its own, as in agentlab's
+    runs), so the plots' call numbers can run ahead of the session's reply numbers after API errors."""
+
+    def __init__(self, trace: Trace, session: Session) -> None:
+        self.trace, self.session = trace, session
+        self.n = 0
+        self.attempts = 0
+
+    def failed(self, e: SessionEvent, last: bool) -> None:
+        """A request that came back with an error: retried (``retry_error``), or the one that ended the turn."""
+        self.n += 1
+        self.attempts += 1
+        status = e.data.get("status")
+        self.trace.emit(Request(extra={"failed": True}), self.n)
+        self.trace.emit(ApiError(status=status if isinstance(status, int) else None, error_type=e.data.get("error"),
+                                 message=e.detail, attempt=self.attempts), self.n)
+        if e.name == "retry_error":
             delay = e.data.get("retry_in_ms")
-            trace.emit(RetryEvent(attempt=attempts[0], delay_s=round(delay / 1000, 3) if isinstance(delay, (int, float))
-                                  else "?", reason=e.detail), n + 1)
-        elif e.name == "compaction":
-            before = int(e.data.get("pre_tokens") or 0)
-            after = e.data.get("post_tokens") or (next_call.prompt_tokens if next_call else 0)
-            trace.emit(CompactionEvent(trigger=str(e.data.get("trigger") or "auto"), strategy="claude-code summary",
-                                       tokens_before=before, tokens_after=int(after), context_before=before,
-                                       context_after=int(after), context_window=DEFAULT_CONTEXT_WINDOW), n)
-        elif e.name == "hook_block":
-            trace.emit(HookEvent(event=str(e.data.get("hook") or "Stop"), source="claude-code hook", decision="block",
-                                 reason=e.detail), n)
-        elif e.name in ("continuation", "refusal_retry", "prompt"):
-            trace.emit(Append(role="user", content=[{"type": "text", "text": e.detail}], blocks="text"), n)
+            self.trace.emit(TransitionEvent(branch="api_retry", row=ROW_OF["api_retry"], type="Retry",
+                                            api_attempts=self.attempts - 1,   # as it stood before this decision
+                                            reason=f"{e.detail}: Claude Code sent the request again"), self.n)
+            self.trace.emit(RetryEvent(attempt=self.attempts, delay_s=round(delay / 1000, 3)
+                                       if isinstance(delay, (int, float)) else "?", reason=e.detail), self.n)
+        else:
+            self.trace.emit(TransitionEvent(branch="api_error", row=ROW_OF["api_error"], reason=f"{e.detail}: Claude "
+                                            "Code ended the turn", type="End" if last else "Other",
+                                            api_attempts=self.attempts - 1,
+                                            subtype=result_subtype(self.session) if last else None), self.n)
+
+    def between(self, events: list[SessionEvent], next_call: Call | None, last: bool) -> None:
+        for e in events:
+            if e.name == "retry_error" or _failed_request(e):
+                self.failed(e, last and e is events[-1])
+            elif e.name == "tools":
+                for block in e.data.get("results") or []:
+                    self.trace.emit(ToolRun(id=block.get("tool_use_id"), output=block.get("content"),
+                                            is_error=bool(block.get("is_error"))), self.n)
+                self.trace.emit(Append(role="user", content=list(e.data.get("results") or []), blocks="tool_result"),
+                                self.n)
+            elif e.name == "compaction":
+                self.compaction(e, next_call)
+            elif e.name == "hook_block":
+                self.trace.emit(HookEvent(event=str(e.data.get("hook") or "Stop"), source="claude-code hook",
+                                          decision="block", reason=e.detail), self.n)
+            elif e.name in ("continuation", "refusal_retry", "prompt"):
+                self.trace.emit(Append(role="user", content=[{"type": "text", "text": e.detail}], blocks="text"),
+                                self.n)
+
+    def compaction(self, e: SessionEvent, next_call: Call | None) -> None:
+        before = int(e.data.get("pre_tokens") or 0)
+        after = int(e.data.get("post_tokens") or (next_call.prompt_tokens if next_call else 0))
+        self.trace.emit(CompactionEvent(trigger=str(e.data.get("trigger") or "auto"), strategy="claude-code summary",
+                                        tokens_before=before, tokens_after=after, context_before=before,
+                                        context_after=after, context_window=DEFAULT_CONTEXT_WINDOW), self.n)
 
 
 def _transition(call: Call, last: bool, ending: str, turns: int) -> TransitionEvent:
@@ -96,28 +134,28 @@ def session_to_trace(session: Session, *, secrets: tuple[str, ...] = ()) -> Trac
                      extra={"client": CLIENT, "version": session.version, "replay": True, "transcript": True}), 0)
     if prompt:
         trace.emit(Append(role="user", content=[{"type": "text", "text": prompt}], blocks="text"), 0)
-    attempts = [0]
-    _between(trace, 0, [e for e in session.events if e.after == 0 and e.name != "prompt"], first, attempts)
+    build = _Builder(trace, session)
+    build.between([e for e in session.events if e.after == 0 and e.name != "prompt"], first, not session.calls)
     run_cost: float | None = 0.0
     for i, call in enumerate(session.calls):
-        n = call.n
         nxt = session.calls[i + 1] if i + 1 < len(session.calls) else None
+        build.n += 1
         trace.emit(Request(model=call.model, context_tokens=call.prompt_tokens, context_window=DEFAULT_CONTEXT_WINDOW,
-                           extra={"request_id": call.request_id}), n)
+                           extra={"request_id": call.request_id, "reply": call.n}), build.n)
         if call.usage_known:
             run_cost = None if run_cost is None or call.cost_usd is None else run_cost + call.cost_usd
-        trace.emit(_response(call, run_cost), n)
-        trace.emit(Append(role="assistant", content=list(call.content), blocks=",".join(call.blocks)), n)
-        after = [e for e in session.events if e.after == n]
-        trace.emit(_transition(call, nxt is None, result_subtype(session), i + 1), n)
-        _between(trace, n, after, nxt, attempts)
-        if call.usage_known:
-            attempts[0] = 0
-    _result(trace, session)
+        trace.emit(_response(call, run_cost), build.n)
+        trace.emit(Append(role="assistant", content=list(call.content), blocks=",".join(call.blocks)), build.n)
+        after = [e for e in session.events if e.after == call.n]
+        ends_on_error = nxt is None and any(_failed_request(e) for e in after)
+        trace.emit(_transition(call, nxt is None and not ends_on_error, result_subtype(session), i + 1), build.n)
+        build.attempts = 0
+        build.between(after, nxt, nxt is None)
+    _result(trace, session, build.n)
     return trace
 
 
-def _result(trace: Trace, session: Session) -> None:
+def _result(trace: Trace, session: Session, requests: int) -> None:
     last = session.calls[-1] if session.calls else None
     usage: dict[str, Any] = {}
     for c in session.calls:
@@ -127,8 +165,8 @@ def _result(trace: Trace, session: Session) -> None:
     subtype = result_subtype(session)
     trace.emit(ResultEvent(subtype=subtype, is_error=subtype != "success", num_turns=len(session.calls),
                            stop_reason=last.stop_reason if last else None, result=str(text)[:500], usage=usage,
-                           model=last.model if last else None, requests=len(session.calls), cost_usd=session.cost_usd,
+                           model=last.model if last else None, requests=requests, cost_usd=session.cost_usd,
                            unpriced_models=session.unpriced, **_counts(session),
                            extra={"client": CLIENT, "version": session.version, "transcript": True,
                                   "ending": session.ending}),
-               last.n if last else 0)
+               requests)

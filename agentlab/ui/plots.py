@@ -984,11 +984,15 @@ def draw_cumulative_cost(ax, run: Run, prices: Any = None) -> None:
     if not calls:
         _empty(ax, "no model call came back")
         return
-    unknown = sorted({str(c.model) for c in calls if c.cost_usd is None})
+    table = prices or default_prices()
+    unknown = sorted({str(c.model) for c in calls if c.cost_usd is None and table.price(c.model) is None})
     if unknown:
         _empty(ax, f"cost unknown: no price for {', '.join(unknown)}")
         return
-    table = prices or default_prices()
+    no_usage = [str(c.n) for c in calls if c.cost_usd is None]
+    if no_usage:   # a replayed session's reply whose usage was not written (a refusal, in Claude Code's files)
+        _empty(ax, f"cost unknown: call(s) {', '.join(no_usage)} came back without usage")
+        return
     xs, paid, plain = [], [], []
     total = total_plain = 0.0
     for c in calls:
