@@ -325,3 +325,18 @@ def sessions_main(args: Any, out: Callable[[str], None] = print) -> int:
     if total > len(lines):
         out(f"({total - len(lines)} older session(s) not shown: --limit N shows more)")
     return 0
+
+
+def example_sessions(root: Path = SESSIONS_DIR) -> list[dict[str, Any]]:
+    """One row per committed transcript: version, scenario, the stop_reasons of its calls, what came between
+    them, how it ended and what it cost (the lesson's table of the two Claude Code versions)."""
+    rows = []
+    for path in iter_fixtures(root):
+        s = read_session(path)
+        rows.append({"scenario": path.stem, "version": path.parent.name, "calls": len(s.calls),
+                     "stop_reasons": " ".join(str(c.stop_reason) for c in s.calls) or "-",
+                     "rows": " ".join(c.row for c in s.calls) or "-",
+                     "retried errors": len(s.of("retry_error")), "compactions": len(s.of("compaction")),
+                     "hook blocks": len(s.of("hook_block")), "ended": s.ending.split(":")[0],
+                     "cost $": None if s.cost_usd is None else round(s.cost_usd, 4)})
+    return rows

@@ -167,9 +167,17 @@ class Session:
         return bool(self.bad_lines) or self.cut_last_line
 
     @property
+    def known_cost_usd(self) -> float:
+        """The cost of the calls whose usage was written and whose model has a price."""
+        return round(sum(c.cost_usd or 0.0 for c in self.calls + self.sidechain_calls if c.usage_known), 6)
+
+    @property
     def cost_usd(self) -> float | None:
-        costs = [c.cost_usd for c in self.calls + self.sidechain_calls if c.usage_known]
-        return None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6)
+        """The session's cost; None when a call's model has no price or its usage was not written."""
+        calls = self.calls + self.sidechain_calls
+        if any(not c.usage_known or c.cost_usd is None for c in calls):
+            return None
+        return self.known_cost_usd
 
     @property
     def unpriced(self) -> list[str]:
@@ -218,7 +226,8 @@ class Session:
             "hook_blocks": [e.to_json() for e in self.of("hook_block")],
             "refusals": [e.to_json() for e in self.of("refusal", "refusal_retry")],
             "events": [e.to_json() for e in self.events],
-            "cost_usd": self.cost_usd, "unpriced_models": self.unpriced,
+            "cost_usd": self.cost_usd, "known_cost_usd": self.known_cost_usd, "unpriced_models": self.unpriced,
+            "calls_without_usage": sum(1 for c in self.calls + self.sidechain_calls if not c.usage_known),
             "reported_cost_usd": self.reported_cost_usd,
             "not_understood": dict(sorted(self.unknown.items())), "notes": self.notes(),
             "entries": self.entries, "bad_lines": self.bad_lines,
@@ -665,10 +674,12 @@ def table_lines(session: Session) -> list[str]:
     for e in session.events:
         if e.name in ("compaction", "api_error", "retry_error", "hook_block", "refusal", "refusal_retry"):
             out.append(f"  after call {e.after}: {e.name.replace('_', ' ')}: {_event_detail(e)}")
-    cost = format_cost(session.cost_usd, session.unpriced)
-    unknown_usage = sum(1 for c in session.calls if not c.usage_known)
-    out.append(f"total {cost} (data/prices.yaml)" + (f"; {unknown_usage} refused call(s) without usage in the file"
-                                                     if unknown_usage else ""))
+    unknown_usage = sum(1 for c in session.calls + session.sidechain_calls if not c.usage_known)
+    if unknown_usage and not session.unpriced:
+        out.append(f"total cost unknown: {unknown_usage} refused call(s) without usage in the file; the others "
+                   f"${session.known_cost_usd:.4f} (data/prices.yaml)")
+    else:
+        out.append(f"total {format_cost(session.cost_usd, session.unpriced)} (data/prices.yaml)")
     return out + session.notes()
 
 
