@@ -193,8 +193,10 @@ def record_main(update: bool = False, versions: Iterable[str] | None = None,
         return 0
     failed = False
     for version in versions:
-        found = record_transcripts(version, progress=lambda name, kept, v=version: out(
-            f"claude-code {v} {name:26s} {len(kept)} transcript file(s)"))
+        def progress(name: str, kept: dict[str, str], v: str = version) -> None:
+            out(f"claude-code {v} {name:26s} {len(kept)} transcript file(s)")
+
+        found = record_transcripts(version, progress=progress)
         problems = check_sessions(found)
         for line in problems:
             out(f"NOT UNDERSTOOD claude-code {version} {line}")

@@ -362,6 +362,10 @@ def _cut(value: Any) -> Any:
     return value
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _first_line(text: str, limit: int = 100) -> str:
     line = text.strip().split("\n", 1)[0]
     return line if len(line) <= limit else line[:limit - 1] + "…"
@@ -440,7 +444,7 @@ class _Parser:
 
     # entry kinds
     def assistant(self, e: dict[str, Any]) -> None:
-        message = e.get("message") if isinstance(e.get("message"), dict) else {}
+        message = _dict(e.get("message"))
         if e.get("isApiErrorMessage") or message.get("model") == _SYNTHETIC:
             self.api_error_message(e, message)
             return
@@ -491,7 +495,7 @@ class _Parser:
             content=[], timestamp=str(e.get("timestamp") or ""), usage_known=False))
 
     def user(self, e: dict[str, Any]) -> None:
-        message = e.get("message") if isinstance(e.get("message"), dict) else {}
+        message = _dict(e.get("message"))
         content = message.get("content")
         text = _text_of(content)
         if e.get("isCompactSummary"):
@@ -529,11 +533,11 @@ class _Parser:
             self.s.unknown[f"system/{sub}"] += 1
             return
         if sub == "compact_boundary":
-            meta = e.get("compactMetadata") if isinstance(e.get("compactMetadata"), dict) else {}
+            meta = _dict(e.get("compactMetadata"))
             self.event("compaction", e, str(meta.get("trigger") or ""), trigger=meta.get("trigger"),
                        pre_tokens=meta.get("preTokens"), post_tokens=meta.get("postTokens"))
         elif sub == "api_error":
-            error = e.get("error") if isinstance(e.get("error"), dict) else {}
+            error = _dict(e.get("error"))
             self.event("retry_error", e, str(error.get("formatted") or error.get("message") or "")[:200],
                        status=error.get("status"), attempt=e.get("retryAttempt"), retry_in_ms=e.get("retryInMs"))
         elif sub == "stop_hook_summary":
@@ -553,13 +557,13 @@ class _Parser:
         return any(x.name == "hook_block" and x.after == len(self.s.calls) for x in self.s.events)
 
     def attachment(self, e: dict[str, Any]) -> None:
-        att = e.get("attachment") if isinstance(e.get("attachment"), dict) else {}
+        att = _dict(e.get("attachment"))
         kind = str(att.get("type"))
         if kind not in ATTACHMENT_TYPES:
             self.s.unknown[f"attachment/{kind}"] += 1
             return
         if kind == "hook_blocking_error" and not self._told_block(e):
-            blocking = att.get("blockingError") if isinstance(att.get("blockingError"), dict) else {}
+            blocking = _dict(att.get("blockingError"))
             self.event("hook_block", e, str(blocking.get("blockingError") or "")[:300],
                        hook=att.get("hookEvent") or att.get("hookName"))
 

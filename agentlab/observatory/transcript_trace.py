@@ -117,7 +117,7 @@ def _transition(call: Call, last: bool, ending: str, turns: int) -> TransitionEv
                            extra={"replay": True})
 
 
-def _counts(session: Session) -> dict[str, int]:
+def _counts(session: Session) -> dict[str, Any]:
     counts = {name: sum(1 for c in session.calls if c.branch in branches) for name, branches in COUNTED.items()}
     counts["compactions"] = len(session.of("compaction"))
     counts["retries"] = len(session.of("retry_error"))
