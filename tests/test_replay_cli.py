@@ -159,3 +159,37 @@ def test_the_environments_api_key_is_never_printed(tmp_path):
         assert key not in ran.stdout and SECRET not in ran.stdout
     data = json.loads(agentlab("replay", "--json", str(path), env={"ANTHROPIC_API_KEY": key}).stdout)
     assert "[redacted]" in json.dumps(data["events"])
+
+
+def test_a_200_mb_transcript_is_replayed(tmp_path):
+    from test_transcript import _big_transcript
+
+    path = tmp_path / "big.jsonl"
+    calls = _big_transcript(path, 200)
+    ran = agentlab("replay", "--json", str(path))
+    assert ran.code == 0, ran.stderr
+    data = json.loads(ran.stdout)
+    assert len(data["calls"]) == calls and data["partial"] is False
+    # a tool result of 1 MB is kept cut, not whole
+    results = [e for e in data["events"] if e["event"] == "tools"][0]["results"]
+    assert len(results[0]["content"]) < 3_000 and "more]" in results[0]["content"]
+
+
+def test_sessions_in_a_folder_of_thousands(tmp_path):
+    line = json.dumps({"type": "assistant", "uuid": "a", "sessionId": "s", "timestamp": "2026-11-30T08:00:00Z",
+                       "requestId": "r", "message": {"id": "m", "model": "claude-sonnet-4-6", "stop_reason":
+                                                     "end_turn", "content": [{"type": "text", "text": "hi"}]}})
+    for i in range(3000):
+        folder = tmp_path / f"-home-me-p{i % 10}"
+        folder.mkdir(exist_ok=True)
+        path = folder / f"{i:05d}.jsonl"
+        path.write_text(line + "\n", encoding="utf-8")
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    ran = agentlab("sessions", str(tmp_path), "--limit", "20")
+    assert ran.code == 0, ran.stderr
+    rows = ran.stdout.splitlines()
+    assert len(rows) == 1 + 20 + 1 and rows[-1] == "(2980 older session(s) not shown: --limit N shows more)"
+    assert rows[1].endswith("-home-me-p9/02999.jsonl") and "2026-11-30 08:00" in rows[1]
+    file = tmp_path / "-home-me-p0" / "00000.jsonl"
+    ran = agentlab("sessions", str(file))
+    assert ran.code == 2 and "is a file" in ran.stderr
