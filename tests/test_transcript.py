@@ -272,3 +272,25 @@ def test_failed_requests_are_requests_of_their_own_in_the_trace():
     gave_up = session_to_trace(read_fixture("2.1.332", "max_tokens_give_up"))
     assert gave_up.of_kind("api_error") == [] and gave_up.events[-1].payload.subtype == "error_max_output_tokens"
     assert [e.payload.type for e in gave_up.of_kind("transition")][-1] == "End"
+
+
+def test_a_bad_first_line_does_not_hide_the_transcript(tmp_path):
+    path = tmp_path / "s.jsonl"
+    good = [entry("user", uuid="a", message={"role": "user", "content": "go"}),
+            reply("m1", "r1", [{"type": "text", "text": "hi"}], "end_turn", "b")]
+    path.write_text("\x00\x01 binary junk\n" + "".join(json.dumps(e) + "\n" for e in good), encoding="utf-8")
+    assert detect_kind(path) == "claude-code"
+    session = read_session(path)
+    assert session.bad_lines == [1] and len(session.calls) == 1
+
+
+def test_an_unreadable_file_is_named(tmp_path, monkeypatch):
+    """A file the reader may not open (chmod 0 as a user; faked here, the tests may run as root)."""
+    path = write(tmp_path / "s.jsonl", [entry("user", uuid="a", message={"role": "user", "content": "go"})])
+
+    def refuse(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(TranscriptError, match="s.jsonl: cannot be read: Permission denied"):
+        read_session(path)

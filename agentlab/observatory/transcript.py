@@ -303,18 +303,24 @@ def iter_entries(path: Path, session: Session) -> Iterator[dict[str, Any]]:
 
 # -- detecting what a file is ----------------------------------------------------------------------------------
 
+SNIFF_LINES = 10   # a file whose first ten lines hold no JSON object is not JSON Lines
+
+
 def _first_object(path: Path) -> dict[str, Any] | None:
+    """The first JSON object among the first lines (a stray bad line before it is left to the reader)."""
     with path.open("rb") as handle:
-        for _number, line, ended in _lines(handle):
+        for number, line, ended in _lines(handle):
+            if number > SNIFF_LINES:
+                return None
             if line is None or not line.strip():
                 continue
             try:
                 value = json.loads(line.decode("utf-8", errors="replace"))
             except ValueError:
-                if not ended and line.lstrip().startswith(b"{"):
+                if not ended and line.lstrip().startswith(b"{") and number == 1:
                     raise TranscriptError(path, "no readable entry: its only line is cut off (a session still "
                                                 "being written?)") from None
-                return None
+                continue
             return value if isinstance(value, dict) else None
     return None
 
@@ -328,6 +334,13 @@ def detect_kind(path: str | os.PathLike[str]) -> Kind:
         raise TranscriptError(p, "is a folder: `agentlab sessions DIR` lists the sessions in it")
     if not p.is_file():
         raise TranscriptError(p, "not a regular file")
+    try:
+        return _detect(p)
+    except OSError as exc:
+        raise TranscriptError(p, f"cannot be read: {exc.strerror or exc}") from None
+
+
+def _detect(p: Path) -> Kind:
     if p.stat().st_size == 0:
         raise TranscriptError(p, "empty file: nothing to replay")
     if p.suffix == ".json" and p.stat().st_size < 50 << 20:
@@ -641,11 +654,14 @@ def read_sessions(paths: Iterable[str | os.PathLike[str]]) -> Session:
         kind = detect_kind(path)
         if kind != "claude-code":
             raise TranscriptError(path, f"is an {kind.replace('-', ' ')}, not a Claude Code transcript")
-        for entry in iter_entries(path, session):
-            parser.entry(entry)
-        for side in sorted((path.parent / path.stem / "subagents").glob("*.jsonl")):
-            for entry in iter_entries(side, session):
-                parser.entry({**entry, "isSidechain": True})
+        try:
+            for entry in iter_entries(path, session):
+                parser.entry(entry)
+            for side in sorted((path.parent / path.stem / "subagents").glob("*.jsonl")):
+                for entry in iter_entries(side, session):
+                    parser.entry({**entry, "isSidechain": True})
+        except OSError as exc:
+            raise TranscriptError(path, f"cannot be read: {exc.strerror or exc}") from None
     if not session.entries:
         raise TranscriptError(files[0] if files else "(no file)", "no readable entry (every line is cut or not JSON)")
     _finish(session)
