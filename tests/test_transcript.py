@@ -37,7 +37,7 @@ def write(path: Path, entries: list[dict], tail: str = "") -> Path:
 
 def test_every_committed_transcript_is_understood_whole():
     fixtures = list(iter_fixtures())
-    assert len(fixtures) == 20
+    assert len(fixtures) == 22
     for path in fixtures:
         session = read_session(path)
         assert session.not_understood_notes() == [], path
@@ -136,6 +136,20 @@ def test_the_trace_of_a_session_reads_like_a_run():
     assert isinstance(result, ResultEvent) and result.subtype == "success" and result.compactions == 1
     hooks = session_to_trace(read_fixture("2.1.197", "stop_hook")).of_kind("hook")
     assert [h.payload.decision for h in hooks if isinstance(h.payload, HookEvent)] == ["block"]
+
+
+@pytest.mark.parametrize("version, main", [("2.1.197", 2), ("2.1.332", 3)])
+def test_a_real_sub_agent_is_kept_apart(version, main):
+    """Claude Code writes a sub-agent to <session>/subagents/agent-<id>.jsonl; 2.1.332 runs it in the
+    background, so its main thread ends a turn and takes the result up in a third call."""
+    session = read_fixture(version, "subagent")
+    assert len(session.calls) == main and len(session.sidechain_calls) == 1
+    side = session.sidechain_calls[0]
+    assert side.sidechain and side.agent and side.stop_reason == "end_turn"
+    assert session.calls[0].blocks == ["tool_use"] and session.calls[0].next == "ran the tools"
+    assert session.cost_usd == pytest.approx(sum(c.cost_usd for c in session.calls + session.sidechain_calls))
+    if version == "2.1.332":
+        assert session.calls[1].next == "ended the turn; a sub-agent's result came in"
 
 
 def test_sidechains_are_kept_apart(tmp_path):

@@ -35,7 +35,9 @@ from .transcript_trace import session_to_trace
 SESSIONS_DIR = data_dir() / "sessions"
 # the scenarios whose Claude Code transcripts are kept: each shows one way a turn ends
 SESSION_SCENARIOS = ("tool_use", "max_tokens_give_up", "pause_turn", "refusal", "api_errors", "api_error_fatal",
-                     "context_window_exceeded", "context_window_full", "prompt_too_long", "stop_hook")
+                     "context_window_exceeded", "context_window_full", "prompt_too_long", "stop_hook", "subagent")
+# scenarios only the transcripts need (a sub-agent): kept here, not in data/scenarios, which every client runs
+SESSION_ONLY_SCENARIOS = SESSIONS_DIR / "scenarios"
 LIST_LIMIT = 200   # `agentlab sessions` reads at most this many transcripts (the newest), and says so
 
 
@@ -132,7 +134,9 @@ def record_transcripts(version: str, scenarios: Iterable[str] = SESSION_SCENARIO
     found: dict[str, dict[str, str]] = {}
     for name in scenarios:
         kept: dict[str, str] = {}
-        observe_scenario("claude-code", load_scenario(name), version=version, runner=_keeping(client.runner, kept))
+        own = SESSION_ONLY_SCENARIOS / f"{name}.yaml"
+        scenario = load_scenario(own if own.exists() else name)
+        observe_scenario("claude-code", scenario, version=version, runner=_keeping(client.runner, kept))
         found[name] = kept
         if progress is not None:
             progress(name, kept)

@@ -45,7 +45,7 @@ CLIENT = "claude-code"
 
 Kind = Literal["claude-code", "agentlab-trace", "observed-record"]
 EventName = Literal["prompt", "tools", "api_error", "retry_error", "compaction", "refusal", "refusal_retry",
-                    "hook_block", "hook", "continuation", "notice", "interrupted"]
+                    "hook_block", "hook", "continuation", "notice", "interrupted", "subagent_done"]
 
 # What the parser knows (seen in Claude Code 2.1.197 and 2.1.332 transcripts): the rest is "not understood".
 READ_TYPES = {"user", "assistant", "system", "attachment", "api-request", "cost-state"}
@@ -62,11 +62,12 @@ KNOWN_FIELDS: dict[str, set[str]] = {
     "user": _COMMON | {"hookText", "hookTextLead", "isCompactSummary", "isVisibleInTranscriptOnly", "message",
                        "ownNote", "permissionMode", "promptId", "promptSource", "refusalRetry", "refusedMessageId",
                        "rowSource", "sentAtMs", "sourceToolAssistantUUID", "summarizedTurnPromptUuids",
-                       "toolUseResult", "turnCompanion", "turnOrigin", "turnPosition", "thinkingMetadata", "todos"},
+                       "toolUseResult", "turnCompanion", "turnOrigin", "turnPosition", "thinkingMetadata", "todos",
+                       "origin", "permissionDecision", "queueSkipAttachments"},
     "assistant": _COMMON | {"apiBlockIndex", "apiError", "apiErrorParams", "apiErrorStatus", "apiErrorType",
                             "effort", "error", "failedResponseHadNoToolCall", "isApiErrorMessage", "madeBy", "message",
                             "perTurnEffort", "promptCacheRequested", "refusedMessageId", "refusingModel",
-                            "requestRef", "requestedModel", "toolInputStreamMs"},
+                            "requestRef", "requestedModel", "toolInputStreamMs", "attributionAgent"},
     "system": _COMMON | {"apiRefusalCategory", "apiRefusalExplanation", "compactMetadata", "content", "error",
                          "failedHookErrorIndexes", "hasOutput", "hookAdditionalContext", "hookCount", "hookErrors",
                          "hookInfos", "level", "maxRetries", "originalModel", "preventedContinuation",
@@ -538,6 +539,9 @@ class _Parser:
             return
         if e.get("isMeta") or e.get("isVisibleInTranscriptOnly"):
             return
+        if _dict(e.get("origin")).get("kind") == "task-notification" or text.startswith("<task-notification>"):
+            self.event("subagent_done", e, "a sub-agent's result came in")   # 2.1.332 runs sub-agents in the background
+            return
         self.event("prompt", e, _cut(text)[:300])
 
     def system(self, e: dict[str, Any]) -> None:
@@ -595,6 +599,7 @@ _NEXT_WORDS = {"tools": "ran the tools", "continuation": "asked to continue", "c
                "retry_error": "retried after an API error", "api_error": "ended on an API error",
                "hook_block": "Stop hook blocked: fed back", "refusal_retry": "continued once after the refusal",
                "refusal": "ended on the refusal", "prompt": "ended the turn; next prompt",
+               "subagent_done": "ended the turn; a sub-agent's result came in",
                "interrupted": "interrupted"}
 
 
@@ -602,7 +607,7 @@ def _branch(call: Call, after: list[SessionEvent], called_again: bool = False) -
     """The decision-table branch a call's reply and what followed it correspond to (2.1.197 writes no
     continuation message: a call right after a cut reply is its continuation)."""
     names = {e.name for e in after}
-    if called_again and not names & {"prompt", "retry_error"}:
+    if called_again and not names & {"prompt", "retry_error", "subagent_done"}:
         names.add("continuation")
     if "tool_use" in call.blocks:
         return "incomplete_tool_use" if call.stop_reason == "max_tokens" and call.blocks[-1] == "tool_use" \
