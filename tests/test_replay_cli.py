@@ -193,3 +193,16 @@ def test_sessions_in_a_folder_of_thousands(tmp_path):
     file = tmp_path / "-home-me-p0" / "00000.jsonl"
     ran = agentlab("sessions", str(file))
     assert ran.code == 2 and "is a file" in ran.stderr
+
+
+def test_replay_table_of_a_trace_has_rows_costs_and_what_came_next(tmp_path):
+    trace = tmp_path / "run.jsonl"
+    agentlab("run", "tool_use", "--trace", str(trace))
+    ran = agentlab("replay", str(trace))
+    assert ran.code == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert lines[0].startswith("agentlab ") and "agentlab-trace · 2 call(s) · ended: success" in lines[0]
+    first, second = lines[2].split(), lines[3].split()
+    assert first[2:4] == ["tool_use", "2"] and first[-2:] == ["tool_use", "(RunTools)"] and first[-3].startswith("$")
+    assert second[2:4] == ["end_turn", "11"] and second[-1] == "(Complete)"
+    assert lines[-1].startswith("total $")

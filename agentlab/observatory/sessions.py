@@ -233,13 +233,18 @@ def trace_summary(trace: Trace, kind: str, path: Path) -> dict[str, Any]:
     extra = dict(start.extra) if start is not None else {}
     result = next((e.payload for e in trace if isinstance(e.payload, ResultEvent)), None)
     calls = []
-    branches = {e.call: e.payload.branch for e in trace if isinstance(e.payload, TransitionEvent)}
+    decided: dict[int, list[TransitionEvent]] = {}
+    for e in trace:
+        if isinstance(e.payload, TransitionEvent):
+            decided.setdefault(e.call, []).append(e.payload)
     for e in trace:
         p = e.payload
         if isinstance(p, Response):
+            last = (decided.get(e.call) or [None])[-1]
             calls.append({"n": e.call, "model": p.model, "stop_reason": p.stop_reason, "usage": dict(p.usage),
-                          "cost_usd": p.cost_usd, "branch": branches.get(e.call), "purpose": p.purpose,
-                          "estimated": bool(p.extra.get("estimated"))})
+                          "cost_usd": p.cost_usd, "branch": last.branch if last else None,
+                          "row": last.row if last else None, "next": last.type if last else None,
+                          "purpose": p.purpose, "estimated": bool(p.extra.get("estimated"))})
     return {
         "client": extra.get("client") or "agentlab", "version": extra.get("version"), "kind": kind,
         "paths": [str(path)], "partial": result is None, "ending": result.subtype if result else "no result (cut?)",
@@ -253,14 +258,21 @@ def trace_summary(trace: Trace, kind: str, path: Path) -> dict[str, Any]:
 
 
 def _summary_lines(summary: dict[str, Any]) -> list[str]:
-    out = [f"{summary['client']} {summary.get('version') or ''} · {summary['kind']} · {len(summary['calls'])} "
+    out = [f"{summary['client']} {summary.get('version') or '?'} · {summary['kind']} · {len(summary['calls'])} "
            f"call(s) · ended: {summary['ending']}"]
-    out.append(f"{'call':>4}  {'model':20} {'stop_reason':30} {'input':>7} {'output':>7}  branch")
+    out.append(f"{'call':>4}  {'model':20} {'stop_reason':30} {'row':>3}  {'input':>7} {'output':>7} "
+               f"{'cache r':>7} {'cache w':>7} {'cost':>9}  next")
     for c in summary["calls"]:
         u = c["usage"]
-        out.append(f"{c['n']:>4}  {str(c['model'])[:20]:20} {str(c['stop_reason'])[:30]:30} "
-                   f"{u.get('input_tokens', 0):>7} {u.get('output_tokens', 0):>7}  {c['branch']}"
-                   + (" (estimated tokens)" if c.get("estimated") else ""))
+        cost = "—" if c.get("estimated") else "no price" if c["cost_usd"] is None else f"${c['cost_usd']:.4f}"
+        out.append(f"{c['n']:>4}  {str(c['model'])[:20]:20} {str(c['stop_reason'])[:30]:30} {c['row'] or '—':>3}  "
+                   f"{u.get('input_tokens', 0):>7} {u.get('output_tokens', 0):>7} "
+                   f"{u.get('cache_read_input_tokens', 0):>7} {u.get('cache_creation_input_tokens', 0):>7} "
+                   f"{cost:>9}  {c['branch']} ({c['next']})")
+    if any(c.get("estimated") for c in summary["calls"]):
+        out.append("token counts estimated from the record (without the client's system prompt and tools)")
+    if summary["cost_usd"] is not None:
+        out.append(f"total ${summary['cost_usd']:.4f}")
     return out
 
 
