@@ -166,7 +166,10 @@ def test_a_200_mb_transcript_is_replayed(tmp_path):
 
     path = tmp_path / "big.jsonl"
     calls = _big_transcript(path, 200)
-    ran = agentlab("replay", "--json", str(path))
+    try:
+        ran = agentlab("replay", "--json", str(path))
+    finally:
+        path.unlink()   # pytest keeps the last runs' temporary folders: not 200 MB each
     assert ran.code == 0, ran.stderr
     data = json.loads(ran.stdout)
     assert len(data["calls"]) == calls and data["partial"] is False

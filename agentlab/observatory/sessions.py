@@ -329,6 +329,8 @@ def sessions_main(args: Any, out: Callable[[str], None] = print) -> int:
     """``agentlab sessions [DIR]``: one line per session, newest first."""
     if args.record:
         return record_main(update=args.update, out=out)
+    if args.update:
+        raise ConfigError("--update goes with --record (it writes the transcripts --record collects)")
     lines, total = list_sessions(args.dir, limit=args.limit)
     if not total:
         out(f"no session transcript (*.jsonl) under {args.dir or default_projects_dir()}")
