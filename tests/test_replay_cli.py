@@ -209,3 +209,10 @@ def test_replay_table_of_a_trace_has_rows_costs_and_what_came_next(tmp_path):
     assert first[2:4] == ["tool_use", "2"] and first[-2:] == ["tool_use", "(RunTools)"] and first[-3].startswith("$")
     assert second[2:4] == ["end_turn", "11"] and second[-1] == "(Complete)"
     assert lines[-1].startswith("total $")
+
+
+def test_sessions_in_an_empty_folder_and_update_alone(tmp_path):
+    ran = agentlab("sessions", str(tmp_path))
+    assert ran.code == 0 and ran.stdout.strip() == f"no session transcript (*.jsonl) under {tmp_path}"
+    ran = agentlab("sessions", str(tmp_path), "--update")
+    assert ran.code == 2 and "--update goes with --record" in ran.stderr
