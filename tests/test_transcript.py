@@ -309,3 +309,15 @@ def test_an_unreadable_file_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "open", refuse)
     with pytest.raises(TranscriptError, match="s.jsonl: cannot be read: Permission denied"):
         read_session(path)
+
+
+def test_the_record_check_compares_fresh_transcripts_with_the_committed_ones():
+    from agentlab.observatory.sessions import compare_with_fixtures
+
+    text = (SESSIONS_DIR / "claude-code" / "2.1.332" / "stop_hook.jsonl").read_text(encoding="utf-8")
+    assert compare_with_fixtures("2.1.332", {"stop_hook": {"s.jsonl": text}}) == []
+    # a release that stops writing the replies' entries: every entry left is known, the shape is not
+    lines = [line for line in text.splitlines(keepends=True) if '"type": "assistant"' not in line
+             and '"type":"assistant"' not in line]
+    (line,) = compare_with_fixtures("2.1.332", {"stop_hook": {"s.jsonl": "".join(lines)}})
+    assert line.startswith("stop_hook: now 0 call(s)") and "committed 3 call(s) (rows 10 2 11)" in line

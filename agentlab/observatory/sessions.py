@@ -188,6 +188,31 @@ def check_sessions(found: dict[str, dict[str, str]]) -> list[str]:
     return problems
 
 
+def _shape(session: Session) -> str:
+    """What a format change would alter: the rows of the calls, the sub-agents' calls, the events between."""
+    events = " ".join(e.name for e in session.events if e.name not in ("prompt", "hook", "notice"))
+    return (f"{len(session.calls)} call(s) (rows {' '.join(c.row for c in session.calls) or '-'}), "
+            f"{len(session.sidechain_calls)} sub-agent call(s), events: {events or '-'}")
+
+
+def compare_with_fixtures(version: str, found: dict[str, dict[str, str]], root: Path = SESSIONS_DIR) -> list[str]:
+    """Where fresh transcripts read differently from the committed ones (calls, rows, events), one line each:
+    a format change that leaves every entry known (say, replies no longer written) shows here."""
+    lines = []
+    with tempfile.TemporaryDirectory(prefix="agentlab-sessions-") as tmp:
+        fresh_root = Path(tmp)
+        write_fixtures(version, found, fresh_root)
+        for scenario in found:
+            committed = root / "claude-code" / version / f"{scenario}.jsonl"
+            fresh = fresh_root / "claude-code" / version / f"{scenario}.jsonl"
+            if not committed.exists() or not fresh.exists():
+                continue
+            now, before = _shape(read_session(fresh)), _shape(read_session(committed))
+            if now != before:
+                lines.append(f"{scenario}: now {now}; committed {before}")
+    return lines
+
+
 def record_main(update: bool = False, versions: Iterable[str] | None = None,
                 out: Callable[[str], None] = print) -> int:
     """``agentlab sessions --record [--update]``: 0 when every installed version's transcripts parse whole."""
@@ -204,7 +229,10 @@ def record_main(update: bool = False, versions: Iterable[str] | None = None,
         problems = check_sessions(found)
         for line in problems:
             out(f"NOT UNDERSTOOD claude-code {version} {line}")
-        failed = failed or bool(problems)
+        differing = [] if update else compare_with_fixtures(version, found)
+        for line in differing:
+            out(f"DIFFERS claude-code {version} {line}")
+        failed = failed or bool(problems) or bool(differing)
         if update:
             for path in write_fixtures(version, found):
                 out(f"wrote {path}")
