@@ -268,7 +268,8 @@ def trace_summary(trace: Trace, kind: str, path: Path) -> dict[str, Any]:
     for e in trace:
         p = e.payload
         if isinstance(p, Response):
-            last = (decided.get(e.call) or [None])[-1]
+            found = decided.get(e.call)
+            last = found[-1] if found else None
             calls.append({"n": e.call, "model": p.model, "stop_reason": p.stop_reason, "usage": dict(p.usage),
                           "cost_usd": p.cost_usd, "branch": last.branch if last else None,
                           "row": last.row if last else None, "next": last.type if last else None,
