@@ -216,3 +216,12 @@ def test_sessions_in_an_empty_folder_and_update_alone(tmp_path):
     assert ran.code == 0 and ran.stdout.strip() == f"no session transcript (*.jsonl) under {tmp_path}"
     ran = agentlab("sessions", str(tmp_path), "--update")
     assert ran.code == 2 and "--update goes with --record" in ran.stderr
+
+
+def test_a_jsonl_of_other_records_is_not_taken_for_a_transcript(tmp_path):
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps({"type": "click", "uuid": f"u{i}", "sessionId": "web"}) + "\n"
+                            for i in range(4)), encoding="utf-8")
+    ran = agentlab("replay", str(path))
+    assert ran.code == 2 and ran.stdout == ""
+    assert "none of its 4 entries is of a type Claude Code writes (found: click)" in ran.stderr

@@ -403,6 +403,7 @@ class _Parser:
         self.file_no = 0
         self.seen_entries: set[str] = set()
         self.refused: set[str] = set()
+        self.known = 0                          # entries of a type Claude Code writes
 
     # every entry goes through here
     def entry(self, e: dict[str, Any]) -> None:
@@ -415,10 +416,12 @@ class _Parser:
             self.seen_entries.add(uuid)
         kind = e.get("type")
         if kind in SKIPPED_TYPES:
+            self.known += 1
             return
         if kind not in READ_TYPES:
             self.s.unknown[str(kind)] += 1
             return
+        self.known += 1
         self._fields(str(kind), e)
         self._meta(e)
         {"user": self.user, "assistant": self.assistant, "system": self.system, "attachment": self.attachment,
@@ -669,6 +672,10 @@ def read_sessions(paths: Iterable[str | os.PathLike[str]]) -> Session:
             raise TranscriptError(path, f"cannot be read: {exc.strerror or exc}") from None
     if not session.entries:
         raise TranscriptError(files[0] if files else "(no file)", "no readable entry (every line is cut or not JSON)")
+    if not parser.known:
+        types = ", ".join(sorted(session.unknown)[:5])
+        raise TranscriptError(files[0], f"not a Claude Code transcript: none of its {session.entries} entries is of "
+                                        f"a type Claude Code writes (found: {types})")
     _finish(session)
     return session
 
