@@ -53,6 +53,8 @@ def test_a_streamed_reply_is_one_call(version):
     assert session.calls[0].blocks[-1] == "tool_use"
     assert [c.row for c in session.calls] == ["2", "11"]
     assert session.calls[0].next == "ran the tools" and session.calls[1].next == "end"
+    # 2.1.332 writes each request before its reply (api-request, with max_tokens); 2.1.197 does not
+    assert [c.max_tokens for c in session.calls] == ([32000, 32000] if version == "2.1.332" else [None, None])
     if version == "2.1.197":
         raw = [json.loads(line) for line in (SESSIONS_DIR / "claude-code" / version / "tool_use.jsonl").open()]
         ids = [e["message"]["id"] for e in raw if e.get("type") == "assistant"]

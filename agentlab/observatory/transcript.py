@@ -111,6 +111,7 @@ class Call:
     sidechain: bool = False
     agent: str | None = None
     usage_known: bool = True       # False for a refused reply Claude Code did not write (only its id is known)
+    max_tokens: int | None = None  # from the request entry it answers (2.1.332 writes them; 2.1.197 does not)
     branch: str = ""
     row: str = ""
     next: str = ""
@@ -126,6 +127,7 @@ class Call:
         return {"n": self.n, "message_id": self.message_id, "request_id": self.request_id, "model": self.model,
                 "stop_reason": self.stop_reason, "row": self.row, "branch": self.branch, "next": self.next,
                 "usage": self.usage, "usage_known": self.usage_known, "cost_usd": self.cost_usd,
+                "max_tokens": self.max_tokens,
                 "blocks": self.blocks, "timestamp": self.timestamp, "sidechain": self.sidechain,
                 "agent": self.agent}
 
@@ -404,6 +406,7 @@ class _Parser:
         self.seen_entries: set[str] = set()
         self.refused: set[str] = set()
         self.known = 0                          # entries of a type Claude Code writes
+        self.max_tokens: dict[str, int] = {}    # a request entry's max_tokens, by its id (the reply's requestRef)
 
     # every entry goes through here
     def entry(self, e: dict[str, Any]) -> None:
@@ -479,7 +482,8 @@ class _Parser:
             calls = self._main(e)
             call = Call(n=len(calls) + 1, message_id=mid, request_id=e.get("requestId"), model=message.get("model"),
                         stop_reason=None, usage={}, blocks=[], content=[], timestamp=str(e.get("timestamp") or ""),
-                        sidechain=bool(e.get("isSidechain")), agent=e.get("agentId"))
+                        sidechain=bool(e.get("isSidechain")), agent=e.get("agentId"),
+                        max_tokens=self.max_tokens.get(str(e.get("requestRef"))))
             calls.append(call)
             if mid:
                 self.by_id[key], self.file_of[key] = call, self.file_no
@@ -588,7 +592,10 @@ class _Parser:
                        hook=att.get("hookEvent") or att.get("hookName"))
 
     def api_request(self, e: dict[str, Any]) -> None:
-        return None   # a request Claude Code is about to send (2.1.332): the reply or the error tells what came of it
+        """A request Claude Code is about to send (2.1.332): its max_tokens, for the reply that answers it."""
+        limit = _dict(e.get("params")).get("max_tokens")
+        if isinstance(e.get("id"), str) and isinstance(limit, int):
+            self.max_tokens[e["id"]] = limit
 
     def cost_state(self, e: dict[str, Any]) -> None:
         cost = e.get("totalCostUSD")

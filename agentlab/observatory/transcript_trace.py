@@ -140,7 +140,8 @@ def session_to_trace(session: Session, *, secrets: tuple[str, ...] = ()) -> Trac
     for i, call in enumerate(session.calls):
         nxt = session.calls[i + 1] if i + 1 < len(session.calls) else None
         build.n += 1
-        trace.emit(Request(model=call.model, context_tokens=call.prompt_tokens, context_window=DEFAULT_CONTEXT_WINDOW,
+        trace.emit(Request(model=call.model, max_tokens=call.max_tokens, context_tokens=call.prompt_tokens,
+                           context_window=DEFAULT_CONTEXT_WINDOW,
                            extra={"request_id": call.request_id, "reply": call.n}), build.n)
         if call.usage_known:
             run_cost = None if run_cost is None or call.cost_usd is None else run_cost + call.cost_usd
