@@ -112,7 +112,9 @@ $(CLIENTS_STAMP): pyproject.toml $(CLIENTS_PINS)
 	touch $(CLIENTS_STAMP)
 
 # Re-record every client on every scenario and compare with the committed records (exit 1 on a difference).
-# `make record UPDATE=1` writes the new records into data/observed instead. A client that cannot be
+# `make record UPDATE=1` writes the new records into data/observed instead. Then each installed Claude Code
+# runs the session scenarios again and its transcripts (~/.claude/projects) are parsed: anything `agentlab
+# replay` does not understand fails the target (a format change); UPDATE=1 writes them into data/sessions. A client that cannot be
 # installed here is skipped with the reason.
 RECORD_CLIENTS ?= agentlab tool-runner $(addprefix claude-code@,$(CLAUDE_CODE_VERSIONS)) pydantic-ai langchain \
 	vercel-ai anthropic-ts openai-agents strands
@@ -135,6 +137,9 @@ record: $(STAMP)
 	  for client in $$failed; do grep -E '^DRIFT|^Traceback|^[A-Za-z_.]*(Error|Exception):' $$logs/$$client.log | sed "s/^/  $$client: /" | head -20; done; \
 	  rm -rf $$logs; exit 1; \
 	fi; rm -rf $$logs; echo "make record: every client reproduces its committed records"
+	@echo "== Claude Code session transcripts"
+	@$(BIN)/agentlab sessions --record $(if $(UPDATE),--update,) || { \
+	  echo "make record: a Claude Code transcript holds something agentlab replay does not understand (above)"; exit 1; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check agentlab tests bench conftest.py pytest_gc.py

@@ -189,7 +189,29 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--json", action="store_true",
                        help="print the JSON report on stdout, as one document (the text report goes to stderr); "
                             "its JSON Schema is agentlab/observatory/schemas/grade-report.schema.json")
+    _add_replay_parsers(sub)
     return parser
+
+
+def _add_replay_parsers(sub: Any) -> None:
+    replay = sub.add_parser("replay", help="a Claude Code session, an agentlab trace or a behaviour record, call by "
+                                           "call: stop_reason, decision-table row, tokens, cost, what came next")
+    replay.add_argument("paths", nargs="+", metavar="PATH",
+                        help="a Claude Code transcript (~/.claude/projects/<project>/<session>.jsonl; several: one "
+                             "session resumed or forked, each call counted once), a --trace file or a "
+                             "data/observed record")
+    replay.add_argument("--json", action="store_true",
+                        help="print one JSON object: client, version, calls, compactions, api_errors, hook_blocks, "
+                             "cost_usd, ...")
+    replay.add_argument("--plot", metavar="FILE.png", help="draw the session's overview into this PNG")
+    sessions = sub.add_parser("sessions", help="list the Claude Code sessions under ~/.claude/projects (or DIR), "
+                                               "newest first: date, calls, project, how each ended")
+    sessions.add_argument("dir", nargs="?", help="a folder of transcripts (default ~/.claude/projects)")
+    sessions.add_argument("--limit", type=_positive, default=200, help="read at most the N newest (default 200)")
+    sessions.add_argument("--record", action="store_true",
+                          help="run each installed Claude Code (tool/claude-code) on the example scenarios and check "
+                               "that its transcripts parse whole (exit 1 on anything not understood)")
+    sessions.add_argument("--update", action="store_true", help="with --record: write them into data/sessions")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,6 +255,8 @@ def _main(argv: list[str] | None) -> int:
             from .observatory.grade import grade_main
 
             return grade_main(args, heatmap=_heatmap_maker() if args.heatmap else None)
+        if args.command in ("replay", "sessions"):
+            return _replay_or_sessions(args)
     except AgentlabError as exc:
         print(f"agentlab: {exc}", file=sys.stderr)
         return 2
@@ -254,6 +278,22 @@ def _heatmap_maker():
     except MissingExtra as exc:
         raise ConfigError(f"--heatmap: {exc}") from None
     return grade_heatmap
+
+
+def _replay_or_sessions(args: argparse.Namespace) -> int:
+    from .observatory.sessions import replay_main, sessions_main
+
+    if args.command == "sessions":
+        return sessions_main(args)
+    if not getattr(args, "plot", None):
+        return replay_main(args, plot=None)
+    from .core.extras import MissingExtra
+
+    try:
+        from .ui.plots import session_overview
+    except MissingExtra as exc:
+        raise ConfigError(f"--plot: {exc}") from None
+    return replay_main(args, plot=session_overview)
 
 
 def _not_utf8(tokens: list[str]) -> str | None:

@@ -29,6 +29,7 @@ LESSONS = {
     "lesson10": ("my_decide", "check_my_decide"),
     "lesson11": ("after_max_tokens", "check_after_max_tokens"),
     "lesson13": ("cost_of_call", "check_cost_of_call"),
+    "lesson14": ("count_calls", "check_count_calls"),
 }
 
 

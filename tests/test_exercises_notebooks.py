@@ -29,6 +29,7 @@ EXERCISES = {
     "lesson10": ("10_the_whole_decision", "my_decide", "check_my_decide"),
     "lesson11": ("11_real_claude_code", "after_max_tokens", "check_after_max_tokens"),
     "lesson13": ("13_what_a_run_costs", "cost_of_call", "check_cost_of_call"),
+    "lesson14": ("14_your_own_sessions", "count_calls", "check_count_calls"),
 }
 
 

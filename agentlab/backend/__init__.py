@@ -6,6 +6,7 @@ serve     the same engine behind a real HTTP server (``agentlab serve``)
 validate  the API's request validation: what it answers with a 400, in its words
 offered   a scripted reply fitted to what the request offers (tools, tool_choice, thinking, server tools)
 models    the models' output ceilings and context windows (data/models.yaml)
+threads   conversations held between turns for clients that thread (the SDK's tool runner)
 
 Imports the core only.
 """

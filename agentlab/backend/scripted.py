@@ -645,6 +645,15 @@ def _pieces(text: str, size: int) -> list[str]:
 
 # -- in-process transport -------------------------------------------------------------------------------
 
+def thread_error(code: str, previous: str) -> WireReply:
+    """The API's 400 for a thread it cannot continue."""
+    text = {"thread_not_found": f"thread: no conversation is held for previous_message_id {previous!r}",
+            "thread_already_continued": f"thread: {previous!r} has already been continued"}[code]
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": text,
+                                       "details": {"error_code": code}}}
+    return WireReply(400, {"content-type": "application/json"}, json.dumps(body).encode(), "error")
+
+
 def _parsed(body: bytes) -> Any:
     try:
         return json.loads(body)
@@ -666,7 +675,8 @@ def mock_transport(engine: ScenarioEngine):
         if thread is None:
             reply = engine.handle(request.method, path, body)
         else:
-            reply, _ = held.answer(lambda full: engine.handle(request.method, path, full), json.loads(body), thread)
+            reply, _ = held.answer(lambda full: engine.handle(request.method, path, full), thread_error,
+                                   json.loads(body), thread)
         return httpx2.Response(reply.status, headers=reply.headers, content=reply.body)
 
     return httpx2.MockTransport(handler)

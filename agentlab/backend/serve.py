@@ -41,7 +41,7 @@ from ..core.errors import ConfigError
 from ..core.guard import check_outputs, lock_for_writing
 from ..core.paths import open_output_fd
 from .scenario import Scenario
-from .scripted import ERROR_TYPES, RecordedRequest, ScenarioEngine, WireReply
+from .scripted import ERROR_TYPES, RecordedRequest, ScenarioEngine, WireReply, thread_error
 from .threads import HeldThreads, reply_message, thread_of  # noqa: F401  (reply_message: re-exported)
 from .validate import field_problem
 
@@ -374,7 +374,8 @@ class ScenarioServer:
     def _answer_threaded(self, method: str, path: str, sent: dict[str, Any],
                          thread: dict[str, Any]) -> tuple[WireReply, RecordedRequest]:
         """A request with a ``thread`` field: the held conversation put back in front (:mod:`.threads`)."""
-        reply, code = self._threads.answer(lambda full: self.engine.handle(method, path, full), sent, thread)
+        reply, code = self._threads.answer(lambda full: self.engine.handle(method, path, full), thread_error,
+                                          sent, thread)
         if code is not None:
             return reply, RecordedRequest(index=len(self.exchanges), method=method, path=path, body=sent,
                                           stream=bool(sent.get("stream")), step=None, status=reply.status, kind=code)

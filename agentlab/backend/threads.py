@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from .scripted import WireReply
 
-__all__ = ["HeldThreads", "reply_message", "thread_of"]
+__all__ = ["HeldThreads", "Reply", "reply_message", "thread_of"]
+
+
+class Reply(Protocol):
+    """What is read of a reply (the scripted engine's ``Reply``)."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
 
 
 def thread_of(path: str, request: Any) -> dict[str, Any] | None:
@@ -27,13 +34,7 @@ def thread_of(path: str, request: Any) -> dict[str, Any] | None:
     return thread
 
 
-def thread_error(code: str, previous: str) -> WireReply:
-    """The API's 400 for a thread it cannot continue."""
-    text = {"thread_not_found": f"thread: no conversation is held for previous_message_id {previous!r}",
-            "thread_already_continued": f"thread: {previous!r} has already been continued"}[code]
-    body = {"type": "error", "error": {"type": "invalid_request_error", "message": text,
-                                       "details": {"error_code": code}}}
-    return WireReply(400, {"content-type": "application/json"}, json.dumps(body).encode(), "error")
+R = TypeVar("R", bound=Reply)
 
 
 class HeldThreads:
@@ -60,7 +61,7 @@ class HeldThreads:
                 full[key] = held[key]
         return full, None
 
-    def keep(self, thread: dict[str, Any], full: dict[str, Any], reply: WireReply) -> None:
+    def keep(self, thread: dict[str, Any], full: dict[str, Any], reply: Reply) -> None:
         """After the answer: hold the conversation with the reply under the reply's id."""
         message = reply_message(reply)
         if reply.status != 200 or message is None:
@@ -71,19 +72,19 @@ class HeldThreads:
             "messages": [*full.get("messages", []), {"role": "assistant", "content": message["content"]}],
             "system": full.get("system"), "tools": full.get("tools")}
 
-    def answer(self, handle: Callable[[bytes], WireReply], sent: dict[str, Any],
-               thread: dict[str, Any]) -> tuple[WireReply, str | None]:
-        """``handle(body)`` on the whole request; the reply, and the error code when the thread is refused (the
-        request then never reaches ``handle``)."""
+    def answer(self, handle: Callable[[bytes], R], refuse: Callable[[str, str], R], sent: dict[str, Any],
+               thread: dict[str, Any]) -> tuple[R, str | None]:
+        """``handle(body)`` on the whole request; the reply, and the error code when the thread is refused: the
+        request then never reaches ``handle``, and the reply is ``refuse(code, previous_message_id)``."""
         full, code = self.expand(sent, thread)
         if code is not None:
-            return thread_error(code, str(thread.get("previous_message_id"))), code
+            return refuse(code, str(thread.get("previous_message_id"))), code
         reply = handle(json.dumps(full).encode())
         self.keep(thread, full, reply)
         return reply, None
 
 
-def reply_message(reply: WireReply) -> dict[str, Any] | None:
+def reply_message(reply: Reply) -> dict[str, Any] | None:
     """The Message a 200 reply carries, rebuilt from its SSE events when it streamed; None otherwise."""
     if reply.status != 200 or not reply.body:
         return None

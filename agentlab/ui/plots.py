@@ -496,7 +496,9 @@ def draw_compaction_bars(ax, run: Run, *, compact: bool = False) -> None:
     top = max(before + after + [1])
     for x, c, b, a in zip(xs, run.compactions, before, after, strict=True):
         saved = f"−{100 * (b - a) / b:.0f}%" if b else ""
-        ax.annotate(f"{saved}\n{c.event.messages_before} → {c.event.messages_after} msgs",
+        msgs = "" if c.event.messages_before is None else \
+            f"\n{c.event.messages_before} → {c.event.messages_after} msgs"
+        ax.annotate(f"{saved}{msgs}",
                     (x, max(b, a)), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8)
     if compact:
         ax.set_xticks(xs, [f"{c.event.strategy}, call {c.call + 1}" for c in run.compactions], fontsize=7)
@@ -987,11 +989,15 @@ def draw_cumulative_cost(ax, run: Run, prices: Any = None) -> None:
     if not calls:
         _empty(ax, "no model call came back")
         return
-    unknown = sorted({str(c.model) for c in calls if c.cost_usd is None})
+    table = prices or default_prices()
+    unknown = sorted({str(c.model) for c in calls if c.cost_usd is None and table.price(c.model) is None})
     if unknown:
         _empty(ax, f"cost unknown: no price for {', '.join(unknown)}")
         return
-    table = prices or default_prices()
+    no_usage = [str(c.n) for c in calls if c.cost_usd is None]
+    if no_usage:   # a replayed session's reply whose usage was not written (a refusal, in Claude Code's files)
+        _empty(ax, f"cost unknown: call(s) {', '.join(no_usage)} came back without usage")
+        return
     xs, paid, plain = [], [], []
     total = total_plain = 0.0
     for c in calls:
@@ -1325,3 +1331,28 @@ def compare_paths(record: dict[str, Any] | str | Path, other: Any = None, *, oth
     fig.text(0.01, 0.985, f"{record['scenario']}: path through the decision table", ha="left", va="top",
              fontsize=12)
     return _finish(fig, save)
+
+
+# -- a whole session (a Claude Code transcript, or any run) --------------------------------------------------
+
+def session_overview(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI,
+                     title: str | None = None) -> PlotFigure:
+    """A session on one page: context fill per call, the cost so far, the path through the decision table
+    (where it continued, retried, compacted, was blocked by a hook), and what each compaction freed."""
+    run = read_run(frame)
+    width = 12.0
+    path_h = 3.4 if run.last_call <= 12 else 3.8
+    top = 4.45
+    fig = new_figure(width, top + path_h + 1.4 + 2.6, dpi)
+    _heading(fig, 0.15, 0.15, title or run_title(run), fontsize=13, fontweight="bold")
+    draw_context_fill(place(fig, 0.8, 0.75, 5.0, 2.3), run, legend_columns=2)
+    draw_cumulative_cost(place(fig, 6.9, 0.75, 4.8, 2.3), run)
+    draw_decision_path(place(fig, 2.0, top, width - 2.3, path_h), run)
+    draw_compaction_bars(place(fig, 0.8, top + path_h + 1.2, 5.0, 2.2), run, compact=True)
+    counters = active_counters(run)
+    if counters:
+        draw_recovery_counter(place(fig, 6.9, top + path_h + 1.2, 4.8, 2.2), run, counters[0])
+    return _finish(fig, save)
+
+
+PLOTS["session"] = session_overview

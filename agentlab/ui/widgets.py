@@ -52,6 +52,8 @@ from ..core.trace import Event
 from ..core.transitions import ROWS
 from ..lab import scenario_loop
 from ..observatory.replay import client_label, load_record, record_to_trace, step_ends
+from ..observatory.transcript import Session, detect_kind, read_session
+from ..observatory.transcript_trace import session_to_trace
 from . import plots
 from .report import cache_note
 
@@ -733,20 +735,44 @@ class _ShownRun:
 
 
 REPLAY_PLOTS = (("decision path", "path"), ("tokens · context · budget (estimated)", "overview"))
+SESSION_PLOTS = (("decision path", "path"), ("session: context, cost, path, compactions", "session"),
+                 ("context fill", "context"), ("recoveries vs limits", "recoveries"),
+                 ("compactions", "compaction"), ("cost", "spend"))
+
+
+def _transcript(source: Any) -> Session | None:
+    """A Claude Code session, when ``source`` is one or names a transcript file; None for a record."""
+    if isinstance(source, Session):
+        return source
+    if isinstance(source, (str, Path)) and str(source).endswith(".jsonl") and Path(source).is_file() \
+            and detect_kind(source) == "claude-code":
+        return read_session(source)
+    return None
 
 
 class ReplayStepper(WidgetView):
     """Step through a recorded client run, one model call at a time, with the Stepper's panes and plots.
 
     ``ReplayStepper("max_tokens_give_up")`` replays the newest Claude Code record of that scenario;
-    a record dict, a ``.json`` path or ``client/version/scenario`` work too. Drive it with ``step()``,
+    a record dict, a ``.json`` path or ``client/version/scenario`` work too, and so does a Claude Code session
+    transcript (a ``.jsonl`` path from ``~/.claude/projects``, or a ``Session``), whose token counts are the
+    ones Claude Code wrote. Drive it with ``step()``,
     ``run_to_end()`` and ``reset()`` or the buttons; display it as the last expression of a cell.
     """
 
     def __init__(self, record_or_path: dict[str, Any] | str | Path, *, plot: str = "path",
                  show_plots: bool = True) -> None:
-        self.record = load_record(record_or_path)
-        self.trace = record_to_trace(self.record)
+        self.session = _transcript(record_or_path)
+        if self.session is not None:
+            import os
+
+            self.record: dict[str, Any] = {}
+            self.trace = session_to_trace(self.session, secrets=tuple(
+                v for v in (os.environ.get("ANTHROPIC_API_KEY"),) if v))
+            plot = plot if plot in {value for _, value in SESSION_PLOTS} else "path"
+        else:
+            self.record = load_record(record_or_path)
+            self.trace = record_to_trace(self.record)
         self.segments = step_ends(self.trace.events)
         self.shown = 0                       # events revealed
         self.show_plots = show_plots
@@ -758,7 +784,8 @@ class ReplayStepper(WidgetView):
                                           tooltip="reveal the next recorded model call and what the client did")
         self.run_button = widgets.Button(description="Run to end", icon="fast-forward")
         self.reset_button = widgets.Button(description="Reset", icon="undo")
-        self.plot_picker = widgets.Dropdown(options=REPLAY_PLOTS, value=plot, description="plot",
+        self.plot_picker = widgets.Dropdown(options=SESSION_PLOTS if self.session else REPLAY_PLOTS, value=plot,
+                                            description="plot",
                                             layout=widgets.Layout(width="330px"))
         self.result_pane = widgets.HTML()
         self.transcript_pane = widgets.HTML(layout=widgets.Layout(flex="1 1 55%", min_width="0", width="55%"))
@@ -780,6 +807,8 @@ class ReplayStepper(WidgetView):
         self.update()
 
     def __repr__(self) -> str:
+        if self.session is not None:
+            return f"ReplayStepper(claude-code {self.session.version} session, {len(self.session.calls)} call(s))"
         return f"ReplayStepper({self.record['client']}/{self.record['version']}/{self.record['scenario']})"
 
     def _do(self, action: Callable[[], None]) -> None:
@@ -820,11 +849,14 @@ class ReplayStepper(WidgetView):
         step_events = events[self._step_from:] if self._step_from is not None else []
         record = self.record
         prompt = next((e.payload.prompt for e in self.trace.events if isinstance(e.payload, Start)), None)
-        self.header.value = _pane(
-            f'<div style="font-size:13px"><b>replay</b> of a recorded run · {_e(client_label(record))} · '
-            f'scenario <code>{_e(record["scenario"])}</code>'
-            f'{" · prompt: <i>" + _e(prompt) + "</i>" if prompt else ""} · {len(record["requests"])} recorded '
-            f'request(s) · token counts are estimates</div>')
+        if self.session is not None:
+            self.header.value = _pane(_session_header(self.session, prompt))
+        else:
+            self.header.value = _pane(
+                f'<div style="font-size:13px"><b>replay</b> of a recorded run · {_e(client_label(record))} · '
+                f'scenario <code>{_e(record["scenario"])}</code>'
+                f'{" · prompt: <i>" + _e(prompt) + "</i>" if prompt else ""} · {len(record["requests"])} recorded '
+                f'request(s) · token counts are estimates</div>')
         self.transcript_pane.value = _pane(render_transcript(events, latest_from=self._step_from))
         self.decision_pane.value = _pane(render_decision(step_events, events, None))
         self.result_pane.value = _pane(render_result(_ShownRun.of(events)))
@@ -842,6 +874,15 @@ class ReplayStepper(WidgetView):
         self.plot_image.value = _plot_png(self._live, kind, 64 if kind == "overview" else 72, events)
         self._plot_key = key
 
+
+
+def _session_header(session: Session, prompt: str | None) -> str:
+    notes = "".join(f"<br><span style='color:#B06000'>{_e(n)}</span>" for n in session.notes())
+    side = f" · {len(session.sidechain_calls)} sub-agent call(s) shown apart" if session.sidechain_calls else ""
+    return (f'<div style="font-size:13px"><b>replay</b> of a Claude Code {_e(session.version)} session · '
+            f'{len(session.calls)} model call(s){side} · ended: {_e(session.ending)}'
+            f'{" · prompt: <i>" + _e(prompt[:200]) + "</i>" if prompt else ""} · token counts as Claude Code '
+            f'wrote them{notes}</div>')
 
 
 # --- a widget as static HTML (no kernel) ------------------------------------------------------------------

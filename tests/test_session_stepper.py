@@ -1,0 +1,65 @@
+"""The ReplayStepper on Claude Code's own session files: step a transcript call by call, with its plots."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+from agentlab.observatory.sessions import SESSIONS_DIR, read_fixture
+from agentlab.ui import plots
+from agentlab.ui.widgets import ReplayStepper
+
+FIXTURES = SESSIONS_DIR / "claude-code"
+
+
+@pytest.mark.parametrize("name", ["stop_hook", "context_window_full", "api_errors", "refusal"])
+def test_the_stepper_steps_a_transcript_to_the_end(name):
+    session = read_fixture("2.1.332", name)
+    s = ReplayStepper(FIXTURES / "2.1.332" / f"{name}.jsonl", show_plots=False)
+    assert s.call_count == 0
+    steps = 0
+    while not s.done:
+        before = s.call_count
+        s.step_button.click()
+        steps += 1
+        assert s.call_count > before
+    requests = s.trace.events[-1].payload.requests
+    assert s.call_count == requests >= len(session.calls)
+    assert steps == requests
+    assert f"ended: {html.escape(session.ending)}" in s.header.value
+    s.reset_button.click()
+    assert s.call_count == 0 and not s.step_button.disabled
+
+
+def test_the_stepper_shows_the_compaction_step_and_draws_the_session_plot():
+    s = ReplayStepper(str(FIXTURES / "2.1.197" / "context_window_full.jsonl"), plot="session")
+    for _ in range(4):
+        s.step_button.click()
+    assert s.call_count == 4
+    assert re.search(r'agentlab-call-latest" data-call="4"', s.transcript_pane.value)
+    assert "After call 4: row 4 · context_compact" in s.decision_pane.value
+    assert bytes(s.plot_image.value).startswith(b"\x89PNG")
+    assert s.plot_picker.value == "session"
+    assert "Claude Code 2.1.197 session" in s.header.value
+    assert "token counts as Claude Code wrote them" in s.header.value
+    assert repr(s) == "ReplayStepper(claude-code 2.1.197 session, 6 call(s))"
+    s.run_button.click()
+    assert 'data-subtype="success"' in s.result_pane.value
+
+
+def test_the_session_plots_read_a_transcript():
+    from agentlab.observatory.transcript_trace import session_to_trace
+
+    trace = session_to_trace(read_fixture("2.1.332", "context_window_full"))
+    run = plots.read_run(trace)
+    assert [c.stop_reason for c in run.calls][3] == "model_context_window_exceeded"
+    assert len(run.compactions) == 1 and run.result is not None and run.result.compactions == 1
+    for draw in (plots.context_fill, plots.recovery_attempts, plots.compaction_bars, plots.cumulative_cost,
+                 plots.session_overview):
+        fig = draw(trace)
+        assert plots.to_png(fig).startswith(b"\x89PNG")
+    bars = plots.compaction_bars(trace).axes[0]
+    heights = [p.get_height() for p in bars.patches]
+    assert heights[0] > 200_000 and heights[1] < 3_000    # Claude Code's preTokens and postTokens
