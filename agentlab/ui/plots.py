@@ -661,6 +661,9 @@ def _step_values(points: list[tuple[int, int]], xs: list[int]) -> list[int]:
     return values
 
 
+RECOVERY_YLABEL = "count so far"
+
+
 def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True) -> None:
     """One counter's series over the calls against its limits: a total for a limit per run, the count in a
     row for a limit in a row (which a run's total may pass without ever reaching it)."""
@@ -704,6 +707,7 @@ def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True
     ax.tick_params(labelsize=8)
     if xlabel:
         ax.set_xlabel("model call", fontsize=8)
+    ax.set_ylabel(RECOVERY_YLABEL, fontsize=8, labelpad=2)
     ax.legend(loc="upper left", fontsize=7, frameon=False, handlelength=1.6)
 
 
