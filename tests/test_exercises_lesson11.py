@@ -106,8 +106,8 @@ def test_a_solution_written_here_passes(capsys):
     (no_request_is_continue, r"you said 'continue', the record says 'stop'\. The diff: no request followed"),
     (crashes_on_none, r"after_max_tokens raised TypeError: .*no request followed the max_tokens reply"),
     (keyed_on_user_text, r"^built \(not recorded\) · continue_by_prefill · .*you said 'escalate', the record says "
-                         r"'continue'\. The diff: same_messages=False, max_tokens unchanged, 0 tool_result\(s\), no user "
-                         r"text added"),
+                         r"'continue'\. The diff: same_messages=False, max_tokens unchanged, 0 tool_result\(s\), "
+                         r"no user text added"),
     (keyed_on_max_tokens, r"^built \(not recorded\) · continue_with_more_room · .*you said 'escalate', the record "
                           r"says 'continue'\. The diff: same_messages=False, max_tokens 100 → 4096"),
     (bad_word, r"returned 'continuation'; return one of escalate, continue, run_tools, stop"),

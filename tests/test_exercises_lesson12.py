@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import pytest
 
 from agentlab.exercises import lesson12, solution_source
