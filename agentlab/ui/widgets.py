@@ -299,7 +299,7 @@ def _render_counters(loop: AgentLoop | None) -> str:
         return ""
     s, lim = loop.state, loop.limits
     parts = [f"model {s.model}", f"max_tokens {s.max_tokens}",
-             f"turns {s.num_turns}/{lim.max_turns if lim.max_turns is not None else '∞'}",
+             f"turns {s.num_turns}/{lim.max_turns if lim.max_turns is not None else 'none'}",
              f"escalations {s.escalations}/{lim.max_escalations}",
              f"continuations in a row {s.continuations_in_a_row}/{lim.max_continuations}",
              f"compactions in a row {s.consecutive_compactions}/{lim.max_compactions}",
