@@ -801,8 +801,9 @@ RULES: tuple[Rule, ...] = (
     Rule("no_retry_on_fatal", "0", "fatal error",
          "does not send a 401 / 403 / 404 / other 400 again unchanged", no_retry_on_fatal),
     Rule("bounded_compaction", "0b, 4", "context overflow",
-         "compacts the history after 'prompt is too long' or model_context_window_exceeded, never resends it as "
-         f"is, and ends after {MAX_COMPACTIONS} compactions in a row that do not fit", bounded_compaction),
+         "compacts the history after 'prompt is too long' or model_context_window_exceeded (keeping more than the "
+         f"prompt), never resends it as is, and ends after {MAX_COMPACTIONS} compactions in a row that do not fit",
+         bounded_compaction),
     Rule("escalate_cut_tool_call", "1", "cut-off tool call",
          "asks again with a higher max_tokens when max_tokens cut a tool_use block off; never runs the cut call",
          escalate_cut_tool_call),
