@@ -84,6 +84,25 @@ def test_every_sentence_naming_a_recorded_version_is_a_checked_claim(path):
                           f"data/observed/lesson_claims.yaml (add one, or print the fact from the records): {untied}")
 
 
+RECORDED = re.compile(r"recorded (Claude Code|CLI)|Claude Code \(recorded|recorded versions?\b")
+# sentences that mention the recorded clients without saying what one did
+NOT_A_CLAIM = ("a text a client injected is quoted as what one recorded version sent",
+               "What the recorded versions did is the table above, printed from the records",
+               "every request it sends is kept in a **behaviour record**",
+               "(printed below, per recorded version)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_sentence_about_the_recorded_claude_code_is_a_checked_claim(path):
+    """A sentence saying what "the recorded" Claude Code did, even without a version, says what a claim checks
+    (a sentence that introduces printed output, ending in a colon, needs none)."""
+    claims = _claims_by_notebook().get(path.stem, [])
+    untied = [unit for unit in units(_markdown(path))
+              if RECORDED.search(unit) and not unit.rstrip().endswith(":")
+              and not any(text in unit for text in claims) and not any(text in unit for text in NOT_A_CLAIM)]
+    assert untied == [], f"{path.stem}: tie these to a claim of data/observed/lesson_claims.yaml: {untied}"
+
+
 def test_each_lesson_claim_is_in_its_lesson_and_holds_in_the_records():
     claims = load_lesson_claims()
     assert claims
