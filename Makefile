@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SCENARIO ?= tour
 
-.PHONY: lab test test-times site site-test demo bench lint clean claude-code grade record
+.PHONY: lab test test-times site site-test demo bench lint clean claude-code node-clients grade record
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +86,15 @@ CLAUDE_CODE_VERSIONS ?= 2.1.197 2.1.332
 claude-code:
 	npm install --silent --no-audit --no-fund --prefix tool/claude-code/$(CLAUDE_CODE_VERSION) @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)
 
+# The TypeScript agent loops that are observed (the Vercel AI SDK, the Anthropic TypeScript SDK's tool runner), at
+# the exact versions of clients/node/package-lock.json, in tool/node-clients (ignored by git), with the agent
+# scripts of clients/node beside them
+NODE_CLIENTS := tool/node-clients
+node-clients:
+	mkdir -p $(NODE_CLIENTS)
+	cp clients/node/package.json clients/node/package-lock.json clients/node/*.mjs $(NODE_CLIENTS)/
+	npm ci --silent --no-audit --no-fund --prefix $(NODE_CLIENTS)
+
 # The other agent frameworks that are observed (the `clients` extra), in their own venv: never in .venv
 CLIENTS_VENV  := .venv-clients
 CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
@@ -100,12 +109,15 @@ $(CLIENTS_STAMP): pyproject.toml $(CLIENTS_PINS)
 # Re-record every client on every scenario and compare with the committed records (exit 1 on a difference).
 # `make record UPDATE=1` writes the new records into data/observed instead. A client that cannot be
 # installed here is skipped with the reason.
-RECORD_CLIENTS ?= agentlab tool-runner $(addprefix claude-code@,$(CLAUDE_CODE_VERSIONS)) pydantic-ai langchain
+RECORD_CLIENTS ?= agentlab tool-runner $(addprefix claude-code@,$(CLAUDE_CODE_VERSIONS)) pydantic-ai langchain \
+	vercel-ai anthropic-ts openai-agents strands
 record: $(STAMP)
 	@for v in $(CLAUDE_CODE_VERSIONS); do \
 	  [ -x tool/claude-code/$$v/node_modules/.bin/claude ] || $(MAKE) --no-print-directory claude-code CLAUDE_CODE_VERSION=$$v \
 	    || echo "make record: npm could not install Claude Code $$v"; \
 	done
+	@cmp -s clients/node/package-lock.json $(NODE_CLIENTS)/package-lock.json || $(MAKE) --no-print-directory node-clients \
+	  || echo "make record: npm could not install the Node clients (clients/node) into $(NODE_CLIENTS)"
 	@$(MAKE) --no-print-directory $(CLIENTS_STAMP) || echo "make record: could not install the clients extra into $(CLIENTS_VENV)"
 	@py=$(BIN)/python; if [ -f $(CLIENTS_STAMP) ]; then py=$(CLIENTS_VENV)/bin/python; fi; failed=""; logs=$$(mktemp -d); \
 	for client in $(RECORD_CLIENTS); do \

@@ -105,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--record", help="append every request to this JSONL file")
 
     observe = sub.add_parser("observe", help="run a client against each scenario and record what it does")
-    observe.add_argument("client", nargs="?", help="agentlab, tool-runner, claude-code[@VERSION], pydantic-ai or "
-                         "langchain (--list describes them)")
+    observe.add_argument("client", nargs="?", help="agentlab, tool-runner, claude-code[@VERSION], pydantic-ai, "
+                         "langchain, openai-agents, strands, vercel-ai or anthropic-ts (--list describes them)")
     observe.add_argument("scenarios", nargs="*", help="scenario names (default: all)")
     observe.add_argument("--out", help="folder for the behaviour records (default: data/observed)")
     observe.add_argument("--check", action="store_true",

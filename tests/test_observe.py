@@ -355,8 +355,8 @@ def test_comparison_table_has_a_row_per_branch_and_marks_differences() -> None:
     assert observed[-1].startswith("agentlab ") and any(c.startswith("tool-runner ") for c in observed)
     # article, API docs, the clients people use (Claude Code oldest first, the frameworks), agentlab last
     families = [c.split(" ")[0] for c in observed]
-    assert families == sorted(families, key=["claude-code", "pydantic-ai", "langchain", "tool-runner",
-                                             "agentlab"].index)
+    assert families == sorted(families, key=["claude-code", "pydantic-ai", "langchain", "openai-agents", "strands",
+                                             "vercel-ai", "anthropic-ts", "tool-runner", "agentlab"].index)
     assert {"claude-code 2.1.197", "claude-code 2.1.332"} <= set(observed)
     assert observed.index("claude-code 2.1.197") < observed.index("claude-code 2.1.332")
     rows = table.set_index("scenario")
@@ -460,7 +460,8 @@ def test_a_record_is_the_same_on_another_machine(tmp_path: Path, monkeypatch: py
 def test_clients_resolve_by_name_and_claude_code_by_version() -> None:
     from agentlab.observatory.observe import CLIENTS, resolve_client
 
-    assert list(CLIENTS) == ["agentlab", "tool-runner", "claude-code", "pydantic-ai", "langchain"]
+    assert list(CLIENTS) == ["agentlab", "tool-runner", "claude-code", "pydantic-ai", "langchain", "vercel-ai",
+                             "anthropic-ts", "openai-agents", "strands"]
     assert resolve_client("tool-runner").version() == client_version("tool-runner")
     with pytest.raises(ConfigError, match="is not installed"):
         resolve_client("claude-code@0.0.1")

@@ -21,7 +21,7 @@ import yaml
 
 from ..backend.scenario import Scenario, list_scenarios
 from ..core.errors import ConfigError
-from .observe import (  # noqa: F401  (describe: the lessons read it here)
+from .records import (  # noqa: F401  (describe: the lessons read it here)
     OBSERVED_DIR,
     describe,
     load_records,
@@ -32,8 +32,9 @@ from .observe import (  # noqa: F401  (describe: the lessons read it here)
 
 CLAIMS_PATH = OBSERVED_DIR / "claims.yaml"
 # columns: the article, the API docs, the clients people use (Claude Code by version, then the frameworks,
-# then the SDK's own tool runner), agentlab last
-CLIENT_ORDER = ("claude-code", "pydantic-ai", "langchain", "tool-runner", "agentlab")
+# then the SDKs' own tool runners), agentlab last
+CLIENT_ORDER = ("claude-code", "pydantic-ai", "langchain", "openai-agents", "strands", "vercel-ai", "anthropic-ts",
+                "tool-runner", "agentlab")
 Signature = tuple[tuple[str, ...], str]
 
 

@@ -55,7 +55,7 @@ from ..core.events import (
 from ..core.trace import Event, Trace
 from ..core.transitions import ROW_OF, Branch, Limits
 from .compare import outcome
-from .observe import OBSERVED_DIR, load_records, version_key
+from .records import OBSERVED_DIR, load_records, version_key
 
 CLIENT_DEFAULT = "claude-code"
 # 2.1.197: "Stop hook feedback:\n<reason>"; 2.1.332 wraps it: "<system-reminder> Stop hook blocking error from …"
