@@ -56,7 +56,65 @@ def _single_call(call_model, run_tool, prompt):
     return messages
 
 
+def _loop_on_the_label(call_model, run_tool, prompt):
+    """Dispatches on stop_reason == "tool_use", as the API docs' samples do, instead of on the content."""
+    messages = [{"role": "user", "content": prompt}]
+    while True:
+        reply = call_model(messages)
+        messages.append({"role": "assistant", "content": reply["content"]})
+        if reply["stop_reason"] != "tool_use":
+            return messages
+        uses = [b for b in reply["content"] if b["type"] == "tool_use"]
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u["id"], "content": run_tool(u["name"], u["input"])} for u in uses]})
+
+
+def _first_tool_only(call_model, run_tool, prompt):
+    messages = [{"role": "user", "content": prompt}]
+    while True:
+        reply = call_model(messages)
+        messages.append({"role": "assistant", "content": reply["content"]})
+        uses = [b for b in reply["content"] if b["type"] == "tool_use"]
+        if not uses:
+            return messages
+        u = uses[0]
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u["id"], "content": run_tool(u["name"], u["input"])}]})
+
+
+def _result_keyed_id(call_model, run_tool, prompt):
+    """Names the result's key after the tool_use block's ``id`` instead of ``tool_use_id``."""
+    messages = [{"role": "user", "content": prompt}]
+    while True:
+        reply = call_model(messages)
+        messages.append({"role": "assistant", "content": reply["content"]})
+        uses = [b for b in reply["content"] if b["type"] == "tool_use"]
+        if not uses:
+            return messages
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "id": u["id"], "content": run_tool(u["name"], u["input"])} for u in uses]})
+
+
+def _text_only_assistant(call_model, run_tool, prompt):
+    """Keeps only the reply's text in the history, dropping the tool_use blocks the results answer."""
+    messages = [{"role": "user", "content": prompt}]
+    while True:
+        reply = call_model(messages)
+        text = " ".join(b["text"] for b in reply["content"] if b["type"] == "text")
+        messages.append({"role": "assistant", "content": text})
+        uses = [b for b in reply["content"] if b["type"] == "tool_use"]
+        if not uses:
+            return messages
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u["id"], "content": run_tool(u["name"], u["input"])} for u in uses]})
+
+
 @pytest.mark.parametrize("wrong, match", [
+    (_loop_on_the_label, r"(?s)a tool call labelled end_turn.*expected 2 model call\(s\), got 1.*stop_reason was "
+                         r"'end_turn', but its content holds a tool_use block"),
+    (_first_tool_only, r"(?s)two tool calls in one reply.*first difference: message 2\['content'\] should have 2"),
+    (_result_keyed_id, r"(?s)first difference: key message 2\['content'\]\[0\]\['tool_use_id'\] is missing"),
+    (_text_only_assistant, r"(?s)first difference: message 1\['content'\]"),
     (_loop_without_tool_results, r"(?s)request 2 carried the wrong history: message 2 should be.*tool_result.*"
                                  r"but it is.*\"done\""),
     (_one_message_per_result, r"(?s)two tool calls in one reply.*message 2 should be.*ONE user message"),

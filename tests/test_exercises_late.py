@@ -130,7 +130,19 @@ def _no_connection_errors(status, attempt, retry_after=None, should_retry=None):
     return None if status is None else retry_delay(status, attempt, retry_after, should_retry)
 
 
+def _backoff_from_attempt_zero(status, attempt, retry_after=None, should_retry=None):
+    """Counts attempts from 0: the first retry waits 1 s."""
+    delay = retry_delay(status, attempt, retry_after, should_retry)
+    return min(0.5 * 2 ** attempt, 32.0) if delay is not None and retry_after is None else delay
+
+
+def _ignores_retry_after(status, attempt, retry_after=None, should_retry=None):
+    return retry_delay(status, attempt, None, should_retry)
+
+
 @pytest.mark.parametrize(("wrong", "message"), [
+    (_backoff_from_attempt_zero, r"returned 1\.0, expected 0\.5: exponential backoff: 0\.5 s before the first retry"),
+    (_ignores_retry_after, r"retry_after=2\.0.*returned 0\.5, expected 2\.0: the server said how long to wait"),
     (_ignores_header, "x-should-retry: false"),
     (_retries_everything, "is not transient"),
     (_uncapped_retry_after, "capped at 60"),

@@ -7,6 +7,7 @@ import pytest
 from agentlab.exercises.lesson11 import (
     ANSWERS,
     SOLUTION,
+    built_cases,
     check_after_max_tokens,
     contrast,
     max_tokens_cases,
@@ -18,7 +19,8 @@ from agentlab.exercises.lesson11 import (
 def test_the_solution_passes_and_the_tally_says_what_each_client_did(capsys):
     assert check_after_max_tokens(SOLUTION).solved
     out = capsys.readouterr().out
-    assert out.startswith(f"after_max_tokens: correct on all {len(max_tokens_cases())} max_tokens replies")
+    assert out.startswith(f"after_max_tokens: correct on all {len(max_tokens_cases())} max_tokens replies in the "
+                          f"records and the {len(built_cases())} built cases")
     what_each_client_did()
     tally = {line[:22].strip(): line[22:] for line in capsys.readouterr().out.splitlines()}
     assert "escalate" not in tally["claude-code 2.1.197"] and "continue" in tally["claude-code 2.1.197"]
@@ -70,6 +72,24 @@ def crashes_on_none(diff):
     return solution(diff) if diff["same_messages"] is not None else "stop"
 
 
+def keyed_on_user_text(diff):
+    """No user text added read as an escalation: the records alone do not separate it from the solution."""
+    if diff is None:
+        return "stop"
+    if diff["tool_results"]:
+        return "run_tools"
+    return "continue" if diff["injected_user_texts"] else "escalate"
+
+
+def keyed_on_max_tokens(diff):
+    """A raised max_tokens read as an escalation, whatever the messages did."""
+    if diff is None:
+        return "stop"
+    if (diff["changed"] or {}).get("max_tokens"):
+        return "escalate"
+    return "run_tools" if diff["tool_results"] else "continue"
+
+
 def bad_word(diff):
     return "continuation" if diff else "stop"
 
@@ -85,6 +105,11 @@ def test_a_solution_written_here_passes(capsys):
     (ignores_tools, r"you said 'continue', the record says 'run_tools'\. The diff: .*1 tool_result\(s\)"),
     (no_request_is_continue, r"you said 'continue', the record says 'stop'\. The diff: no request followed"),
     (crashes_on_none, r"after_max_tokens raised TypeError: .*no request followed the max_tokens reply"),
+    (keyed_on_user_text, r"^built \(not recorded\) · continue_by_prefill · .*you said 'escalate', the record says "
+                         r"'continue'\. The diff: same_messages=False, max_tokens unchanged, 0 tool_result\(s\), "
+                         r"no user text added"),
+    (keyed_on_max_tokens, r"^built \(not recorded\) · continue_with_more_room · .*you said 'escalate', the record "
+                          r"says 'continue'\. The diff: same_messages=False, max_tokens 100 → 4096"),
     (bad_word, r"returned 'continuation'; return one of escalate, continue, run_tools, stop"),
 ])
 def test_wrong_answers_fail_with_a_clear_message(wrong, message):

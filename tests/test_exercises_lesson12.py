@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import pytest
 
 from agentlab.exercises import lesson12, solution_source
@@ -83,7 +84,48 @@ def _never_calls(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
     raise ValueError("forgot to call the model")
 
 
+def _forgetful(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
+    """Compacts by throwing away everything but the prompt."""
+    messages = [{"role": "user", "content": prompt}]
+    for _ in range(12):
+        try:
+            reply = client.messages.create(model=model, max_tokens=1024, tools=tools, messages=messages)
+        except anthropic.BadRequestError:
+            messages = messages[:1]
+            continue
+        if reply.stop_reason == "model_context_window_exceeded":
+            messages = messages[:1]
+            continue
+        messages.append({"role": "assistant", "content": reply.content})
+        uses = [b for b in reply.content if b.type == "tool_use"]
+        if not uses:
+            return "done"
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u.id, "content": run_tool(u.name, u.input)} for u in uses]})
+def _escalates_unstreamed(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
+    """Escalates to 64,000 without streaming or a timeout: the SDK raises before sending."""
+    messages = [{"role": "user", "content": prompt}]
+    max_tokens = 1024
+    while True:
+        reply = client.messages.create(model=model, max_tokens=max_tokens, tools=tools, messages=messages)
+        if reply.stop_reason == "max_tokens":
+            max_tokens = 64000
+            continue
+        messages.append({"role": "assistant", "content": reply.content})
+        uses = [b for b in reply.content if b.type == "tool_use"]
+        if not uses:
+            return "done"
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u.id, "content": run_tool(u.name, u.input)} for u in uses]})
+
+
 @pytest.mark.parametrize("loop, scenarios, message", [
+    (_forgetful, ["context_window_exceeded"],
+     r"^context_window_exceeded · rule bounded_compaction .*yours: request 4 got model_context_window_exceeded "
+     r"\[text\]; request 5 kept nothing but the prompt"),
+    (_escalates_unstreamed, ["incomplete_tool_use"],
+     r"^incomplete_tool_use · rule escalate_cut_tool_call .*the loop raised ValueError \(Streaming is required for "
+     r"operations that may take longer than 10 minutes.*\) and ended there instead of asking again"),
     (_content_only, ["mislabel_end_turn", "max_tokens_give_up"],
      r"^max_tokens_give_up · rule bounded_max_tokens_recovery \(row 3\): a careful loop raises max_tokens or keeps "
      r"the partial answer .*; yours: request 1 was cut off \(max_tokens \[text\]\); the run ended after "

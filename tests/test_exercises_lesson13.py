@@ -50,7 +50,15 @@ def missing_key_crashes(usage, price):
             + usage["output_tokens"] * price["output"]) / 1e6
 
 
+def writes_at_the_input_price(usage, price):
+    """Prices cache writes like plain input (a write costs 1.25 x input)."""
+    return (usage.get("input_tokens", 0) * price["input"] + usage.get("cache_creation_input_tokens", 0) * price["input"]
+            + usage.get("cache_read_input_tokens", 0) * price["cache_read"]
+            + usage.get("output_tokens", 0) * price["output"]) / 1e6
+
+
 @pytest.mark.parametrize("wrong, case", [
+    (writes_at_the_input_price, "the first call writes the prefix"),
     (all_prompt_at_input_price, "the first call writes the prefix"),
     (cache_counts_left_out, "the first call writes the prefix"),
     (reads_subtracted_from_input, "a later call reads it back"),

@@ -95,3 +95,22 @@ def test_the_lessons_import_each_name_one_way():
         if not module.startswith("agentlab.exercises."):   # each lesson's own helpers (show_result, observed)
             where.setdefault(name, set()).add(module)
     assert {name: modules for name, modules in where.items() if len(modules) > 1} == {}
+
+
+def test_lesson07_s_sdk_row_matches_the_installed_sdk():
+    """The SDK's retry defaults the lesson's comparison table quotes are the installed SDK's own constants."""
+    from anthropic import _constants
+
+    assert (_constants.DEFAULT_MAX_RETRIES, _constants.INITIAL_RETRY_DELAY, _constants.MAX_RETRY_DELAY) == (2, 0.5, 8.0)
+    assert "2 retries by default; 0.5 s doubling to 8 s" in _markdown("07_api_errors")
+
+
+def test_the_lessons_name_the_article_and_link_the_docs_page():
+    """Where a lesson's comparison quotes the article it names it by its title; the docs page is linked."""
+    title = "Claude Code Agent Loop Deep Dive (4): From a Finished Answer to the Seven Meanings of stop_reason"
+    link = "https://platform.claude.com/docs/en/build-with-claude/handling-stop-reasons"
+    for notebook in ("00_the_loop", "01_content_not_label", "02_max_tokens", "03_context_window", "04_refusal",
+                     "05_stop_sequence", "06_pause_turn", "07_api_errors", "08_max_turns", "09_hooks",
+                     "10_the_whole_decision", "11_real_claude_code"):
+        text = _markdown(notebook)
+        assert title in text and link in text, notebook

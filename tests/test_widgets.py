@@ -264,3 +264,37 @@ def test_html_is_escaped():
     block = widgets.render_block({"type": "text", "text": "<script>alert(1)</script>"})
     assert "<script>" not in block and "&lt;script&gt;" in block
     assert s.error is None
+
+
+def test_a_replay_describes_what_the_recorded_client_did_not_agentlab():
+    """The replay's reason box says what the replayed client did, without agentlab's description of the row;
+    the table's descriptions are labelled as agentlab's."""
+    from agentlab.core.transitions import ROWS
+    from agentlab.ui.widgets import ReplayStepper
+
+    replay = ReplayStepper("max_tokens_give_up")
+    for _ in range(2):
+        replay.step_button.click()
+    pane = replay.decision_pane.value
+    reason = pane[pane.index('class="agentlab-reason"'):pane.index("</div>", pane.index('class="agentlab-reason"'))]
+    agentlab_says = next(w for _, b, w in ROWS if b == "max_tokens_continue")
+    assert "What it did: " in reason and "Claude Code" in reason
+    assert agentlab_says not in reason
+    assert "what agentlab does there" in pane
+
+
+def test_the_stepper_shows_each_row_s_description_whole():
+    from agentlab.ui.widgets import Stepper
+
+    pane = Stepper("tour").decision_pane.value
+    assert "text-overflow:ellipsis" not in pane and "white-space:normal" in pane
+
+
+def test_the_budget_before_the_first_call_claims_no_limits():
+    """Before the first call the trace holds no limits: the budget panel says so instead of "0 / none"."""
+    from agentlab.ui import plots
+
+    fig = plots.overview([])
+    texts = [t.get_text() for ax in fig.figure.axes for t in ax.texts] if hasattr(fig, "figure") else []
+    assert texts and not any("/ none" in t for t in texts)
+    assert any(t == plots.BUDGET_BEFORE_START for t in texts)

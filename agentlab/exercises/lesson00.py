@@ -49,7 +49,8 @@ class _Script:
         if len(self.requests) >= len(self.replies):
             raise AssertionError(
                 f"case {self.case!r}: the model was called {len(self.requests) + 1} times, but its reply "
-                f"number {len(self.replies)} had no tool_use block, so the loop should have stopped there")
+                f"number {len(self.replies)} had no tool_use block, so the loop should have stopped there"
+                + _label_note(self.replies[-1]))
         self.requests.append(copy.deepcopy(messages))
         return copy.deepcopy(self.replies[len(self.requests) - 1])
 
@@ -75,7 +76,27 @@ CASES: tuple[tuple[str, list[Message]], ...] = (
         _reply("tool_use", _use("toolu_3", "run_tests")),
         _reply("end_turn", _text("Done.")),
     ]),
+    # the two that separate a loop reading the content from one reading the stop_reason label (lesson 01)
+    ("a tool call labelled end_turn", [
+        _reply("end_turn", _text("Checking."), _use("toolu_m", "get_weather", location="Oslo")),
+        _reply("end_turn", _text("Oslo: 3°C.")),
+    ]),
+    ("the label tool_use on a text-only reply", [
+        _reply("tool_use", _text("No tool needed: 4.")),
+    ]),
 )
+
+
+def _label_note(reply: Message) -> str:
+    """Why a loop may have gone wrong on ``reply``: its stop_reason says the opposite of its content."""
+    has_use = any(b["type"] == "tool_use" for b in reply["content"])
+    if reply["stop_reason"] == "tool_use" and not has_use:
+        return (" (its stop_reason was 'tool_use', but its content holds no tool_use block: decide by the "
+                "content, not by the label)")
+    if reply["stop_reason"] != "tool_use" and has_use:
+        return (f" (its stop_reason was {reply['stop_reason']!r}, but its content holds a tool_use block: decide "
+                "by the content, not by the label)")
+    return ""
 
 
 def _expected_history(prompt: str, replies: list[Message]) -> list[Message]:
@@ -102,11 +123,32 @@ def _show(value: Any, width: int = 300) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _where(want: Any, got: Any, path: str = "") -> str:
+    """The first place two values differ, as a path of keys and indexes, e.g. ``content[0]["tool_use_id"]``,
+    and what each holds there."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        for key in list(want) + [k for k in got if k not in want]:
+            if key not in got:
+                return f"key {path}[{key!r}] is missing (it should be {_show(want[key], 80)})"
+            if key not in want:
+                return f"key {path}[{key!r}] should not be there (it is {_show(got[key], 80)})"
+            if want[key] != got[key]:
+                return _where(want[key], got[key], f"{path}[{key!r}]")
+    if isinstance(want, list) and isinstance(got, list):
+        for i, (w, g) in enumerate(zip(want, got, strict=False)):
+            if w != g:
+                return _where(w, g, f"{path}[{i}]")
+        if len(want) != len(got):
+            return f"{path or 'the list'} should have {len(want)} item(s), it has {len(got)}"
+    return f"{path or 'the value'} should be {_show(want, 80)}, it is {_show(got, 80)}"
+
+
 def _first_difference(want: list[Message], got: list[Message]) -> str | None:
-    """Where two histories first differ, in words; None when they are equal."""
+    """Where two histories first differ, in words, naming the key that differs; None when they are equal."""
     for i, (w, g) in enumerate(zip(want, got, strict=False)):
         if w != g:
-            return f"message {i} should be\n  {_show(w)}\nbut it is\n  {_show(g)}"
+            return (f"message {i} should be\n  {_show(w)}\nbut it is\n  {_show(g)}\n"
+                    f"first difference: {_where(w, g, f'message {i}')}")
     if len(got) != len(want):
         what = f"extra message {_show(got[len(want)])}" if len(got) > len(want) else \
             f"missing message {_show(want[len(got)])}"
@@ -124,7 +166,8 @@ def check_naive_loop(naive_loop: NaiveLoop) -> str:
         expected = _expected_history(prompt, replies)
         assert len(script.requests) == len(replies), (
             f"case {case!r}: expected {len(replies)} model call(s), got {len(script.requests)}: the loop should "
-            "call the model again after every reply with tool_use blocks, and stop after the first without")
+            "call the model again after every reply with tool_use blocks, and stop after the first without"
+            + (_label_note(replies[len(script.requests) - 1]) if script.requests else ""))
         assert isinstance(history, list), (
             f"case {case!r}: naive_loop should return the message history (a list), got {type(history).__name__}")
         for n, sent in enumerate(script.requests):
@@ -134,7 +177,8 @@ def check_naive_loop(naive_loop: NaiveLoop) -> str:
                 "content, then ONE user message with a tool_result for every tool_use id, in order, and nothing else)")
         problem = _first_difference([_normal(m) for m in expected], [_normal(m) for m in history])
         assert problem is None, f"case {case!r}: the history naive_loop returned is wrong: {problem}"
-    return f"All {len(CASES)} cases pass: your loop runs tools until a reply has none, then stops."
+    return (f"All {len(CASES)} cases pass: your loop runs tools until a reply has none, then stops, whatever "
+            "the stop_reason label says.")
 
 
 # --- the solution, shown on demand -----------------------------------------------------------------------------

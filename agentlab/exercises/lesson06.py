@@ -24,6 +24,13 @@ def show_result(result: Any) -> None:
     print(f"result: {result.result!r}")
 
 
+def roles_and_blocks(messages: list[Message]) -> None:
+    """Print each message's role and the types of its content blocks (a string content counts as one text)."""
+    for m in messages:
+        blocks = m["content"] if isinstance(m["content"], list) else [{"type": "text"}]
+        print(f"{m['role']:<9}", [b["type"] for b in blocks])
+
+
 def observed(scenario: str, extra: Iterable[str] = ()) -> None:
     """What each recorded client did when served ``scenario`` (the records in data/observed), one line each.
 

@@ -54,18 +54,18 @@ def branch_coverage():
 
 
 def differences(client: str = "claude-code"):
-    """Per branch scenario: what the recorded ``client`` did, and whether it differs from agentlab's record."""
+    """Per branch scenario and recorded version of ``client``: what it did, and whether that differs from
+    agentlab's record of the same scenario."""
     import pandas as pd
 
     from ..observatory.compare import comparison_table
 
     table = comparison_table()
-    column = next((c for c in table.columns if str(c).startswith(client + " ")), None)
-    if column is None:
-        return pd.DataFrame(columns=["row", "scenario", client, "differs"])
-    differs = ["yes" if column in str(d).split(", ") else "" for d in table["differing"]]
-    return pd.DataFrame({"row": table["row"], "scenario": table["scenario"], column: table[column],
-                         "differs": differs})
+    columns = [c for c in table.columns if str(c).startswith(client + " ")]
+    rows = [{"row": r["row"], "scenario": r["scenario"], "version": c.split(" ", 1)[1], "what it did": r[c],
+             "differs": "yes" if c in str(r["differing"]).split(", ") else ""}
+            for _, r in table.iterrows() for c in columns]
+    return pd.DataFrame(rows, columns=["row", "scenario", "version", "what it did", "differs"])
 
 
 def tour_path(loop: Any) -> list[str]:

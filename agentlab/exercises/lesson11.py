@@ -118,6 +118,37 @@ def max_tokens_cases() -> list[dict[str, Any]]:
     return cases
 
 
+BUILT = "built (not recorded)"
+
+
+def _body(max_tokens: int, *messages: dict[str, Any]) -> dict[str, Any]:
+    return {"model": "claude-sonnet-4-6", "max_tokens": max_tokens, "messages": list(messages)}
+
+
+def built_cases() -> list[dict[str, Any]]:
+    """Cases no recorded client produced, built with ``diff_requests`` from two request bodies, that separate an
+    answer reading ``same_messages`` and ``tool_results`` from one keyed on the added user text or on a change of
+    ``max_tokens``: a continuation that also raises ``max_tokens``, a continuation that adds no user text (the
+    partial answer kept as the last message, to be prefilled), and tool results sent with a raised ``max_tokens``."""
+    from ..observatory.observe import diff_requests
+
+    prompt = {"role": "user", "content": "Recite the digits of pi."}
+    partial = {"role": "assistant", "content": [{"type": "text", "text": "3.14159"}]}
+    go_on = {"role": "user", "content": "Continue exactly where you stopped."}
+    ask = {"role": "user", "content": "What is the weather in Oslo?"}
+    cut_call = {"role": "assistant", "content": [
+        {"type": "text", "text": "Checking."},
+        {"type": "tool_use", "id": "toolu_b", "name": "get_weather", "input": {"location": "Oslo"}}]}
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_b", "content": "3°C"}]}
+    built = [
+        ("continue_with_more_room", _body(100, prompt), _body(4096, prompt, partial, go_on), "continue"),
+        ("continue_by_prefill", _body(100, prompt), _body(100, prompt, partial), "continue"),
+        ("tools_with_more_room", _body(100, ask), _body(4096, ask, cut_call, result), "run_tools"),
+    ]
+    return [{"client": BUILT, "scenario": name, "after": 1, "request": 2, "diff": diff_requests(before, after),
+             "expected": expected} for name, before, after, expected in built]
+
+
 def _facts(diff: dict[str, Any] | None) -> str:
     if diff is None:
         return "no request followed the max_tokens reply"
@@ -136,9 +167,10 @@ def check_after_max_tokens(after_max_tokens: Callable[[dict[str, Any] | None], s
     did after every max_tokens reply."""
     import copy
 
-    cases = max_tokens_cases()
-    if not cases:
+    recorded = max_tokens_cases()
+    if not recorded:
         raise AssertionError("no recorded max_tokens replies were found under data/observed")
+    cases = recorded + built_cases()
     for case in cases:
         where = (f"{case['client']} · {case['scenario']} · after the max_tokens reply to request {case['after']}"
                  + (f" (request {case['request']})" if case["request"] else ""))
@@ -152,7 +184,8 @@ def check_after_max_tokens(after_max_tokens: Callable[[dict[str, Any] | None], s
         if got != case["expected"]:
             raise AssertionError(f"{where}: you said {got!r}, the record says {case['expected']!r}. "
                                  f"The diff: {_facts(case['diff'])}")
-    return f"after_max_tokens: correct on all {len(cases)} max_tokens replies in the records."
+    return (f"after_max_tokens: correct on all {len(recorded)} max_tokens replies in the records and the "
+            f"{len(cases) - len(recorded)} built cases.")
 
 
 def what_each_client_did() -> None:

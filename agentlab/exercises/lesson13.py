@@ -15,6 +15,21 @@ from typing import Any
 
 from . import exercise
 
+
+def bill(loop: Any):
+    """One row per model call of a finished loop (a DataFrame indexed by call): the four parts of its prompt
+    and output as the API's ``usage`` reports them, and what the call cost in US dollars."""
+    import pandas as pd
+
+    rows = []
+    for e in loop.trace.of_kind("response"):
+        d = e.data
+        rows.append({"call": e.call, "uncached input": d["input_tokens"],
+                     "cache writes": d["cache_creation_input_tokens"],
+                     "cache reads": d["cache_read_input_tokens"], "output": d["output_tokens"],
+                     "cost $": round(d["cost_usd"], 5)})
+    return pd.DataFrame(rows).set_index("call")
+
 HINT = """
 Each of the four counts in usage has its own price: input_tokens at price["input"],
 cache_creation_input_tokens at price["cache_write"], cache_read_input_tokens at price["cache_read"],

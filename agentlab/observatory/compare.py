@@ -12,6 +12,7 @@ only claims precise enough to carry actions take part in the comparison.
 from __future__ import annotations
 
 import html
+import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -200,3 +201,101 @@ def comparison_html(table: pd.DataFrame | None = None, **kwargs: Any) -> str:
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (f"{STYLE}\n<table class=\"agentlab-compare\">\n<thead><tr>{head}</tr></thead>\n<tbody>\n"
             + "\n".join(body) + "\n</tbody>\n</table>\n")
+
+
+# -- what the lessons say about the recorded clients ---------------------------------------------------------
+
+def recorded(scenarios: str | list[str], extra: tuple[str, ...] = (), observed: str | Path | None = None
+             ) -> pd.DataFrame:
+    """What every recorded client did on ``scenarios``: one row per client and version found under
+    ``data/observed`` (whatever clients are there), one column per scenario, each cell :func:`describe` of
+    the record ("not recorded" where there is none). ``extra`` adds fields of the client's own result to
+    each cell (``("num_turns",)``). The lessons print this instead of typing what a client did."""
+    names = [scenarios] if isinstance(scenarios, str) else list(scenarios)
+    records = load_records(observed)
+    rows = []
+    for key in comparison_columns(records):
+        row: dict[str, Any] = {"client": f"{key[0]} {key[1]}"}
+        for name in names:
+            record = records[key].get(name)
+            cell = describe(record) if record else "not recorded"
+            if record:
+                result = record.get("result") or {}
+                cell += "".join(f"; {field} {result.get(field)}" for field in extra if field in result)
+            row[name] = cell
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["client", *names]).set_index("client")
+
+
+def recorded_clients(observed: str | Path | None = None) -> str:
+    """The recorded clients and versions in one line, e.g. "agentlab 0.1.0, claude-code 2.1.197, ..."."""
+    return ", ".join(f"{client} {version}" for client, version in comparison_columns(load_records(observed)))
+
+
+LESSON_CLAIMS_PATH = OBSERVED_DIR / "lesson_claims.yaml"
+
+
+def _at(value: Any, path: str) -> Any:
+    """``value`` followed along a dotted path ("result.subtype", "requests.1.appended.text")."""
+    for part in path.split("."):
+        if isinstance(value, list) and part.lstrip("-").isdigit():
+            value = value[int(part)] if -len(value) <= int(part) < len(value) else None
+        elif isinstance(value, dict):
+            value = value.get(part)
+        else:
+            return None
+    return value
+
+
+def _holds(record: dict[str, Any], check: dict[str, Any]) -> str | None:
+    """None when ``check`` holds for ``record``, else what the record has instead."""
+    got = _at(record, check["path"])
+    if "equals" in check and got != check["equals"]:
+        return f"{check['path']} is {got!r}, not {check['equals']!r}"
+    if "contains" in check and str(check["contains"]) not in json.dumps(got, ensure_ascii=False):
+        return f"{check['path']} does not contain {check['contains']!r} (it is {str(got)[:120]!r})"
+    if "lacks" in check and str(check["lacks"]) in json.dumps(got, ensure_ascii=False):
+        return f"{check['path']} contains {check['lacks']!r}"
+    return None
+
+
+def load_lesson_claims(path: str | Path | None = None) -> list[dict[str, Any]]:
+    """The claims the lessons make about recorded clients (``data/observed/lesson_claims.yaml``)."""
+    path = Path(path) if path else LESSON_CLAIMS_PATH
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the lesson claims: {exc}") from None
+    claims = (data or {}).get("claims") if isinstance(data, dict) else None
+    if not isinstance(claims, list):
+        raise ConfigError(f"{path}: expected a mapping with a 'claims' list")
+    return claims
+
+
+def lesson_claim_failures(claims: list[dict[str, Any]], observed: str | Path | None = None) -> list[str]:
+    """Each check of each claim that the records contradict (or that names a record that does not exist)."""
+    records = load_records(observed)
+    failures = []
+    for claim in claims:
+        for check in claim.get("holds") or []:
+            versions = check["version"] if isinstance(check["version"], list) else [check["version"]]
+            scenarios = check["scenario"] if isinstance(check["scenario"], list) else [check["scenario"]]
+            for version in versions:
+                for scenario in scenarios:
+                    record = records.get((check["client"], str(version)), {}).get(scenario)
+                    where = f"{claim['notebook']}: {claim['text'][:60]!r}: {check['client']} {version} {scenario}"
+                    why = "no such record" if record is None else _holds(record, check)
+                    if why:
+                        failures.append(f"{where}: {why}")
+    return failures
+
+
+def print_recorded(scenarios: str | list[str], extra: tuple[str, ...] = (), observed: str | Path | None = None
+                   ) -> None:
+    """:func:`recorded`, printed whole: for each scenario, one line per recorded client and version."""
+    table = recorded(scenarios, extra, observed)
+    width = max((len(str(client)) for client in table.index), default=0) + 2
+    for name in table.columns:
+        print(name)
+        for client, cell in table[name].items():
+            print("  " + str(client).ljust(width) + cell)

@@ -78,6 +78,16 @@ class Run:
     def result(self) -> dict[str, Any]:
         return self.record.get("result") or {}
 
+    @property
+    def ended(self) -> str:
+        """How the run ended, for a failure message: "the run ended", or, when the client raised, the error
+        and its message ("the loop raised ValueError (Streaming is required …) and ended")."""
+        raised = self.result.get("raised")
+        if not raised:
+            return "the run ended"
+        text = str(self.result.get("text") or "").strip()
+        return f"the loop raised {raised}" + (f" ({text})" if text else "") + " and ended"
+
     def next_main(self, i: int) -> int | None:
         """The index of the next request after ``i`` that is not a summary request."""
         return next((j for j in self.main if j > i), None)
@@ -229,7 +239,7 @@ def retry_with_backoff(run: Run) -> Check | None:
         j = run.next_main(i)
         if j is None:
             if streak - 1 < MIN_RETRIES:
-                return _fail(name, f"request {run.n(i)} got {_got(r)}; the run ended after "
+                return _fail(name, f"request {run.n(i)} got {_got(r)}; {run.ended} after "
                                    f"{plural(streak - 1, 'retry', 'retries')} — retry a transient error at least "
                                    f"{MIN_RETRIES} times, with backoff, before giving up")
             gave_up = f", then gave up after {streak - 1} retries"
@@ -285,7 +295,7 @@ def fallback_after_overload(run: Run) -> Check | None:
             if streak == OVERLOADS_BEFORE_FALLBACK:
                 j = run.next_main(i)
                 if j is None:
-                    return _fail(name, f"request {run.n(i)} was the {streak}rd 529 in a row; the run ended instead "
+                    return _fail(name, f"request {run.n(i)} was the {streak}rd 529 in a row; {run.ended} instead "
                                        f"of switching to the fallback model {fallback}")
                 model = run.requests[j].get("model")
                 if model != fallback:
@@ -321,6 +331,12 @@ def no_retry_on_fatal(run: Run) -> Check | None:
                  "not the same request")
 
 
+def _only_the_prompt(r: dict[str, Any]) -> bool:
+    """A compacted request whose history is the first user message alone, unchanged: nothing of the work kept."""
+    diff = _diff(r)
+    return diff.get("messages_after") == 1 and diff.get("kept") == 1 and not diff.get("appended")
+
+
 def bounded_compaction(run: Run) -> Check | None:
     """Rows 0b and 4: after HTTP 400 "prompt is too long" or ``model_context_window_exceeded``, the next request
     carries a compacted history (never the same one again), and at most MAX_COMPACTIONS compactions in a row
@@ -350,7 +366,7 @@ def bounded_compaction(run: Run) -> Check | None:
         j = run.next_main(i)
         if j is None:
             if streak == 0:
-                return _fail(name, f"request {run.n(i)} got {_got(r)}; the run ended without compacting the history")
+                return _fail(name, f"request {run.n(i)} got {_got(r)}; {run.ended} without compacting the history")
             ended = f"; after {plural(streak, 'compaction')} that did not fit, the run ended"
             break
         nxt = run.requests[j]
@@ -359,6 +375,9 @@ def bounded_compaction(run: Run) -> Check | None:
         if nxt.get("action") != "compacted":
             return _fail(name, f"request {run.n(i)} got {_got(r)}; request {run.n(j)} {_said(nxt)} instead of "
                                "compacting the history")
+        if _only_the_prompt(nxt):
+            return _fail(name, f"request {run.n(i)} got {_got(r)}; request {run.n(j)} kept nothing but the prompt: "
+                               "all the work so far was thrown away. Keep a summary of it, or the latest turns")
     if not judged:
         return Check(name, "skip", skipped) if skipped else None
     summaries = sum(1 for r in run.requests if _is_summary(r))
@@ -379,8 +398,8 @@ def escalate_cut_tool_call(run: Run) -> Check | None:
         r = run.requests[i]
         j = run.next_main(i)
         if j is None:
-            return _fail(name, f"request {run.n(i)} was cut off in the middle of a tool call ({_got(r)}); the run "
-                               "ended there instead of asking again with a higher max_tokens")
+            return _fail(name, f"request {run.n(i)} was cut off in the middle of a tool call ({_got(r)}); "
+                               f"{run.ended} there instead of asking again with a higher max_tokens")
         nxt = run.requests[j]
         old, new = _diff(nxt).get("changed", {}).get("max_tokens", [r.get("max_tokens"), nxt.get("max_tokens")])
         if _diff(nxt).get("same_messages") and isinstance(old, int) and isinstance(new, int) and new > old:
@@ -452,8 +471,8 @@ def tool_result_pairing(run: Run) -> Check | None:
                 notes.append(f"request {run.n(i)}'s calls left unanswered at max_turns")
                 continue
             labelled = f" (labelled {label})" if label != "tool_use" else ""
-            return _fail(name, f"request {run.n(i)}'s reply asked for {plural(want, 'tool call')}{labelled}; the run "
-                               "ended without sending the results")
+            return _fail(name, f"request {run.n(i)}'s reply asked for {plural(want, 'tool call')}{labelled}; "
+                               f"{run.ended} without sending the results")
         nxt = run.requests[j]
         diff = _diff(nxt)
         if diff.get("dropped", 0) > 0:
@@ -528,7 +547,7 @@ def bounded_max_tokens_recovery(run: Run) -> Check | None:
         recoveries = escalations + continuations
         if j is None:
             if recoveries < MIN_RECOVERIES:
-                return _fail(name, f"request {run.n(i)} was cut off ({_got(r)}); the run ended after "
+                return _fail(name, f"request {run.n(i)} was cut off ({_got(r)}); {run.ended} after "
                                    f"{plural(escalations, 'escalation')} and {plural(continuations, 'continuation')}"
                                    f" — raise max_tokens or ask the model to continue, at least {MIN_RECOVERIES} "
                                    f"times in all, before giving up")
@@ -580,7 +599,7 @@ def clamp_max_tokens(run: Run) -> Check | None:
         j = run.next_main(i)
         if j is None:
             return _fail(name, f"request {run.n(i)} asked for max_tokens {r['max_tokens']}; the 400 named the "
-                               f"model's ceiling ({ceiling}) and the run ended instead of sending it again within it")
+                               f"model's ceiling ({ceiling}) and {run.ended} instead of sending it again within it")
         nxt = run.requests[j]
         if not _diff(nxt).get("same_messages") or not isinstance(nxt.get("max_tokens"), int) \
                 or nxt["max_tokens"] > ceiling:
@@ -623,7 +642,7 @@ def pause_turn_resume(run: Run) -> Check | None:
             continue
         j = run.next_main(i)
         if j is None:
-            return _fail(name, f"request {run.n(i)} was paused ({_got(r)}); the run ended there, with the "
+            return _fail(name, f"request {run.n(i)} was paused ({_got(r)}); {run.ended} there, with the "
                                "server tool unfinished")
         nxt = run.requests[j]
         diff = _diff(nxt)
@@ -696,7 +715,7 @@ def nudge_empty_turn(run: Run) -> Check | None:
         j = run.next_main(i)
         if j is None:
             return _fail(name, f"request {run.n(i)}, right after the tool results, came back empty "
-                               f"({_got(run.requests[i])}); the run ended with no answer — send one 'please "
+                               f"({_got(run.requests[i])}); {run.ended} with no answer — send one 'please "
                                "continue' message")
         nxt = run.requests[j]
         if _diff(nxt).get("same_messages"):
@@ -789,8 +808,9 @@ RULES: tuple[Rule, ...] = (
     Rule("no_retry_on_fatal", "0", "fatal error",
          "does not send a 401 / 403 / 404 / other 400 again unchanged", no_retry_on_fatal),
     Rule("bounded_compaction", "0b, 4", "context overflow",
-         "compacts the history after 'prompt is too long' or model_context_window_exceeded, never resends it as "
-         f"is, and ends after {MAX_COMPACTIONS} compactions in a row that do not fit", bounded_compaction),
+         "compacts the history after 'prompt is too long' or model_context_window_exceeded (keeping more than the "
+         f"prompt), never resends it as is, and ends after {MAX_COMPACTIONS} compactions in a row that do not fit",
+         bounded_compaction),
     Rule("escalate_cut_tool_call", "1", "cut-off tool call",
          "asks again with a higher max_tokens when max_tokens cut a tool_use block off; never runs the cut call",
          escalate_cut_tool_call),

@@ -668,6 +668,9 @@ def _step_values(points: list[tuple[int, int]], xs: list[int]) -> list[int]:
     return values
 
 
+RECOVERY_YLABEL = "count so far"
+
+
 def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True) -> None:
     """One counter's series over the calls against its limits: a total for a limit per run, the count in a
     row for a limit in a row (which a run's total may pass without ever reaching it)."""
@@ -711,6 +714,7 @@ def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True
     ax.tick_params(labelsize=8)
     if xlabel:
         ax.set_xlabel("model call", fontsize=8)
+    ax.set_ylabel(RECOVERY_YLABEL, fontsize=8, labelpad=2)
     ax.legend(loc="upper left", fontsize=7, frameon=False, handlelength=1.6)
 
 
@@ -847,10 +851,18 @@ def decision_path(frame: Any, *, save: str | os.PathLike | None = None, dpi: int
 
 # --- the recovery budget at a glance (the widget's live view) ---------------------------------------------
 
+BUDGET_BEFORE_START = "No call yet:\nthe limits and\nwhat is used of\nthem appear at\nthe first Step."
+
+
 def draw_budget(ax, run: Run) -> None:
     """One horizontal bar per bounded count: how much of its limit the run has used so far (a total for a
     limit per run, the current count in a row for a limit in a row)."""
     ax.set_title("Recovery budget used", loc="left", fontsize=11, y=1.0)
+    if not run.limits and not run.calls:   # before the first call the trace holds no limits yet
+        ax.set_axis_off()
+        ax.text(0, 0.9, BUDGET_BEFORE_START, va="top", fontsize=8, color="#555", wrap=True,
+                transform=ax.transAxes)
+        return
     labels, used, limits = [], [], []
     for counter in COUNTERS:
         for series in counter.series:

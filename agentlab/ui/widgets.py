@@ -247,8 +247,12 @@ def render_transcript(events: list[Event], *, latest_from: int | None = None,
             f'<div>{inner}</div></div>')
 
 
-def render_decision(step_events: list[Event], all_events: list[Event], loop: AgentLoop | None) -> str:
-    """The decision table with the row(s) the last step took highlighted, the reason, and the counters."""
+def render_decision(step_events: list[Event], all_events: list[Event], loop: AgentLoop | None, *,
+                    replay: bool = False) -> str:
+    """The decision table with the row(s) the last step took highlighted, the reason, and the counters.
+
+    For a ``replay`` of a recorded client the reason is what that client did; the table's descriptions are
+    agentlab's, so the box leaves them out and the column says whose they are."""
     taken = [e.payload for e in step_events if isinstance(e.payload, TransitionEvent)]
     fired: dict[str, int] = {}
     for e in all_events:
@@ -259,19 +263,21 @@ def render_decision(step_events: list[Event], all_events: list[Event], loop: Age
     if taken:
         t = taken[-1]
         call = step_events[-1].call if step_events else 0
-        what = next((w for _, b, w in ROWS if b == current), "")
+        what = "" if replay else next((w for _, b, w in ROWS if b == current), "")
         before = "".join(f"row {_e(x.row)} · {_e(x.branch)}: {_e(x.reason)}<br>"
                          for x in taken[:-1])
         reason = (f'<div class="agentlab-reason" style="background:#FFF3C4;border:1px solid #E0B800;'
                   f'border-radius:4px;padding:4px 8px;margin-bottom:6px;font-size:12px">'
                   f'{"<span style=color:#666>" + before + "</span>" if before else ""}'
                   f'<b>After call {call}: row {_e(t.row)} · {_e(t.branch)}</b><br>'
-                  f'<span style="color:#555">{_e(what)}</span><br>Why: {_e(t.reason)}</div>')
+                  + ("What it did: " if replay else f'<span style="color:#555">{_e(what)}</span><br>Why: ')
+                  + f'{_e(t.reason)}</div>')
     else:
         reason = ('<div class="agentlab-reason" style="color:#777;margin-bottom:6px">No decision yet: press Step '
                   'to make the first model call.</div>')
     rows = []
     cell = "padding:0 5px;line-height:17px;border:none;white-space:nowrap"
+    wrap = "padding:0 5px;line-height:15px;border:none;white-space:normal;vertical-align:top"  # read whole
     for row, branch, what in ROWS:
         css, style = "", ""
         if branch == current:
@@ -283,14 +289,14 @@ def render_decision(step_events: list[Event], all_events: list[Event], loop: Age
                     f'<td style="{cell};text-align:right;color:#666">{_e(row)}</td>'
                     f'<td style="{cell};font-family:monospace">{_e(branch)}</td>'
                     f'<td style="{cell};text-align:right;color:#555">{"×" + str(count) if count else ""}</td>'
-                    f'<td style="{cell};color:#666;overflow:hidden;text-overflow:ellipsis">{_e(what)}</td></tr>')
+                    f'<td style="{wrap};color:#666">{_e(what)}</td></tr>')
     table = ('<table class="agentlab-rows" style="border-collapse:collapse;font-size:11px;width:100%;'
              'table-layout:fixed"><colgroup><col style="width:28px"><col style="width:150px">'
              '<col style="width:38px"><col></colgroup>'
              '<thead><tr style="border-bottom:1px solid #999;text-align:left">'
              f'<th style="{cell}">row</th><th style="{cell}">branch</th>'
              f'<th style="{cell}" title="times this branch fired so far">fired</th>'
-             f'<th style="{cell}" title="hover a row to read all of it">what happens</th></tr></thead>'
+             f'<th style="{cell}">{"what agentlab does there" if replay else "what happens"}</th></tr></thead>'
              f'<tbody>{"".join(rows)}</tbody></table>')
     return reason + table + _render_counters(loop)
 
@@ -300,7 +306,7 @@ def _render_counters(loop: AgentLoop | None) -> str:
         return ""
     s, lim = loop.state, loop.limits
     parts = [f"model {s.model}", f"max_tokens {s.max_tokens}",
-             f"turns {s.num_turns}/{lim.max_turns if lim.max_turns is not None else '∞'}",
+             f"turns {s.num_turns}/{lim.max_turns if lim.max_turns is not None else 'none'}",
              f"escalations {s.escalations}/{lim.max_escalations}",
              f"continuations in a row {s.continuations_in_a_row}/{lim.max_continuations}",
              f"compactions in a row {s.consecutive_compactions}/{lim.max_compactions}",
@@ -858,7 +864,7 @@ class ReplayStepper(WidgetView):
                 f'{" · prompt: <i>" + _e(prompt) + "</i>" if prompt else ""} · {len(record["requests"])} recorded '
                 f'request(s) · token counts are estimates</div>')
         self.transcript_pane.value = _pane(render_transcript(events, latest_from=self._step_from))
-        self.decision_pane.value = _pane(render_decision(step_events, events, None))
+        self.decision_pane.value = _pane(render_decision(step_events, events, None, replay=True))
         self.result_pane.value = _pane(render_result(_ShownRun.of(events)))
         self.step_button.disabled = self.run_button.disabled = self.done
         self._render_plot(events)
