@@ -633,3 +633,26 @@ def test_async_ctrl_c_while_tools_run_together_does_not_wait_for_them(serve) -> 
     release.set()
     assert ended.wait(30)
     assert json.dumps(loop.messages) == history[0] and len(server.seen) == 1
+
+
+def test_a_call_runs_on_a_kept_worker_and_an_abandoned_one_holds_no_later_call() -> None:
+    """Sync calls run on kept worker threads (a new thread per call cost three times the CPU): two calls in a
+    row run on the same worker, and a call left running at its deadline keeps its worker busy while the next
+    call gets another."""
+    import threading
+
+    from agentlab.core.calls import bounded_call
+    from agentlab.core.transitions import Failure
+
+    def where(_progress):
+        return threading.current_thread()  # the Thread object, kept alive here: no id reused
+
+    first = bounded_call(where, deadline_s=5, notice_s=None)
+    assert bounded_call(where, deadline_s=5, notice_s=None) is first
+    release = threading.Event()
+    stuck = bounded_call(lambda _p: release.wait(5) and threading.current_thread(), deadline_s=0.01, notice_s=None)
+    assert isinstance(stuck, Failure) and stuck.error_type == "timeout"
+    try:
+        assert bounded_call(where, deadline_s=5, notice_s=None) is not first  # its worker is still busy
+    finally:
+        release.set()

