@@ -53,7 +53,8 @@ SKIPPED_TYPES = {"queue-operation", "atis-latch", "api-request-shape", "api-requ
                  "summary", "file-history-snapshot", "tools-used", "custom-title"}
 SYSTEM_SUBTYPES = {"api_error", "compact_boundary", "stop_hook_summary", "informational",
                    "model_refusal_no_fallback", "model_refusal_fallback"}
-ATTACHMENT_TYPES = {"agent_listing_delta", "date", "deferred_tools_delta", "environment", "hook_blocking_error",
+# "file": a file read earlier, attached again after a compaction (its text rides in the next request)
+ATTACHMENT_TYPES = {"agent_listing_delta", "date", "deferred_tools_delta", "environment", "file", "hook_blocking_error",
                     "model", "prompt_snapshot", "remote_session_change", "session_context", "skill_listing",
                     "total_tokens_reminder"}
 _COMMON = {"cwd", "entrypoint", "gitBranch", "isSidechain", "parentUuid", "sessionId", "slug", "timestamp", "type",
@@ -63,7 +64,8 @@ KNOWN_FIELDS: dict[str, set[str]] = {
                        "ownNote", "permissionMode", "promptId", "promptSource", "refusalRetry", "refusedMessageId",
                        "rowSource", "sentAtMs", "sourceToolAssistantUUID", "summarizedTurnPromptUuids",
                        "toolUseResult", "turnCompanion", "turnOrigin", "turnPosition", "thinkingMetadata", "todos",
-                       "origin", "permissionDecision", "queueSkipAttachments"},
+                       "origin", "permissionDecision", "queueSkipAttachments",
+                       "sandboxed"},  # a Bash tool result: whether the command ran in the sandbox
     "assistant": _COMMON | {"apiBlockIndex", "apiError", "apiErrorParams", "apiErrorStatus", "apiErrorType",
                             "effort", "error", "failedResponseHadNoToolCall", "isApiErrorMessage", "madeBy", "message",
                             "perTurnEffort", "promptCacheRequested", "refusedMessageId", "refusingModel",
