@@ -76,7 +76,7 @@ bench-docs: $(STAMP)
 GRADE_DIR ?= build/grade
 grade: $(STAMP)
 	mkdir -p $(GRADE_DIR)
-	$(BIN)/agentlab grade --command "$(BIN)/agentlab run --tools demo --prompt" --label "agentlab run --tools demo" \
+	$(BIN)/agentlab grade --command "$(BIN)/agentlab run --tools demo --web-search --prompt" --label "agentlab run --tools demo --web-search" \
 		--save $(GRADE_DIR)/agentlab-cli.json
 	$(BIN)/agentlab grade --command "$(BIN)/python examples/naive_loop.py" --label "naive loop (examples/)" \
 		--save $(GRADE_DIR)/naive-loop.json; test $$? -eq 1

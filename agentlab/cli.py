@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="stream every request (requests with a large max_tokens stream anyway, as the SDK requires)")
     run.add_argument("--thinking", type=_tokens, metavar="BUDGET",
                      help="extended thinking with this budget_tokens (at least 1024, below max_tokens)")
+    run.add_argument("--web-search", action="store_true",
+                     help="offer the API's web search server tool (web_search_20250305): a long search can pause "
+                          "the turn (pause_turn), and the loop resumes it")
     run.add_argument("--no-cache", dest="cache", action="store_false",
                      help="send no cache_control breakpoints (prompt caching is on by default)")
     run.add_argument("--settings", help="a Claude Code settings JSON file with hooks")

@@ -33,6 +33,7 @@ from .core.transitions import DEFAULT_MODEL, Limits
 
 SANDBOX_DIR = sandbox_dir()
 PLACEHOLDER_KEY = "agentlab-placeholder-key"  # one of loop.PLACEHOLDER_KEYS: a server that ignores keys
+WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search"}  # agentlab run --web-search: the API's server tool
 
 _LIMIT_NAMES = frozenset(f.name for f in dataclasses.fields(Limits))
 _ALIASES = {"max_retries": "max_api_retries"}
@@ -88,6 +89,8 @@ class RunConfig:
         if getattr(args, "timeout", None) is not None:
             overrides["request_timeout"] = args.timeout
         overrides.update(stream=args.stream, count_tokens=args.count_tokens, cache=getattr(args, "cache", True))
+        if getattr(args, "web_search", False):
+            overrides["server_tools"] = [dict(WEB_SEARCH)]
         if args.scenario:
             return cls.from_scenario(scenario or args.scenario, **overrides)
         if not args.base_url and not env.get("ANTHROPIC_API_KEY"):

@@ -140,6 +140,10 @@ def test_agentlab_run_passes_every_rule(capsys):
     assert "3 scenarios, 2 pass, 0 fail, 1 not reached" in out and "– pause_turn" in out
     assert "    not reached: the scripted model uses the server tool web_search, which the request does not offer" \
         in out
+    # with --web-search it offers the server tool: the search pauses, and the loop resumes it
+    code, out, data = grade(capsys, "--command", command.replace("--prompt", "--web-search --prompt"), "pause_turn",
+                            "--json")
+    assert code == 0 and "1 scenario, 1 pass, 0 fail" in out and "✓ pause_turn_resume" in out, out
 
 
 def test_the_naive_loop_fails_with_the_rules_named_by_scenario(capsys):
