@@ -211,6 +211,8 @@ def recorded(scenarios: str | list[str], extra: tuple[str, ...] = (), observed: 
     ``data/observed`` (whatever clients are there), one column per scenario, each cell :func:`describe` of
     the record ("not recorded" where there is none). ``extra`` adds fields of the client's own result to
     each cell (``("num_turns",)``). The lessons print this instead of typing what a client did."""
+    import pandas as pd
+
     names = [scenarios] if isinstance(scenarios, str) else list(scenarios)
     records = load_records(observed)
     rows = []
