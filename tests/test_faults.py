@@ -656,3 +656,26 @@ def test_a_call_runs_on_a_kept_worker_and_an_abandoned_one_holds_no_later_call()
         assert bounded_call(where, deadline_s=5, notice_s=None) is not first  # its worker is still busy
     finally:
         release.set()
+
+
+def test_a_forked_child_runs_its_calls_on_workers_of_its_own() -> None:
+    """The kept workers are threads of the parent: a forked child (the tests' forked CLI runs, a server that
+    forks) must not hand its calls to them, or its first call waits forever."""
+    import multiprocessing
+
+    from agentlab.core.calls import bounded_call
+
+    assert bounded_call(lambda _p: 1, deadline_s=5, notice_s=None) == 1  # the parent now keeps an idle worker
+
+    def child(out) -> None:
+        out.put(bounded_call(lambda _p: 2, deadline_s=5, notice_s=None))
+
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    proc = context.Process(target=child, args=(out,))
+    proc.start()
+    proc.join(timeout=30)
+    alive = proc.is_alive()
+    if alive:
+        proc.kill()
+    assert not alive and out.get(timeout=5) == 2

@@ -10,13 +10,15 @@ called once for that stretch of silence, so that the user hears of the wait befo
 A sync call runs in a worker thread that the caller waits for; past the deadline it is left to end on its
 own (it touches nothing of the caller's: its result is dropped), and its stream is closed where the call
 registered one (``Progress.closer``). Workers are kept and reused (a new thread per call cost about 35 µs of
-CPU, a kept one about 11); a worker still busy with an abandoned call is not handed another until it is done.
+CPU, a kept one about 11); a worker still busy with an abandoned call is not handed another until it is done,
+and a forked child starts with none (its parent's threads are not in it).
 An async call is cancelled, which closes its connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 import time
@@ -133,6 +135,16 @@ class _Worker:
                 with self._lock:
                     self._idle.append(self)  # idle again before the caller hears: its next call reuses it
                 done.set()
+
+
+def _forget_workers_after_fork() -> None:
+    """A forked child has none of its parent's threads: the workers it inherited would never run its calls."""
+    _Worker._idle = []
+    _Worker._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers_after_fork)
 
 
 class _Quiet:
