@@ -241,7 +241,12 @@ def _scripted(scenario: Scenario | None, request: dict[str, Any], body: dict[str
         return None
     if reply.error is not None:
         return {"error": reply.error.model_dump()}
-    return build_message(reply, body, msg_id=f"msg_{reply_slug(scenario.name)}_{tag}")
+    message = build_message(reply, body, msg_id=f"msg_{reply_slug(scenario.name)}_{tag}")
+    if 200 <= reply_info.get("status", 200) < 300 and (
+            message.get("stop_reason") != reply_info.get("stop_reason")
+            or [b.get("type") for b in message.get("content") or []] != reply_info.get("blocks")):
+        return None  # the server fitted the script to what the request offered (backend/offered.py): not this
+    return message
 
 
 def _matching_case(step: Any, reply_info: dict[str, Any], body: dict[str, Any]) -> Reply:
