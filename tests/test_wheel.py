@@ -212,6 +212,6 @@ def test_the_plugin_of_the_plain_install_fails_the_naive_loop_with_the_rules_nam
 
 
 def test_the_plugin_of_the_plain_install_passes_agentlabs_own_cli(slim):
-    done = _plugin(slim, "agentlab run --tools demo --prompt")
+    done = _plugin(slim, "agentlab run --tools demo --web-search --prompt")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{len(DONE_WHEN)} passed" in done.stdout
