@@ -43,13 +43,13 @@ from ..backend.scenario import Scenario
 from ..core.errors import ConfigError
 from ..core.paths import project_dir, sandbox_dir
 from ..core.tools import TestsState, ToolRegistry, demo_tools
+from .records import missing_extra, record_raised, shorten
 
 API_KEY = "agentlab-observe-key"
 NODE_SOURCE = project_dir() / "clients" / "node"  # package.json, package-lock.json and the agent scripts
 NODE_CLIENTS = project_dir() / "tool" / "node-clients"  # make node-clients: npm ci into here
 DEFAULT_STEPS = 20  # the step limit when the scenario sets no max_turns: bounded, never the binding limit
 MAX_RETRIES = 2  # the SDKs' own default, stated explicitly so the record says it
-TEXT_LIMIT = 160
 OFFLINE_ENV = {  # what openai-agents and LiteLLM need to run without reaching the internet
     "OPENAI_AGENTS_DISABLE_TRACING": "1",  # no trace export to OpenAI
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # the cost map shipped in the package, not downloaded at import
@@ -63,11 +63,6 @@ class Observation:
     result: dict[str, Any]
     settings: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-
-
-def _short(text: Any, limit: int = TEXT_LIMIT) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def scenario_tools(scenario: Scenario) -> ToolRegistry:
@@ -92,17 +87,6 @@ def _common_notes(scenario: Scenario, framework: str) -> list[str]:
     return notes
 
 
-def _raised(result: dict[str, Any], exc: BaseException) -> None:
-    result.update(raised=type(exc).__name__, is_error=True, error=_short(str(exc), 300))
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int):
-        result["status"] = status
-
-
-def _missing(package: str, exc: ImportError) -> ConfigError:
-    return ConfigError(f"{package} is not installed ({exc}): it is in the `clients` extra, outside agentlab's own "
-                       "dependencies. `make record` installs it into .venv-clients; or `pip install "
-                       "'agentlab[clients]'`")
 
 
 def python_version(package: str) -> str:
@@ -204,18 +188,18 @@ def run_node(script: str, scenario: Scenario, base_url: str, workdir: Path, time
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     data = json.loads(lines[-1]) if lines else {}
     if data.get("type") != "result":
-        result.update(is_error=True, stderr=_short((proc.stderr.strip().splitlines() or [""])[-1], 300))
+        result.update(is_error=True, stderr=shorten((proc.stderr.strip().splitlines() or [""])[-1], 300))
         return result
     for key in ("is_error", "finish_reason", "stop_reason", "steps", "iterations"):
         if key in data:
             result[key] = data[key]
     if data.get("error"):
         error = data["error"]
-        result.update(raised=error.get("name"), error=_short(error.get("message", ""), 300))
+        result.update(raised=error.get("name"), error=shorten(error.get("message", ""), 300))
         if error.get("status"):
             result["status"] = error["status"]
     if "text" in data:
-        result["text"] = _short(data["text"])
+        result["text"] = shorten(data["text"])
     return result
 
 
@@ -279,7 +263,7 @@ def run_openai_agents(scenario: Scenario, base_url: str, workdir: Path, timeout:
         from agents import Agent, ModelSettings, RunConfig, Runner, set_tracing_disabled
         from agents.extensions.models.litellm_model import LitellmModel
     except ImportError as exc:
-        raise _missing("openai-agents[litellm]", exc) from None
+        raise missing_extra("openai-agents[litellm]", exc) from None
     set_tracing_disabled(True)
     litellm.suppress_debug_info = True
     extra: dict[str, Any] = {}
@@ -311,9 +295,9 @@ def run_openai_agents(scenario: Scenario, base_url: str, workdir: Path, timeout:
         run = Runner.run_sync(agent, scenario.prompt, max_turns=_steps(scenario),
                               run_config=RunConfig(tracing_disabled=True))
     except Exception as exc:  # noqa: BLE001 -- what the framework raises is the observation
-        _raised(result, exc)
+        record_raised(result, exc)
     else:
-        result.update(is_error=False, text=_short(run.final_output), turns=len(run.raw_responses))
+        result.update(is_error=False, text=shorten(run.final_output), turns=len(run.raw_responses))
     return Observation(result, settings, notes)
 
 
@@ -342,7 +326,7 @@ def run_strands(scenario: Scenario, base_url: str, workdir: Path, timeout: float
         from strands import Agent
         from strands.models.anthropic import AnthropicModel
     except ImportError as exc:
-        raise _missing("strands-agents", exc) from None
+        raise missing_extra("strands-agents", exc) from None
     params: dict[str, Any] = {}
     if scenario.stop_sequences:
         params["stop_sequences"] = scenario.stop_sequences
@@ -381,7 +365,7 @@ def run_strands(scenario: Scenario, base_url: str, workdir: Path, timeout: float
     try:
         run = asyncio.run(invoke())
     except Exception as exc:  # noqa: BLE001 -- what the framework raises is the observation
-        _raised(result, exc)
+        record_raised(result, exc)
     else:
-        result.update(is_error=False, stop_reason=run.stop_reason, text=_short(str(run)))
+        result.update(is_error=False, stop_reason=run.stop_reason, text=shorten(str(run)))
     return Observation(result, settings, notes)

@@ -20,7 +20,7 @@ from ..backend.scenario import Scenario
 from ..core.errors import AgentlabError, ConfigError
 from ..core.paths import sandbox_dir
 from . import frameworks
-from .records import REPO, ClientOutcome, shorten
+from .records import REPO, ClientOutcome, missing_extra, record_raised, shorten
 
 SANDBOX_DIR = sandbox_dir()
 CLAUDE_DIR = REPO / "tool" / "claude-code"  # make claude-code: tool/claude-code/<version>/node_modules/...
@@ -358,17 +358,6 @@ def _demo_functions(scenario: Scenario) -> list[Callable[..., str]]:
     return [calculator, get_weather, read_file, run_tests]
 
 
-def _raised(result: dict[str, Any], exc: BaseException) -> None:
-    result.update(raised=type(exc).__name__, is_error=True, error=shorten(str(exc), 300))
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int):
-        result["status"] = status
-
-
-def _missing_extra(package: str, exc: ImportError) -> ConfigError:
-    return ConfigError(f"{package} is not installed ({exc}): it is in the `clients` extra, outside agentlab's own "
-                       "dependencies. `make record` installs it into .venv-clients; or `pip install "
-                       "'agentlab[clients]'`")
 
 
 def run_pydantic_ai(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
@@ -383,7 +372,7 @@ def run_pydantic_ai(scenario: Scenario, base_url: str, workdir: Path, timeout: f
         from pydantic_ai.providers.anthropic import AnthropicProvider
         from pydantic_ai.usage import UsageLimits
     except ImportError as exc:
-        raise _missing_extra("pydantic-ai", exc) from None
+        raise missing_extra("pydantic-ai", exc) from None
     client = AsyncAnthropic(base_url=base_url, api_key=OBSERVE_KEY, timeout=timeout)
     model = AnthropicModel(scenario.model, provider=AnthropicProvider(anthropic_client=client))
     native: list[Any] = []  # the API's own server tools, as pydantic-ai "native tools"
@@ -410,7 +399,7 @@ def run_pydantic_ai(scenario: Scenario, base_url: str, workdir: Path, timeout: f
     try:
         run = agent.run_sync(scenario.prompt, usage_limits=limits)
     except Exception as exc:  # noqa: BLE001 -- what the framework raises is the observation
-        _raised(result, exc)
+        record_raised(result, exc)
     else:
         result.update(is_error=False, text=shorten(run.output))
         responses = [m for m in run.all_messages() if type(m).__name__ == "ModelResponse"]
@@ -430,7 +419,7 @@ def run_langchain(scenario: Scenario, base_url: str, workdir: Path, timeout: flo
         from langchain_anthropic import ChatAnthropic
         from langchain_core.tools import tool
     except ImportError as exc:
-        raise _missing_extra("langchain / langchain-anthropic", exc) from None
+        raise missing_extra("langchain / langchain-anthropic", exc) from None
     kwargs: dict[str, Any] = {"model": scenario.model, "base_url": base_url, "api_key": OBSERVE_KEY,
                               "max_tokens": scenario.max_tokens, "timeout": timeout, "max_retries": 2}
     if scenario.stop_sequences:
@@ -456,7 +445,7 @@ def run_langchain(scenario: Scenario, base_url: str, workdir: Path, timeout: flo
         state = agent.invoke({"messages": [{"role": "user", "content": scenario.prompt}]},
                              {"recursion_limit": recursion})
     except Exception as exc:  # noqa: BLE001 -- what the framework raises is the observation
-        _raised(result, exc)
+        record_raised(result, exc)
     else:
         last = state["messages"][-1]
         meta = getattr(last, "response_metadata", {}) or {}

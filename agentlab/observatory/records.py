@@ -17,6 +17,7 @@ from typing import Any
 from ..backend.scenario import Scenario, is_summary_request, request_payload
 from ..backend.scripted import normalise_request
 from ..backend.serve import ScenarioServer
+from ..core.errors import ConfigError
 from ..core.compaction import estimate_tokens, text_blocks
 from ..core.paths import observed_dir, project_dir
 
@@ -546,3 +547,20 @@ def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
     """Sort key for client versions: numbers as numbers, so 2.1.197 < 2.1.332; any other part ("x", "rc1")
     sorts after the numbers and by its text, never raising."""
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in version.replace("-", ".").split("."))
+
+
+# -- what a client's run raised, and a client that is not installed ---------------------------------------------
+
+def record_raised(result: dict[str, Any], exc: BaseException) -> None:
+    """What a framework raised, into its run's result: the exception's type, its message, its HTTP status."""
+    result.update(raised=type(exc).__name__, is_error=True, error=shorten(str(exc), 300))
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        result["status"] = status
+
+
+def missing_extra(package: str, exc: ImportError) -> ConfigError:
+    """The error for a client whose package (of the ``clients`` extra) is not installed."""
+    return ConfigError(f"{package} is not installed ({exc}): it is in the `clients` extra, outside agentlab's own "
+                       "dependencies. `make record` installs it into .venv-clients; or `pip install "
+                       "'agentlab[clients]'`")
