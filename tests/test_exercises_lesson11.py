@@ -123,6 +123,7 @@ def test_the_lesson_helpers_print_the_records(capsys):
     out = capsys.readouterr().out
     # the 2.1.197 record: its continuation text is plain (2.1.332 wraps the same text in a system-reminder tag)
     assert "continuation  → max_tokens [text]  adds 'Output token limit hit" in out
-    assert "claude-code 2.1.197: 1 request; error_during_execution (exit 1)" in out
-    assert "claude-code 2.1.332: 1 request; error_during_execution (exit 1)" in out
+    # the recorded CLI never offers web_search: the scripted model answers end_turn, the run ends success
+    assert "claude-code 2.1.197: 1 request; success" in out
+    assert "claude-code 2.1.332: 1 request; success" in out
     assert "agentlab 0.1.0: 2 requests: resume; success" in out

@@ -411,7 +411,7 @@ def test_the_recorded_clients_report_cards():
     # paused a search it was not offered, so its pause_turn record is not reached, not a failure
     assert "pause_turn" not in claude
     paused = reports["claude-code"].grade("pause_turn")
-    assert paused.mark == "–" and "never offered the server tool" in paused.not_reached[0]
+    assert paused.mark == "–" and "web_search, which the request does not offer" in paused.not_reached[0]
     assert claude["incomplete_tool_use"] == ["escalate_cut_tool_call"]
     runner = reports["tool-runner"].failed
     assert runner["max_tokens_give_up"] == ["bounded_max_tokens_recovery"]

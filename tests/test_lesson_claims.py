@@ -117,21 +117,25 @@ def test_each_lesson_claim_is_in_its_lesson_and_holds_in_the_records():
 def test_a_claim_the_records_contradict_fails(tmp_path):
     """The contradictions the lessons once had: each one is caught."""
     wrong = [
-        {"notebook": "x", "text": "2.1.332 reports success on pause_turn",
+        {"notebook": "x", "text": "2.1.332 ends pause_turn with error_during_execution",
          "holds": [{"client": "claude-code", "version": "2.1.332", "scenario": "pause_turn",
-                    "path": "result.subtype", "equals": "success"}]},
+                    "path": "result.subtype", "equals": "error_during_execution"}]},
         {"notebook": "x", "text": "2.1.197 retried a 401",
          "holds": [{"client": "claude-code", "version": "2.1.197", "scenario": "api_error_fatal",
                     "path": "summary.requests", "equals": 2}]},
         {"notebook": "x", "text": "no compaction on a full window",
          "holds": [{"client": "claude-code", "version": "2.1.332", "scenario": "context_window_full",
                     "path": "summary.actions", "lacks": "compacted"}]},
+        {"notebook": "x", "text": "2.1.197 writes a second call after a refusal (its transcript)",
+         "holds": [{"source": "transcript", "client": "claude-code", "version": "2.1.197", "scenario": "refusal",
+                    "path": "calls.1.stop_reason", "equals": "refusal"}]},
         {"notebook": "x", "text": "a version never recorded",
          "holds": [{"client": "claude-code", "version": "9.9.9", "scenario": "end_turn",
                     "path": "result.subtype", "equals": "success"}]},
     ]
     failures = lesson_claim_failures(wrong)
-    assert len(failures) == 4, failures
+    assert len(failures) == 5, failures
+    assert "calls.1.stop_reason is None, not 'refusal'" in failures[3]
     assert "no such record" in failures[-1]
 
 

@@ -31,10 +31,16 @@ def test_the_sdk_refuses_a_long_non_streaming_request_from_21334_tokens_on():
 
 
 def test_lesson06_reports_the_recorded_claude_code_endings():
+    """The recorded CLI never offers the API's web_search, so the live API could not pause its turn: not reached."""
     records = load_records()
     for version in ("2.1.197", "2.1.332"):
-        assert records[("claude-code", version)]["pause_turn"]["result"]["subtype"] == "error_during_execution"
-    assert "the recorded 2.1.197 and 2.1.332 both end with `error_during_execution`" in _markdown("06_pause_turn")
+        record = records[("claude-code", version)]["pause_turn"]
+        assert (record["result"]["subtype"], record["summary"]["requests"]) == ("success", 1)
+        assert record["requests"][0]["reply"]["stop_reason"] == "end_turn"
+        assert "web_search, which the request does not offer" in record["requests"][0]["not_reached"][0]
+    text = _markdown("06_pause_turn")
+    assert "error_during_execution`, `stop_reason: pause_turn`" not in text
+    assert "never offer the API's `web_search` tool, so the live API cannot pause their turn" in text
 
 
 def test_lesson08_says_what_max_turns_bounds_as_the_tour_cut_shows():

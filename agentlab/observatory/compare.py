@@ -274,8 +274,20 @@ def load_lesson_claims(path: str | Path | None = None) -> list[dict[str, Any]]:
     return claims
 
 
+def _transcript(client: str, version: str, scenario: str) -> dict[str, Any] | None:
+    """The committed transcript ``data/sessions/<client>/<version>/<scenario>.jsonl`` as ``agentlab replay
+    --json`` reads it, or None when there is none."""
+    from ..core.paths import data_dir
+    from .transcript import read_session
+
+    path = data_dir() / "sessions" / client / version / f"{scenario}.jsonl"
+    return read_session(path).to_json() if path.is_file() else None
+
+
 def lesson_claim_failures(claims: list[dict[str, Any]], observed: str | Path | None = None) -> list[str]:
-    """Each check of each claim that the records contradict (or that names a record that does not exist)."""
+    """Each check of each claim that the records contradict (or that names a record that does not exist).
+    A check with ``source: transcript`` is checked against the committed transcript of that client, version and
+    scenario (``data/sessions``) instead of its behaviour record."""
     records = load_records(observed)
     failures = []
     for claim in claims:
@@ -284,7 +296,10 @@ def lesson_claim_failures(claims: list[dict[str, Any]], observed: str | Path | N
             scenarios = check["scenario"] if isinstance(check["scenario"], list) else [check["scenario"]]
             for version in versions:
                 for scenario in scenarios:
-                    record = records.get((check["client"], str(version)), {}).get(scenario)
+                    if check.get("source") == "transcript":
+                        record = _transcript(check["client"], str(version), scenario)
+                    else:
+                        record = records.get((check["client"], str(version)), {}).get(scenario)
                     where = f"{claim['notebook']}: {claim['text'][:60]!r}: {check['client']} {version} {scenario}"
                     why = "no such record" if record is None else _holds(record, check)
                     if why:
