@@ -118,3 +118,19 @@ def test_a_client_with_tools_of_its_own_gets_the_scenario_s_stand_in_call() -> N
                                       "description": "Calculate 1234 + 5678"}
     reply, _ = ask("tool_use", tools=[BASH, CALCULATOR])  # the scripted tool offered: the script itself
     assert reply.content[1].name == "calculator"
+
+
+def test_a_search_result_after_a_pause_is_not_sent_to_a_client_that_never_offered_the_search() -> None:
+    """The tour pauses a web search and shows its result in the next step: a client that never offered web_search
+    gets neither the pause nor, in the next reply, the search result (the live API could send neither)."""
+    from agentlab.backend.offered import fit_reply
+
+    later = [{"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+             {"type": "text", "text": "Mild weather."}]
+    request = {"model": "claude-sonnet-4-6", "max_tokens": 100, "messages": [{"role": "user", "content": "Go."}]}
+    content, stop, why = fit_reply(later, "end_turn", request)
+    assert [b["type"] for b in content] == ["text"] and stop == "end_turn"
+    assert why == ["the scripted model shows a web_search_tool_result block of the server tool web_search, which "
+                   "the request does not offer"]
+    offered = {**request, "tools": [{"type": "web_search_20250305", "name": "web_search"}]}
+    assert [b["type"] for b in fit_reply(later, "end_turn", offered)[0]] == ["web_search_tool_result", "text"]

@@ -101,6 +101,12 @@ def fit_reply(content: list[dict[str, Any]], stop_reason: str | None, request: d
             continue
         if kind == "web_search_tool_result" and block.get("tool_use_id") in dropped_servers:
             continue
+        if kind and kind != "tool_result" and kind.endswith("_tool_result") \
+                and kind.removesuffix("_tool_result") not in server_names:
+            # a server tool's result in a later step (after a pause) for a tool the request never offered
+            _once(why, f"the scripted model shows a {kind} block of the server tool "
+                       f"{kind.removesuffix('_tool_result')}, which the request does not offer")
+            continue
         if kind == "tool_use":
             fitted = _fit_call(_stood_in(block, names, stand_ins or {}), names, client_tools, choice, forced, why)
             if fitted is None:
