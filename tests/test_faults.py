@@ -679,3 +679,40 @@ def test_a_forked_child_runs_its_calls_on_workers_of_its_own() -> None:
     if alive:
         proc.kill()
     assert not alive and out.get(timeout=5) == 2
+
+
+def test_a_call_through_the_sdk_runs_in_the_callers_thread_under_its_deadline() -> None:
+    """A call through an httpx client runs in the caller's thread (handing it to a worker cost about 15 % of a
+    scripted call's CPU); its reply is read under the deadline, and one the deadline overtakes is a timeout."""
+    import threading
+
+    import httpx2
+
+    from agentlab.core.calls import bounded_call
+    from agentlab.core.transitions import Failure
+
+    clock = iter([0.0, 5.0, 11.0, 12.0])  # the reply's chunks come at 0, 5 and 11 s; the deadline is at 10
+
+    class Chunks(httpx2.SyncByteStream):
+        def __iter__(self):
+            yield from (b"xxxx", b"xxxx", b"xx")
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, stream=Chunks())
+
+    http = httpx2.Client(transport=httpx2.MockTransport(handler))
+    assert bounded_call(lambda _p: threading.current_thread(), deadline_s=10, notice_s=None,
+                        http_client=http) is threading.current_thread()
+    assert bounded_call(lambda _p: http.get("http://x/").read(), deadline_s=10, notice_s=None,
+                        http_client=http) == b"x" * 10
+
+    def slow(progress):
+        progress.clock = lambda: next(clock)
+        progress.deadline = 10.0
+        try:
+            return http.get("http://x/").read()
+        except httpx2.ReadTimeout:  # as _send turns it into a Failure
+            return None
+
+    failed = bounded_call(slow, deadline_s=10, notice_s=None, http_client=http)
+    assert isinstance(failed, Failure) and failed.error_type == "timeout" and "took more than 10 s" in failed.message

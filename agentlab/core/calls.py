@@ -18,12 +18,15 @@ An async call is cancelled, which closes its connection.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
+
+import httpx2
 
 from .transitions import Failure
 
@@ -39,6 +42,8 @@ class Progress:
         self.clock = clock
         self.last = clock()
         self.closer: Callable[[], Any] | None = None
+        self.deadline = float("inf")  # when the call must have ended (the inline path checks it at every chunk)
+        self.expired = False          # the deadline passed while the reply came in
 
     def tick(self) -> None:
         self.last = self.clock()
@@ -58,8 +63,12 @@ def deadline_failure(deadline_s: float) -> Failure:
 
 
 def bounded_call(call: Callable[[Progress], T], *, deadline_s: float, notice_s: float | None,
-                 on_quiet: Callable[[float], None] | None = None) -> T | Failure:
-    """``call(progress)`` in a worker thread, waited for at most ``deadline_s`` in all (see the module)."""
+                 on_quiet: Callable[[float], None] | None = None, http_client: Any = None) -> T | Failure:
+    """``call(progress)``, bounded by ``deadline_s`` in all (see the module): in the caller's thread when the
+    call goes through ``http_client`` (an ``httpx2.Client``, whose replies are then read under the deadline),
+    else in a worker thread that the caller waits for."""
+    if isinstance(http_client, httpx2.Client):
+        return _inline(call, http_client, deadline_s, notice_s, on_quiet)
     progress = Progress()
     box: dict[str, Any] = {}
     finished = threading.Event()
@@ -86,6 +95,113 @@ def bounded_call(call: Callable[[Progress], T], *, deadline_s: float, notice_s: 
         raise box["error"]
     value: T = box["value"]
     return value
+
+
+# -- in the caller's thread: the reply read under the deadline ---------------------------------------------------
+
+_CURRENT: contextvars.ContextVar[Progress | None] = contextvars.ContextVar("agentlab_call", default=None)
+
+
+class _DeadlineStream(httpx2.SyncByteStream):
+    """A reply's bytes, each chunk a sign of life (``Progress.tick``) and a point where a passed deadline ends it."""
+
+    def __init__(self, inner: Any, progress: Progress) -> None:
+        self._inner, self._progress = inner, progress
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._inner:
+            self._progress.tick()
+            if self._progress.last > self._progress.deadline:
+                self._progress.expired = True
+                raise httpx2.ReadTimeout("the call's deadline passed while the reply came in")
+            yield chunk
+
+    def close(self) -> None:
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            close()
+
+
+def _bound_reply(response: httpx2.Response) -> None:
+    """An httpx response hook: a reply to a bounded call is read under its deadline (any other passes as it is)."""
+    progress = _CURRENT.get()
+    if progress is not None:
+        response.stream = _DeadlineStream(response.stream, progress)
+        if progress.closer is None:
+            progress.closer = response.close  # the watchdog closes it at the deadline
+
+
+def _hooked(http_client: httpx2.Client) -> None:
+    hooks = http_client.event_hooks
+    if _bound_reply not in hooks.get("response", []):
+        http_client.event_hooks = {**hooks, "response": [*hooks.get("response", []), _bound_reply]}
+
+
+def _inline(call: Callable[[Progress], T], http_client: httpx2.Client, deadline_s: float, notice_s: float | None,
+            on_quiet: Callable[[float], None] | None) -> T | Failure:
+    """The call in the caller's thread: no thread handed the work (a worker cost about 15 % of a scripted call's
+    CPU in ``bench/overhead.py``); the watchdog says when it has gone quiet."""
+    _hooked(http_client)
+    progress = Progress()
+    progress.deadline = progress.clock() + deadline_s
+    watch = _WATCHDOG.watch(progress, notice_s, on_quiet)
+    token = _CURRENT.set(progress)
+    try:
+        value = call(progress)
+    finally:
+        _CURRENT.reset(token)
+        _WATCHDOG.forget(watch)
+    if progress.expired:
+        return deadline_failure(deadline_s)
+    return value
+
+
+class _Watchdog:
+    """One thread for every bounded call in the caller's thread: it says when a call has gone quiet, and closes
+    its reply at its deadline (the reading thread then fails at once). It sleeps until the earliest of these is
+    due, and is woken by a new call only when that call's comes first."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._watches: dict[int, _Quiet] = {}
+        self._count = 0
+        self._wake_at: float | None = None  # when the thread wakes next (None: it waits for a watch)
+        self._thread: threading.Thread | None = None
+
+    def watch(self, progress: Progress, notice_s: float | None, on_quiet: Callable[[float], None] | None) -> int:
+        quiet = _Quiet(progress, notice_s, on_quiet)
+        with self._cond:
+            self._count += 1
+            self._watches[self._count] = quiet
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, daemon=True, name="agentlab-watchdog")
+                self._thread.start()
+            if self._wake_at is None or self._due(quiet) < self._wake_at:
+                self._cond.notify()
+            return self._count
+
+    @staticmethod
+    def _due(quiet: _Quiet) -> float:
+        return min(quiet.next_at(), quiet.progress.deadline)
+
+    def forget(self, key: int) -> None:
+        with self._cond:
+            self._watches.pop(key, None)
+
+    def _serve(self) -> None:
+        with self._cond:
+            while True:
+                for quiet in list(self._watches.values()):
+                    quiet.check()
+                    if not quiet.progress.expired and quiet.progress.clock() >= quiet.progress.deadline:
+                        quiet.progress.expired = True
+                        quiet.progress.close()
+                due = [self._due(quiet) for quiet in self._watches.values() if not quiet.progress.expired]
+                self._wake_at = min(due) if due else None
+                self._cond.wait(None if self._wake_at is None else max(0.0, self._wake_at - time.monotonic()))
+
+
+_WATCHDOG = _Watchdog()
 
 
 async def abounded_call(call: Callable[[Progress], Awaitable[T]], *, deadline_s: float, notice_s: float | None,
@@ -138,9 +254,12 @@ class _Worker:
 
 
 def _forget_workers_after_fork() -> None:
-    """A forked child has none of its parent's threads: the workers it inherited would never run its calls."""
+    """A forked child has none of its parent's threads: the workers (and the watchdog) it inherited would never
+    run."""
+    global _WATCHDOG
     _Worker._idle = []
     _Worker._lock = threading.Lock()
+    _WATCHDOG = _Watchdog()
 
 
 if hasattr(os, "register_at_fork"):

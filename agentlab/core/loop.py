@@ -420,10 +420,11 @@ class AgentLoop:
         match effect:
             case CallModel(params=params, stream=stream):
                 return bounded_call(lambda progress: _send(client, params, stream, self.limits.request_timeout,
-                                                           progress), **self._call_bounds())
+                                                           progress), **self._call_bounds(),
+                                    http_client=getattr(client, "_client", None))
             case CountTokens(params=params):
                 return bounded_call(lambda _: _count(client, params, self.limits.request_timeout),
-                                    **self._call_bounds())
+                                    **self._call_bounds(), http_client=getattr(client, "_client", None))
             case RunHooks(event=event, payload=payload, tool_name=tool_name):
                 assert self.hooks is not None
                 return self.hooks.run(event, payload, tool_name=tool_name)
