@@ -7,12 +7,12 @@ call then fails as a ``timeout``, and is retried like one. When no data has come
 (the whole answer of a call that does not stream, the next event of one that does), ``on_quiet(seconds)`` is
 called once for that stretch of silence, so that the user hears of the wait before the deadline.
 
-A sync call runs in a worker thread that the caller waits for; past the deadline it is left to end on its
-own (it touches nothing of the caller's: its result is dropped), and its stream is closed where the call
-registered one (``Progress.closer``). Workers are kept and reused (a new thread per call cost about 35 µs of
-CPU, a kept one about 11); a worker still busy with an abandoned call is not handed another until it is done,
-and a forked child starts with none (its parent's threads are not in it).
-An async call is cancelled, which closes its connection.
+A sync call through the SDK (an ``httpx2.Client`` underneath) runs in the caller's own thread: an httpx response
+hook reads its reply under the deadline, checked at every chunk, and one watchdog thread for all calls closes
+the reply when the deadline passes and says when a call has gone quiet. Any other sync call runs in a kept
+worker thread that the caller waits for (a forked child starts with none); past the deadline it is left to end on
+its own, its result dropped and its stream closed where the call registered one (``Progress.closer``). An async
+call is cancelled, which closes its connection.
 """
 
 from __future__ import annotations

@@ -307,7 +307,7 @@ def run_claude_code(scenario: Scenario, base_url: str, workdir: Path, timeout: f
         result["stderr"] = shorten(err.strip().splitlines()[-1], 300)
     result["events"] = dict(sorted(events.items()))
     shown = [a if a != str(settings) else "<settings.json>" for a in args]
-    notes = ["the demo tools are not Claude Code tools: it answers their calls with is_error results"] \
+    notes = ["the demo tools are not Claude Code tools: the scripted model calls its Bash tool instead (stand_ins)"] \
         if scenario.tools == "demo" else []
     if settings is not None and scenario.stop_hook is not None:
         notes.append(f"Stop hook: a command hook that blocks {scenario.stop_hook.times} time(s)")
