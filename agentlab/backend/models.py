@@ -14,10 +14,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from ..core.errors import ConfigError
-from ..core.paths import data_dir
+from ..core.paths import data_dir, read_dated_table
 
 MODELS_FILE = data_dir() / "models.yaml"
 _DATE_SUFFIX = re.compile(r"-\d{8}$")
@@ -51,15 +50,7 @@ class ModelTable:
 def load_models(path: str | Path = MODELS_FILE) -> ModelTable:
     """Read a model table; a malformed one raises ConfigError naming the file and the entry."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read the model table: {exc}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict):
-        raise ConfigError(f"{path}: expected a mapping with 'checked', 'source', 'default' and 'models'")
-    for key in ("checked", "source", "default"):
-        if not raw.get(key):
-            raise ConfigError(f"{path}: '{key}' is missing: a model table says when and where it was checked")
+    raw = read_dated_table(path, "model table", ("checked", "source", "default"))
     models: dict[str, ModelLimits] = {}
     for model, row in raw["models"].items():
         values = [row.get(k) if isinstance(row, dict) else None for k in ("context_window", "max_output")]

@@ -14,10 +14,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from .errors import ConfigError
-from .paths import data_dir
+from .paths import data_dir, read_dated_table
 
 PRICES_FILE = data_dir() / "prices.yaml"
 PRICE_FIELDS = ("input", "output", "cache_write", "cache_write_1h", "cache_read")
@@ -54,15 +53,7 @@ class PriceTable:
 def load_prices(path: str | Path = PRICES_FILE) -> PriceTable:
     """Read a price table; a malformed one raises ConfigError naming the file and the entry."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read the price table: {exc}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict):
-        raise ConfigError(f"{path}: expected a mapping with 'checked', 'source' and 'models'")
-    for key in ("checked", "source"):
-        if not raw.get(key):
-            raise ConfigError(f"{path}: '{key}' is missing: a price table says when and where it was checked")
+    raw = read_dated_table(path, "price table", ("checked", "source"))
     prices: dict[str, Price] = {}
     for model, row in raw["models"].items():
         if not isinstance(row, dict):

@@ -17,7 +17,7 @@ import os
 import stat
 from importlib.resources import files
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from .errors import ConfigError
 
@@ -120,3 +120,21 @@ def open_output(path: str | os.PathLike[str], mode: str, option: str) -> IO[str]
     os.set_blocking(fd, True)
     # a lone surrogate (from a model or a hook) is written as its JSON escape, \udXXX
     return os.fdopen(fd, mode, encoding="utf-8", errors="backslashreplace")
+
+
+def read_dated_table(path: str | os.PathLike[str], what: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """A YAML table that says when and where it was checked (``data/prices.yaml``, ``data/models.yaml``): a
+    mapping with a ``models`` mapping and every one of ``keys`` set; a ConfigError naming the file otherwise."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the {what}: {exc}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict):
+        named = ", ".join(f"'{k}'" for k in keys)
+        raise ConfigError(f"{path}: expected a mapping with {named} and 'models'")
+    for key in keys:
+        if not raw.get(key):
+            raise ConfigError(f"{path}: '{key}' is missing: a {what} says when and where it was checked")
+    return raw
