@@ -540,10 +540,13 @@ def test_async_replies_that_are_never_whole_end_error_api_with_the_cause(serve) 
 
 # --- Ctrl-C while read-only tools run together --------------------------------------------------------------
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_ctrl_c_while_tools_run_together_stops_at_once_and_leaves_the_history_alone(serve) -> None:
-    """One tool sends the process SIGINT (Ctrl-C) while the other holds until the test lets it go: the run
-    stops waiting at once, names the tool it cancelled, and the tool that ends later changes nothing."""
+CTRL_C_CALLS = [{"type": "tool_use", "id": "toolu_slow", "name": "slow", "input": {"path": "a"}},
+                {"type": "tool_use", "id": "toolu_int", "name": "interrupt", "input": {"path": "b"}}]
+
+
+def _slow_and_ctrl_c_tools():
+    """Two read-only tools that run together: ``slow`` holds until ``release`` is set (then sets ``ended``),
+    ``interrupt`` sends the process SIGINT, as Ctrl-C would."""
     import os
     import signal
     import threading
@@ -564,9 +567,17 @@ def test_ctrl_c_while_tools_run_together_stops_at_once_and_leaves_the_history_al
         os.kill(os.getpid(), signal.SIGINT)
         return "pressed"
 
-    calls = [{"type": "tool_use", "id": "toolu_slow", "name": "slow", "input": {"path": "a"}},
-             {"type": "tool_use", "id": "toolu_int", "name": "interrupt", "input": {"path": "b"}}]
-    server = serve(ok(message(calls, "tool_use")), ok(message([text("done")])))
+    return tools, release, ended
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_while_tools_run_together_stops_at_once_and_leaves_the_history_alone(serve) -> None:
+    """One tool sends the process SIGINT (Ctrl-C) while the other holds until the test lets it go: the run
+    stops waiting at once, names the tool it cancelled, and the tool that ends later changes nothing."""
+    import threading
+
+    tools, release, ended = _slow_and_ctrl_c_tools()
+    server = serve(ok(message(CTRL_C_CALLS, "tool_use")), ok(message([text("done")])))
     client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
     loop = AgentLoop(client, prompt="Go.", tools=tools, sleep=lambda s: None)
     from agentlab.core.tools import ToolsCancelled
@@ -594,29 +605,9 @@ def test_async_ctrl_c_while_tools_run_together_does_not_wait_for_them(serve) -> 
     """``asyncio.run`` waits at its end for the threads of its default executor: the tools run on a daemon
     thread of their own, so Ctrl-C ends the run while a tool still holds."""
     import asyncio
-    import os
-    import signal
-    import threading
 
-    release, ended = threading.Event(), threading.Event()
-    tools = ToolRegistry()
-
-    @tools.tool(read_only=True)
-    def slow(path: str) -> str:
-        """Read slowly."""
-        release.wait(120)
-        ended.set()
-        return "slow contents"
-
-    @tools.tool(read_only=True)
-    def interrupt(path: str) -> str:
-        """Press Ctrl-C."""
-        os.kill(os.getpid(), signal.SIGINT)
-        return "pressed"
-
-    calls = [{"type": "tool_use", "id": "toolu_slow", "name": "slow", "input": {"path": "a"}},
-             {"type": "tool_use", "id": "toolu_int", "name": "interrupt", "input": {"path": "b"}}]
-    server = serve(ok(message(calls, "tool_use")), ok(message([text("done")])))
+    tools, release, ended = _slow_and_ctrl_c_tools()
+    server = serve(ok(message(CTRL_C_CALLS, "tool_use")), ok(message([text("done")])))
     client = anthropic.AsyncAnthropic(base_url=server.url, api_key="x", max_retries=0)
     loop = AgentLoop(client, prompt="Go.", tools=tools, asleep=_no_wait)
     history: list[str] = []
