@@ -66,6 +66,34 @@ def test_every_event_kind_has_one_frozen_payload_class_that_round_trips():
             event.payload.extra = {}  # type: ignore[misc]
 
 
+@pytest.mark.parametrize("kind", EVENT_KINDS)
+def test_each_payloads_quick_init_makes_what_the_dataclass_init_makes(kind):
+    """Payloads are built by a generated __init__ that fills __dict__ at once: the same signature, defaults,
+    factories (a new dict each time) and instances as the frozen dataclass's own."""
+    import inspect
+
+    cls = PAYLOADS[kind]
+    reference = type("Reference", (cls,), {})  # a plain dataclass subclass keeps the generated dataclass __init__
+    reference = dataclasses.dataclass(frozen=True)(reference)
+    assert str(inspect.signature(cls)) == str(inspect.signature(reference))
+    names = [f.name for f in dataclasses.fields(cls) if f.name != "extra"]
+    given = {name: f"v{i}" for i, name in enumerate(names)}
+    for kwargs in ({}, given, {**given, "extra": {"note": "n"}}):
+        made, expected = cls(**kwargs), reference(**kwargs)
+        assert {f.name: getattr(made, f.name) for f in dataclasses.fields(cls)} == \
+            {f.name: getattr(expected, f.name) for f in dataclasses.fields(cls)}
+    first, second = cls(), cls()
+    assert first == second and hash(first) is not None if not any(
+        isinstance(getattr(first, n), dict) for n in names + ["extra"]) else first == second
+    assert first.extra is not second.extra  # the factory runs for each payload
+    positional = [given[n] for n in names]
+    assert cls(*positional) == cls(**given)
+    with pytest.raises(TypeError):
+        cls(**{"no_such_field": 1})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.extra = {}  # type: ignore[misc]
+
+
 def test_a_trace_line_written_before_typed_events_reads_back(tmp_path):
     """The JSONL shape is unchanged: a line with fewer keys, or keys a payload does not know, still loads,
     and the unknown keys are written back as they were."""

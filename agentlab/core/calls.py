@@ -162,7 +162,8 @@ class _Watchdog:
     due, and is woken by a new call only when that call's comes first."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # taken as it is by watch and forget (a Condition's own enter is slower)
+        self._cond = threading.Condition(self._lock)
         self._watches: dict[int, _Quiet] = {}
         self._count = 0
         self._wake_at: float | None = None  # when the thread wakes next (None: it waits for a watch)
@@ -170,7 +171,7 @@ class _Watchdog:
 
     def watch(self, progress: Progress, notice_s: float | None, on_quiet: Callable[[float], None] | None) -> int:
         quiet = _Quiet(progress, notice_s, on_quiet)
-        with self._cond:
+        with self._lock:
             self._count += 1
             self._watches[self._count] = quiet
             if self._thread is None:
@@ -185,7 +186,7 @@ class _Watchdog:
         return min(quiet.next_at(), quiet.progress.deadline)
 
     def forget(self, key: int) -> None:
-        with self._cond:
+        with self._lock:
             self._watches.pop(key, None)
 
     def _serve(self) -> None:

@@ -275,10 +275,50 @@ class ResultEvent(Payload):
     unpriced_models: Sequence[str] = ()
 
 
+class _Factory:
+    """The default of a field made by its factory, in a payload's ``__init__`` (shown as dataclasses show it)."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_FACTORY = _Factory()
+
+
+def _fast_init(cls: type[Payload]) -> None:
+    """Give ``cls`` an ``__init__`` with the dataclass's own signature (defaults and factories included) that fills
+    the instance's ``__dict__`` at once, instead of one ``object.__setattr__`` per field as a frozen dataclass does:
+    the loop makes several payloads per model call. The instances are the same (frozen, equal, hashable alike)."""
+    fields = dataclasses.fields(cls)
+    names: dict[str, Any] = {"cls": cls}
+    params: list[str] = []
+    kw_only: list[str] = []
+    body: list[str] = []
+    for f in fields:
+        if f.default is not dataclasses.MISSING:
+            names[f"_d_{f.name}"] = f.default
+            param = f"{f.name}=_d_{f.name}"
+            body.append(f"d[{f.name!r}] = {f.name}")
+        else:  # every payload field has a default or a factory
+            names[f"_f_{f.name}"] = f.default_factory
+            param = f"{f.name}=_FACTORY"
+            body.append(f"d[{f.name!r}] = _f_{f.name}() if {f.name} is _FACTORY else {f.name}")
+        (kw_only if f.kw_only else params).append(param)
+    names["_FACTORY"] = _FACTORY
+    signature = ", ".join(["self", *params, *(["*", *kw_only] if kw_only else [])])
+    source = f"def __init__({signature}):\n    d = self.__dict__\n    " + "\n    ".join(body)
+    exec(source, names)  # noqa: S102 - source made above from the class's own field names
+    names["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
+    names["__init__"].__annotations__ = dict(cls.__init__.__annotations__)
+    cls.__init__ = names["__init__"]  # type: ignore[method-assign]
+
+
 PAYLOADS: dict[EventKind, type[Payload]] = {cls.kind: cls for cls in (
     Start, Request, Waiting, Response, ApiError, RetryEvent, Fallback, TransitionEvent, Append, ToolRun, HookEvent,
     CompactionEvent, ResultEvent)}
 assert tuple(PAYLOADS) == EVENT_KINDS, "one payload class per event kind, in EVENT_KINDS order"
+for _payload_class in PAYLOADS.values():
+    _fast_init(_payload_class)
 
 
 def payload_from_data(kind: str, data: Mapping[str, Any]) -> Payload:

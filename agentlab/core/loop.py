@@ -95,7 +95,6 @@ from .transitions import (
     context_give_up,
     decide,
     finish,
-    note_cost,
     note_request,
     note_success,
     note_usage,
@@ -342,6 +341,7 @@ class AgentLoop:
         # cache_control markers the loop did not place (given messages, system or tools): while there are none,
         # a request's breakpoints are the ones placed, counted without reading the request again
         self._foreign_marks = has_breakpoints(self.messages, self.system, self._tool_schemas)
+        self._streaming_needed: dict[tuple[str, int], bool] = {}  # (model, max_tokens) -> the SDK's rule (_streams)
 
     # -- bounds and counts, read from the limits and the state -------------------------------------------
     @property
@@ -554,7 +554,8 @@ class AgentLoop:
         self._started = True
         self.trace.emit(Start(
             model=self.state.model, max_tokens=self.state.max_tokens, stream=self.stream, prompt=self.prompt,
-            limits=asdict(self.limits), context_window=self.context_window,
+            limits={f.name: getattr(self.limits, f.name) for f in fields(self.limits)},
+            context_window=self.context_window,
             tools=self.tools.names() if self.tools is not None else [], compaction=list(self.chain),
             thinking=self.thinking, cache=self.cache), 0)
         if self.prompt is None:
@@ -604,8 +605,15 @@ class AgentLoop:
 
     def _streams(self, params: dict[str, Any]) -> bool:
         """Whether this request goes as a stream: always with stream=True, else when the SDK requires it
-        (a max_tokens that implies more than 10 minutes of output), rather than forcing a timeout on it."""
-        return self.stream or needs_streaming(self.client, params)
+        (a max_tokens that implies more than 10 minutes of output), rather than forcing a timeout on it.
+        The SDK's answer depends only on the model and max_tokens: asked once per pair in a run."""
+        if self.stream:
+            return True
+        key = (params["model"], params["max_tokens"])
+        known = self._streaming_needed.get(key)
+        if known is None:
+            known = self._streaming_needed[key] = needs_streaming(self.client, params)
+        return known
 
     def _count_context(self) -> Steps[None]:
         """Replace the context estimate by the API's own count of the next request (when it answers)."""
@@ -647,23 +655,20 @@ class AgentLoop:
             message.clear()
             message.update(cleaned)
         usage = message.get("usage") or {}
-        self.state = note_usage(self.state, usage)
         model = message.get("model") or self.state.model
         cost = usage_cost(usage, model, self.prices)
-        self.state = note_cost(self.state, model, cost)
+        self.state = note_usage(self.state, usage, model, cost)
         content = message.get("content") or []
+        read, written = int(usage.get("cache_read_input_tokens") or 0), int(usage.get("cache_creation_input_tokens") or 0)
+        fresh, output = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
         if purpose == "turn":
-            self.meter.observe_usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
-                                     int(usage.get("cache_read_input_tokens") or 0),
-                                     int(usage.get("cache_creation_input_tokens") or 0))
+            self.meter.observe_usage(fresh, output, read, written)
         self.trace.emit(Response(
             purpose="turn" if purpose == "turn" else "summary", model=message.get("model"),
             stop_reason=message.get("stop_reason"), stop_sequence=message.get("stop_sequence"),
             stop_details=message.get("stop_details"), blocks=",".join(b["type"] for b in content), content=content,
-            input_tokens=int(usage.get("input_tokens") or 0), output_tokens=int(usage.get("output_tokens") or 0),
-            cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
-            cache_creation_input_tokens=int(usage.get("cache_creation_input_tokens") or 0),
-            cost_usd=cost, run_cost_usd=self.run_cost,
+            input_tokens=fresh, output_tokens=output, cache_read_input_tokens=read,
+            cache_creation_input_tokens=written, cost_usd=cost, run_cost_usd=self.run_cost,
             usage=usage, context_window=self.context_window, extra=surrogate_note(replaced)), call, wall_ms=wall)
 
     # -- performing a transition --------------------------------------------------------------------------
@@ -754,8 +759,9 @@ class AgentLoop:
         self._append({"role": "user", "content": text})
 
     def _append(self, message: Message) -> None:
+        """A message joins the history. Only a reply's blocks can bring cache_control markers the loop did not
+        place, and ``_merge_or_append_assistant`` looks for them; the loop's own messages carry none."""
         self.messages.append(message)
-        self._foreign_marks = self._foreign_marks or has_breakpoints([message])
         if message["role"] == "user":  # an assistant message is already counted in its response's usage
             self.meter.appended(message)
         self.state = after_append(self.state, message)
@@ -1182,12 +1188,14 @@ def _check_message(message: Any) -> Message | Failure:
     if not isinstance(message, dict) or message.get("type", "message") != "message":
         return bad(f"expected an object of type 'message', got {_clip(repr(message), 120)}")
     content = message.get("content")
-    if not isinstance(content, list) or not all(isinstance(b, dict) and isinstance(b.get("type"), str)
-                                                for b in content):
+    if not isinstance(content, list):
         return bad("content is not a list of blocks with a type")
     for block in content:
-        if block["type"] == "tool_use" and not (isinstance(block.get("id"), str) and isinstance(block.get("name"), str)
-                                                and isinstance(block.get("input"), dict)):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(kind, str):
+            return bad("content is not a list of blocks with a type")
+        if kind == "tool_use" and not (isinstance(block.get("id"), str) and isinstance(block.get("name"), str)
+                                       and isinstance(block.get("input"), dict)):
             return bad("a tool_use block lacks a string id, a string name or an object input")
     if message.get("stop_reason") is None:
         return bad("stop_reason is null (the answer did not finish)", "incomplete_response")

@@ -196,7 +196,7 @@ USAGE_KEYS: tuple[str, ...] = ("input_tokens", "output_tokens", "cache_read_inpu
 class LoopState:
     """Everything decide() needs to know about the run so far, and every count the Result reports.
 
-    Only the pure functions of this module make a new state (``note_request``, ``note_usage``, ``note_cost``,
+    Only the pure functions of this module make a new state (``note_request``, ``note_usage``,
     ``note_success``, ``advance``, ``after_append``, ``after_compaction``, ``after_stop_hooks``, ``finish``);
     the loop keeps the latest one.
     """
@@ -679,19 +679,16 @@ def note_request(state: LoopState) -> LoopState:
     return _evolve(state, requests=state.requests + 1)
 
 
-def note_usage(state: LoopState, usage: Mapping[str, Any] | None) -> LoopState:
-    """A message came back (any purpose): its usage joins the totals."""
+def note_usage(state: LoopState, usage: Mapping[str, Any] | None, model: str, cost: float | None) -> LoopState:
+    """A message of ``model`` came back (any purpose): its usage joins the totals, and its cost (None: the model
+    has no price, so the run's cost is unknown from now on)."""
     usage = usage or {}
-    return _evolve(state, usage={k: state.usage.get(k, 0) + int(usage.get(k) or 0) for k in USAGE_KEYS})
-
-
-def note_cost(state: LoopState, model: str, cost: float | None) -> LoopState:
-    """A message of ``model`` came back costing ``cost`` (None: the model has no price, so the run's cost is
-    unknown from now on)."""
-    if cost is None:
-        return state if model in state.unpriced_models else _evolve(
-            state, unpriced_models=(*state.unpriced_models, model))
-    return _evolve(state, cost_usd=state.cost_usd + cost)
+    totals = {k: state.usage.get(k, 0) + int(usage.get(k) or 0) for k in USAGE_KEYS}
+    if cost is not None:
+        return _evolve(state, usage=totals, cost_usd=state.cost_usd + cost)
+    if model in state.unpriced_models:
+        return _evolve(state, usage=totals)
+    return _evolve(state, usage=totals, unpriced_models=(*state.unpriced_models, model))
 
 
 def note_success(state: LoopState, message: Message | None = None) -> LoopState:
