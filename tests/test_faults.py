@@ -452,6 +452,58 @@ def test_model_text_and_a_tool_call_with_a_lone_surrogate_are_taken_in_as_u_fffd
     assert "note" not in loop.trace.of_kind("response")[1].data
 
 
+@pytest.mark.parametrize("split_at", [None, 1, 2, 3, 4, 5], ids=lambda n: "whole" if n is None else f"cut{n}")
+def test_a_surrogate_escape_is_seen_in_a_replys_bytes_even_when_a_chunk_cuts_it(split_at) -> None:
+    """The call's byte stream notes a JSON surrogate escape (the only way JSON carries a lone surrogate), so the
+    loop walks only a reply that has one; an escape cut across two chunks is seen all the same."""
+    import httpx2
+
+    from agentlab.core.calls import Progress, _DeadlineStream
+
+    body = b'{"text": "a \\ud800 b"}'
+    at = body.index(b"\\ud800") + (split_at or 0)
+    chunks = [body] if split_at is None else [body[:at], body[at:]]
+    for data, expected in ((chunks, True), ([b'{"text": "caf\\u00e9 \\\\ud800 is text"}'], True),
+                           ([b'{"text": "plain", "n": "\\u00e9"}'], False)):
+        progress = Progress()
+        progress.surrogate_escapes = False
+        assert b"".join(_DeadlineStream(httpx2.ByteStream(b"".join(data)) if len(data) == 1 else iter(data),
+                                        progress)) == b"".join(data)
+        assert progress.surrogate_escapes is expected
+
+
+def test_a_reply_in_memory_is_walked_for_lone_surrogates_only_when_its_bytes_escape_one(monkeypatch) -> None:
+    import httpx2
+
+    import agentlab.core.loop as loop_module
+    from agentlab.core.trace import without_lone_surrogates
+
+    walked: list[Any] = []
+
+    def counting(value: Any) -> Any:
+        walked.append(value)
+        return without_lone_surrogates(value)
+
+    monkeypatch.setattr(loop_module, "without_lone_surrogates", counting)
+    replies = [json.dumps(message([text("Plain \u00e9 text.")])).encode(),
+               json.dumps(message([text("Odd \ufffd text.")])).replace("\\ufffd", "\\ud800").encode()]
+    for body, note in zip(replies, (None, "1 lone surrogate(s)"), strict=True):
+        walked.clear()
+        transport = httpx2.MockTransport(lambda request, body=body: httpx2.Response(
+            200, content=body, headers={"content-type": "application/json"}))
+        client = anthropic.Anthropic(api_key="k", base_url="http://in.process", max_retries=0,
+                                     http_client=httpx2.Client(transport=transport))
+        loop = AgentLoop(client=client, prompt="hi", model="claude-sonnet-4-6", max_tokens=100)
+        result = loop.run()
+        response = loop.trace.of_kind("response")[0].data
+        assert result.subtype == "success"
+        if note is None:
+            assert not any(isinstance(v, dict) and "content" in v for v in walked) and "note" not in response
+            assert result.result == "Plain \u00e9 text."
+        else:
+            assert response["note"].startswith(note) and result.result == "Odd \ufffd text."
+
+
 def test_a_tool_output_with_a_lone_surrogate_is_sent_as_u_fffd(serve) -> None:
     tools = ToolRegistry()
 

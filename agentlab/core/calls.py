@@ -21,6 +21,7 @@ import asyncio
 import contextvars
 import os
 import queue
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -44,6 +45,9 @@ class Progress:
         self.closer: Callable[[], Any] | None = None
         self.deadline = float("inf")  # when the call must have ended (the inline path checks it at every chunk)
         self.expired = False          # the deadline passed while the reply came in
+        # whether the reply's bytes hold a JSON escape of a surrogate (\\ud800 to \\udfff), the only way JSON can
+        # carry a lone one; None when its bytes were not seen (any call but a sync one through httpx2)
+        self.surrogate_escapes: bool | None = None
 
     def tick(self) -> None:
         self.last = self.clock()
@@ -109,11 +113,16 @@ class _DeadlineStream(httpx2.SyncByteStream):
         self._inner, self._progress = inner, progress
 
     def __iter__(self) -> Iterator[bytes]:
+        progress = self._progress
+        tail = b""  # an escape cut in two by a chunk's end is found in the next chunk's window
         for chunk in self._inner:
-            self._progress.tick()
-            if self._progress.last > self._progress.deadline:
-                self._progress.expired = True
+            progress.tick()
+            if progress.last > progress.deadline:
+                progress.expired = True
                 raise httpx2.ReadTimeout("the call's deadline passed while the reply came in")
+            if not progress.surrogate_escapes and SURROGATE_ESCAPE.search(tail + chunk):
+                progress.surrogate_escapes = True
+            tail = chunk[-5:]
             yield chunk
 
     def close(self) -> None:
@@ -122,13 +131,25 @@ class _DeadlineStream(httpx2.SyncByteStream):
             close()
 
 
+# a JSON escape of a surrogate code point, \ud800 to \udfff: a reply without one cannot hold a lone surrogate
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+
+
 def _bound_reply(response: httpx2.Response) -> None:
-    """An httpx response hook: a reply to a bounded call is read under its deadline (any other passes as it is)."""
+    """An httpx response hook: a reply to a bounded call is read under its deadline (any other passes as it is),
+    and its bytes are looked at for surrogate escapes (``Progress.surrogate_escapes``) as they pass."""
     progress = _CURRENT.get()
-    if progress is not None:
+    if progress is None:
+        return
+    try:  # a reply whose body is already in memory (an in-process transport): nothing left to wait for
+        body = response.content
+    except httpx2.ResponseNotRead:
+        progress.surrogate_escapes = False  # so far: the stream below says when it sees one
         response.stream = _DeadlineStream(response.stream, progress)
         if progress.closer is None:
             progress.closer = response.close  # the watchdog closes it at the deadline
+        return
+    progress.surrogate_escapes = SURROGATE_ESCAPE.search(body) is not None
 
 
 def _hooked(http_client: httpx2.Client) -> None:

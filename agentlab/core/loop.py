@@ -341,6 +341,7 @@ class AgentLoop:
         # cache_control markers the loop did not place (given messages, system or tools): while there are none,
         # a request's breakpoints are the ones placed, counted without reading the request again
         self._foreign_marks = has_breakpoints(self.messages, self.system, self._tool_schemas)
+        self._reply_progress: Progress | None = None  # of the model call just performed (_noted)
         self._streaming_needed: dict[tuple[str, int], bool] = {}  # (model, max_tokens) -> the SDK's rule (_streams)
 
     # -- bounds and counts, read from the limits and the state -------------------------------------------
@@ -420,7 +421,7 @@ class AgentLoop:
         match effect:
             case CallModel(params=params, stream=stream):
                 return bounded_call(lambda progress: _send(client, params, stream, self.limits.request_timeout,
-                                                           progress), **self._call_bounds(),
+                                                           self._noted(progress)), **self._call_bounds(),
                                     http_client=getattr(client, "_client", None))
             case CountTokens(params=params):
                 return bounded_call(lambda _: _count(client, params, self.limits.request_timeout),
@@ -471,7 +472,7 @@ class AgentLoop:
         match effect:
             case CallModel(params=params, stream=stream):
                 return await abounded_call(lambda progress: _asend(client, params, stream,
-                                                                   self.limits.request_timeout, progress),
+                                                                   self.limits.request_timeout, self._noted(progress)),
                                            **self._call_bounds())
             case CountTokens(params=params):
                 return await abounded_call(lambda _: _acount(client, params, self.limits.request_timeout),
@@ -486,6 +487,11 @@ class AgentLoop:
                 return None
             case _:
                 assert_never(effect)
+
+    def _noted(self, progress: Progress) -> Progress:
+        """The progress of the model call being performed, kept for ``_record_response``."""
+        self._reply_progress = progress
+        return progress
 
     def _call_bounds(self) -> dict[str, Any]:
         """A call's whole deadline (the request timeout) and the notice of a quiet wait (see :mod:`.calls`): after
@@ -637,6 +643,7 @@ class AgentLoop:
             thinking_budget=(params.get("thinking") or {}).get("budget_tokens"),
             cache_breakpoints=breakpoints), call)
         started = self.clock()
+        self._reply_progress = None  # set by the driver that performs the call (see _record_response)
         outcome: Message | Failure = yield CallModel(params, stream)
         wall = (self.clock() - started) * 1000
         self._last_failure = outcome if isinstance(outcome, Failure) else None
@@ -650,7 +657,11 @@ class AgentLoop:
         return outcome
 
     def _record_response(self, call: int, message: Message, wall: float, *, purpose: str) -> None:
-        cleaned, replaced = without_lone_surrogates(message)
+        replaced = 0
+        progress = self._reply_progress
+        # JSON carries a lone surrogate only as an escape: a reply whose bytes were seen without one is not walked
+        if progress is None or progress.surrogate_escapes is not False:
+            cleaned, replaced = without_lone_surrogates(message)
         if replaced:  # text that could never be sent back (not UTF-8): taken in with U+FFFD; the event says so
             message.clear()
             message.update(cleaned)
@@ -659,8 +670,9 @@ class AgentLoop:
         cost = usage_cost(usage, model, self.prices)
         self.state = note_usage(self.state, usage, model, cost)
         content = message.get("content") or []
-        read, written = int(usage.get("cache_read_input_tokens") or 0), int(usage.get("cache_creation_input_tokens") or 0)
         fresh, output = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+        read = int(usage.get("cache_read_input_tokens") or 0)
+        written = int(usage.get("cache_creation_input_tokens") or 0)
         if purpose == "turn":
             self.meter.observe_usage(fresh, output, read, written)
         self.trace.emit(Response(
@@ -940,6 +952,7 @@ class AgentLoop:
                                 thinking_budget=(params.get("thinking") or {}).get("budget_tokens"),
                                 cache_breakpoints=breakpoints), call)
         started = self.clock()
+        self._reply_progress = None  # set by the driver that performs the call (see _record_response)
         outcome: Message | Failure = yield CallModel(params, stream)
         wall = (self.clock() - started) * 1000
         if isinstance(outcome, Failure):
