@@ -12,6 +12,7 @@ Payloads are deterministic: no timestamps, no addresses. The measured wall time 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
@@ -33,6 +34,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _names(cls: type) -> tuple[str, ...]:
+    """A payload class's field names in order, ``extra`` left out (read once per class, not per event)."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name != "extra")
+
+
 @dataclass(frozen=True)
 class Payload:
     """Base of every event payload: its kind, its JSONL form and the way back."""
@@ -41,13 +48,13 @@ class Payload:
     extra: Mapping[str, Any] = field(default_factory=dict, kw_only=True)
 
     def to_data(self) -> dict[str, Any]:
-        data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "extra"}
+        data = {name: _plain(getattr(self, name)) for name in _names(type(self))}
         data.update(self.extra)
         return data
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Payload:
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        names = _names(cls)
         known: dict[str, Any] = {k: v for k, v in data.items() if k in names}
         extra = {k: v for k, v in data.items() if k not in names}
         return cls(**known, extra=extra)
