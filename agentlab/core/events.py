@@ -12,7 +12,6 @@ Payloads are deterministic: no timestamps, no addresses. The measured wall time 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
@@ -34,10 +33,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@functools.cache
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _names(cls: type) -> tuple[str, ...]:
     """A payload class's field names in order, ``extra`` left out (read once per class, not per event)."""
-    return tuple(f.name for f in dataclasses.fields(cls) if f.name != "extra")
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.name != "extra")
+    return names
 
 
 @dataclass(frozen=True)

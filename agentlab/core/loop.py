@@ -786,10 +786,13 @@ class AgentLoop:
         results: list[dict[str, Any] | None] = [None] * len(t.tool_uses)
         runnable: list[tuple[int, str, str, Any]] = []
         stop: str | None = None
+        pre_hooks, post_hooks = self._has_hooks("PreToolUse"), self._has_hooks("PostToolUse")
         for i, use in enumerate(t.tool_uses):
             name, tool_input = use.get("name", ""), use.get("input", {})
-            pre = yield from self._hook("PreToolUse", {"tool_name": name, "tool_input": tool_input,
-                                                       "tool_use_id": use["id"]}, tool_name=name)
+            pre = None
+            if pre_hooks:
+                pre = yield from self._hook("PreToolUse", {"tool_name": name, "tool_input": tool_input,
+                                                           "tool_use_id": use["id"]}, tool_name=name)
             if pre is not None:
                 if pre.stop_loop:
                     stop = pre.stop_reason or "a PreToolUse hook said continue: false"
@@ -804,9 +807,11 @@ class AgentLoop:
         for (i, uid, name, tool_input), out in zip(runnable, outcomes, strict=True):
             content = out.content
             use = t.tool_uses[i]
-            post = yield from self._hook("PostToolUse", {"tool_name": name, "tool_input": tool_input,
-                                                         "tool_response": content, "tool_use_id": uid},
-                                         tool_name=name)
+            post = None
+            if post_hooks:
+                post = yield from self._hook("PostToolUse", {"tool_name": name, "tool_input": tool_input,
+                                                             "tool_response": content, "tool_use_id": uid},
+                                             tool_name=name)
             if post is not None:
                 if post.blocked and post.reason:
                     content += f"\n\nPostToolUse hook feedback: {post.reason}"
@@ -831,8 +836,11 @@ class AgentLoop:
         return block
 
     # -- hooks --------------------------------------------------------------------------------------------
+    def _has_hooks(self, event: str) -> bool:
+        return self.hooks is not None and self.hooks.has(event)
+
     def _hook(self, event: str, payload: dict[str, Any], *, tool_name: str | None = None) -> Steps[HookOutcome | None]:
-        if self.hooks is None or not self.hooks.has(event):
+        if not self._has_hooks(event):
             return None
         outcome: HookOutcome = yield RunHooks(event, payload, tool_name)
         for run in outcome.runs:
