@@ -66,8 +66,8 @@ def when(doc: dict[str, Any] | None) -> str:
 # -- the README's table: one row per script ----------------------------------------------------------------
 
 def _overhead_cell(doc: dict[str, Any] | None) -> str:
-    def ratio(clock: str, key: str, bold: bool = False) -> str:
-        return fig(get(doc, "ratios", clock, key), "{:.2f}", bold)
+    def ratio(clock: str, key: str, bold: bool = False) -> str:  # the median of the rounds' own ratios
+        return fig(get(doc, "paired_ratios", clock, key), "{:.2f}", bold)
 
     return (f"the loop's own overhead, agentlab (tools replayed)/bare = {ratio('cpu', 'replayed/bare', True)} CPU "
             f"({ratio('wall', 'replayed/bare')} wall; goal ≤ 1.10); agentlab/tool-runner = "

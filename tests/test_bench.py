@@ -53,6 +53,27 @@ def test_overhead_quick(tmp_path):
     assert figures["requests"] == figures["turns"] + 1
     assert set(figures["ratios"]["cpu"]) == {"agentlab/bare", "replayed/bare", "agentlab/tool-runner"}
     assert all(value > 0 for value in figures["ratios"]["wall"].values())
+    assert set(figures["paired_ratios"]["wall"]) == set(figures["ratios"]["wall"])
+    assert figures["pinned"] == "not pinned"  # a quick run leaves the test process on every core it had
+
+
+def test_overhead_pins_to_one_core_and_gives_the_others_back():
+    import os
+
+    overhead = script("overhead")
+    before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    with overhead.one_core() as pinned:
+        if before is not None and len(before) > 1:
+            assert pinned.startswith("pinned to core") and len(os.sched_getaffinity(0)) == 1
+    if before is not None:
+        assert os.sched_getaffinity(0) == before
+
+
+def test_paired_ratios_are_medians_of_each_rounds_own_ratio():
+    overhead = script("overhead")
+    times = {"agentlab": [2.0, 4.0, 9.0], "agentlab (tools replayed)": [1.5, 3.0, 6.0], "bare": [1.0, 2.0, 5.0],
+             "tool-runner": [4.0, 8.0, 10.0]}
+    assert overhead._paired(times) == {"agentlab/bare": 2.0, "replayed/bare": 1.5, "agentlab/tool-runner": 0.5}
 
 
 def test_overhead_profile_finds_the_loop(capsys):
