@@ -35,7 +35,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -349,15 +349,22 @@ RATIO_LABELS = {
 }
 
 
-def _paired(times: dict[str, list[float]]) -> dict[str, float]:
-    """The goal ratios as the median of each round's own ratio: the two ways of a pair ran back to back in the
-    same round, so a machine that slows down for a few seconds slows both, where the ratio of the two medians
-    takes each way's median from rounds the slowdown hit differently."""
+def _paired(times: dict[str, list[float]], baselines: Sequence[str] = (), whole: Sequence[str] = ()
+            ) -> dict[str, float]:
+    """The ratios as the median of each round's own ratio: the two ways of a pair ran in the same round, so a
+    machine that slows down for a few seconds slows both, where the ratio of the two medians takes each way's
+    median from rounds the slowdown hit differently. The keys are those of ``_ratios``."""
     def median_ratio(a: str, b: str) -> float:
         return statistics.median(x / y for x, y in zip(times[a], times[b], strict=True))
-    return {"agentlab/bare": median_ratio("agentlab", "bare"),
-            "replayed/bare": median_ratio("agentlab (tools replayed)", "bare"),
-            "agentlab/tool-runner": median_ratio("agentlab", "tool-runner")}
+    ratios = {"agentlab/bare": median_ratio("agentlab", "bare"),
+              "replayed/bare": median_ratio("agentlab (tools replayed)", "bare"),
+              "agentlab/tool-runner": median_ratio("agentlab", "tool-runner")}
+    ratios.update({ref: median_ratio(f"{ref} (tools replayed)", "bare") for ref in baselines})
+    for ref in whole:
+        ratios.update({f"{ref}: agentlab/bare": median_ratio(f"{ref}: agentlab", f"{ref}: bare"),
+                       f"{ref}: replayed/bare": median_ratio(f"{ref}: replayed", f"{ref}: bare"),
+                       f"{ref}: agentlab/tool-runner": median_ratio(f"{ref}: agentlab", f"{ref}: tool-runner")})
+    return ratios
 
 
 @contextlib.contextmanager
@@ -414,19 +421,23 @@ def main(argv: list[str] | None = None) -> dict:
             f"cpu {statistics.median(cpu[name]) * 1000 / calls:6.3f} ms per call")
     ratios = {clock: _ratios(times, args.baseline, args.whole_baseline)
               for clock, times in (("wall", wall), ("cpu", cpu))}
-    paired = {clock: _paired(times) for clock, times in (("wall", wall), ("cpu", cpu))}
+    paired = {clock: _paired(times, args.baseline, args.whole_baseline)
+              for clock, times in (("wall", wall), ("cpu", cpu))}
     out("  ratios, each the median of the rounds' own ratios (the figures the goals are judged on), then the "
         "ratio of the medians above:")
     for key, label in RATIO_LABELS.items():
         out(f"  {key:<22} = {paired['wall'][key]:.2f} wall, {paired['cpu'][key]:.2f} cpu   {label}; "
             f"ratio of medians {ratios['wall'][key]:.2f} wall, {ratios['cpu'][key]:.2f} cpu")
     for ref in args.baseline:
-        out(f"  {ref + ' replayed/bare':<22} = {ratios['wall'][ref]:.2f} wall, {ratios['cpu'][ref]:.2f} cpu   "
-            f"(agentlab at {ref}, tools replayed, this server)")
+        out(f"  {ref + ' replayed/bare':<22} = {paired['wall'][ref]:.2f} wall, {paired['cpu'][ref]:.2f} cpu   "
+            f"(agentlab at {ref}, tools replayed, this server); ratio of medians {ratios['wall'][ref]:.2f} wall, "
+            f"{ratios['cpu'][ref]:.2f} cpu")
     for ref in args.whole_baseline:
         for key in RATIO_LABELS:
-            out(f"  {ref + ': ' + key:<22} = {ratios['wall'][ref + ': ' + key]:.2f} wall, "
-                f"{ratios['cpu'][ref + ': ' + key]:.2f} cpu   (agentlab and its scripted server at {ref})")
+            name = f"{ref}: {key}"
+            out(f"  {name:<22} = {paired['wall'][name]:.2f} wall, {paired['cpu'][name]:.2f} cpu   (agentlab and its "
+                f"scripted server at {ref}); ratio of medians {ratios['wall'][name]:.2f} wall, "
+                f"{ratios['cpu'][name]:.2f} cpu")
     if args.profile:
         profile_agentlab(runs=2 if args.quick else 20, turns=turns, out=out)
     figures = {"turns": turns, "requests": calls, "rounds": rounds,
