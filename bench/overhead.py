@@ -16,12 +16,14 @@ run in turn (rotating which goes first) many times in one process, and the media
     .venv/bin/python bench/overhead.py               # 40 rounds; writes bench/results/overhead.json
     .venv/bin/python bench/overhead.py --profile     # plus where agentlab's time goes, by module
     .venv/bin/python bench/overhead.py --baseline REF  # plus agentlab at git REF, same rounds, same server
+    .venv/bin/python bench/overhead.py --instructions  # plus instructions per call under valgrind (load-proof)
     .venv/bin/python bench/overhead.py --quick       # a short run that checks the script (the tests run it)
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import cProfile
 import gc
@@ -29,6 +31,8 @@ import importlib
 import io
 import os
 import pstats
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -256,9 +260,9 @@ def whole_baseline(lab: ModuleType, ref: str, turns: int) -> dict[str, Callable]
     }
 
 
-def measure(rounds: int, turns: int = TURNS, baselines: dict[str, ModuleType] | None = None,
-            whole: dict[str, ModuleType] | None = None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Wall-clock and CPU seconds of each way's conversation, ``rounds`` times each, interleaved."""
+def build_ways(turns: int = TURNS, baselines: dict[str, ModuleType] | None = None,
+               whole: dict[str, ModuleType] | None = None) -> tuple[dict[str, Callable], int]:
+    """Each way's set-up (it returns the timed conversation and its check), and how many requests agentlab made."""
     scenario = build_scenario(turns)
     bodies = agentlab_bodies(scenario)
     outcomes = record_tool_outcomes(scenario)
@@ -272,13 +276,20 @@ def measure(rounds: int, turns: int = TURNS, baselines: dict[str, ModuleType] | 
         ways[f"{ref} (tools replayed)"] = prepare_baseline(lab, turns)
     for ref, lab in (whole or {}).items():
         ways.update(whole_baseline(lab, ref, turns))
+    return ways, len(bodies)
+
+
+def measure(rounds: int, turns: int = TURNS, baselines: dict[str, ModuleType] | None = None,
+            whole: dict[str, ModuleType] | None = None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall-clock and CPU seconds of each way's conversation, ``rounds`` times each, interleaved."""
+    ways, requests = build_ways(turns, baselines, whole)
     names = list(ways)
     for name in names:  # warm-up, and a check that each way completes the transcript
         conversation, check = ways[name]()
         conversation()
         calls = check()
-        if calls != len(bodies):
-            sys.exit(f"{name} made {calls} requests, agentlab made {len(bodies)}")
+        if calls != requests:
+            sys.exit(f"{name} made {calls} requests, agentlab made {requests}")
     times: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
@@ -291,6 +302,59 @@ def measure(rounds: int, turns: int = TURNS, baselines: dict[str, ModuleType] | 
             cpu[name].append(time.process_time() - cpu_started)
             check()
     return times, cpu
+
+
+# -- instructions per call, counted by valgrind: a figure the machine's load does not move -----------------------
+
+INSTRUCTION_RUNS = (2, 6)  # conversations in the two counted processes of a way: their difference is what is kept
+
+
+def count_runs(way: str, runs: int, converse: bool, turns: int, baselines: dict[str, ModuleType]) -> None:
+    """The child's work under valgrind: set ``way`` up ``runs`` times, and hold each conversation when
+    ``converse`` (a process that only sets up is counted too, and taken away)."""
+    ways, _ = build_ways(turns, baselines)
+    for _ in range(runs):
+        conversation, _check = ways[way]()
+        if converse:
+            conversation()
+
+
+def per_call(counts: dict[tuple[int, bool], int], requests: int) -> float:
+    """Instructions per model call from four counts, ``(runs, converse) -> instructions``: what the extra
+    conversations cost beyond their extra set-ups, per request. Start-up and one-time set-up cancel out."""
+    low, high = INSTRUCTION_RUNS
+    conversations = counts[(high, True)] - counts[(low, True)]
+    setups = counts[(high, False)] - counts[(low, False)]
+    return (conversations - setups) / ((high - low) * requests)
+
+
+_VALGRIND_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+def _count_instructions(way: str, runs: int, converse: bool, turns: int, refs: list[str]) -> int:
+    command = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+               sys.executable, str(Path(__file__).resolve()), "--count-way", way, "--count-runs", str(runs),
+               "--count-turns", str(turns), *(["--count-setup-only"] if not converse else []),
+               *[arg for ref in refs for arg in ("--baseline", ref)]]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    found = _VALGRIND_REFS.search(done.stderr)
+    if done.returncode != 0 or found is None:
+        sys.exit(f"valgrind could not count {way!r}: exit {done.returncode}\n{done.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def instructions(names: list[str], turns: int, refs: list[str]) -> dict[str, float]:
+    """Instructions per model call of each way (valgrind's cachegrind, four counted processes a way, as many at
+    once as there are cores)."""
+    if shutil.which("valgrind") is None:
+        sys.exit("--instructions needs valgrind (apt-get install -y valgrind)")
+    jobs = [(name, runs, converse) for name in names for runs in INSTRUCTION_RUNS for converse in (True, False)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        counts = list(pool.map(lambda job: _count_instructions(*job, turns, refs), jobs))
+    by_way: dict[str, dict[tuple[int, bool], int]] = {name: {} for name in names}
+    for (name, runs, converse), count in zip(jobs, counts, strict=True):
+        by_way[name][(runs, converse)] = count
+    return {name: per_call(by_way[name], turns + 1) for name in names}
 
 
 PROFILE_POINTS = (
@@ -403,8 +467,18 @@ def main(argv: list[str] | None = None) -> dict:
                         help="also time agentlab at this git ref, tools replayed (may be given more than once)")
     parser.add_argument("--whole-baseline", metavar="REF", action="append", default=[],
                         help="also time the four ways with agentlab at this git ref, its scripted server included")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the instructions per call of agentlab (tools replayed), bare and each "
+                             "--baseline under valgrind: a figure the machine's load does not move (minutes)")
+    for hidden in ("--count-way", "--count-runs", "--count-turns"):  # a counted child process (--instructions)
+        parser.add_argument(hidden, help=argparse.SUPPRESS)
+    parser.add_argument("--count-setup-only", action="store_true", help=argparse.SUPPRESS)
     add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.count_way is not None:
+        count_runs(args.count_way, int(args.count_runs), not args.count_setup_only, int(args.count_turns),
+                   {ref: baseline_lab(ref, i) for i, ref in enumerate(args.baseline)})
+        return {}
     turns, rounds = (4, 2) if args.quick else (TURNS, args.rounds)
     refs = [*args.baseline, *args.whole_baseline]
     labs = {ref: baseline_lab(ref, i) for i, ref in enumerate(refs)}
@@ -438,6 +512,14 @@ def main(argv: list[str] | None = None) -> dict:
             out(f"  {name:<22} = {paired['wall'][name]:.2f} wall, {paired['cpu'][name]:.2f} cpu   (agentlab and its "
                 f"scripted server at {ref}); ratio of medians {ratios['wall'][name]:.2f} wall, "
                 f"{ratios['cpu'][name]:.2f} cpu")
+    counted: dict[str, float] = {}
+    if args.instructions:
+        counted = instructions(["agentlab (tools replayed)", "bare", *[f"{ref} (tools replayed)"
+                                                                       for ref in args.baseline]], turns, args.baseline)
+        out(f"instructions per call, counted by valgrind (cachegrind; {INSTRUCTION_RUNS[1] - INSTRUCTION_RUNS[0]} "
+            "conversations beyond their set-up):")
+        for name, value in counted.items():
+            out(f"  {name:<26} {value / 1000:8.1f} thousand   /bare = {value / counted['bare']:.3f}")
     if args.profile:
         profile_agentlab(runs=2 if args.quick else 20, turns=turns, out=out)
     figures = {"turns": turns, "requests": calls, "rounds": rounds,
@@ -449,6 +531,8 @@ def main(argv: list[str] | None = None) -> dict:
                "paired_ratios": {clock: {name: round(value, 3) for name, value in values.items()}
                                  for clock, values in paired.items()},
                "pinned": pinned}
+    if counted:
+        figures["instructions_per_call"] = {name: round(value) for name, value in counted.items()}
     return record("overhead", figures, out.text, args=args,
                   command="bench/overhead.py" + (" --quick" if args.quick else f" --rounds {rounds}"))
 

@@ -69,6 +69,15 @@ def test_overhead_pins_to_one_core_and_gives_the_others_back():
         assert os.sched_getaffinity(0) == before
 
 
+def test_instructions_per_call_take_the_set_ups_and_the_start_away():
+    overhead = script("overhead")
+    low, high = overhead.INSTRUCTION_RUNS
+    start, setup, call, requests = 5_000_000, 300_000, 7_000, 21
+    counts = {(runs, converse): start + runs * setup + (runs * requests * call if converse else 0)
+              for runs in (low, high) for converse in (True, False)}
+    assert overhead.per_call(counts, requests) == call
+
+
 def test_paired_ratios_are_medians_of_each_rounds_own_ratio():
     overhead = script("overhead")
     times = {"agentlab": [2.0, 4.0, 9.0], "agentlab (tools replayed)": [1.5, 3.0, 6.0], "bare": [1.0, 2.0, 5.0],
