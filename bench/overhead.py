@@ -534,7 +534,7 @@ def main(argv: list[str] | None = None) -> dict:
     if counted:
         figures["instructions_per_call"] = {name: round(value) for name, value in counted.items()}
     return record("overhead", figures, out.text, args=args,
-                  command="bench/overhead.py" + (" --quick" if args.quick else f" --rounds {rounds}"))
+                  command=" ".join(["bench/overhead.py", *(sys.argv[1:] if argv is None else argv)]))
 
 
 if __name__ == "__main__":

@@ -69,10 +69,14 @@ def _overhead_cell(doc: dict[str, Any] | None) -> str:
     def ratio(clock: str, key: str, bold: bool = False) -> str:  # the median of the rounds' own ratios
         return fig(get(doc, "paired_ratios", clock, key), "{:.2f}", bold)
 
+    counted = get(doc, "instructions_per_call") or {}
+    replayed, bare = counted.get("agentlab (tools replayed)"), counted.get("bare")
+    instructions = (f"; instructions per call (valgrind) replayed/bare = {replayed / bare:.3f}"
+                    if replayed and bare else "")
     return (f"the loop's own overhead, agentlab (tools replayed)/bare = {ratio('cpu', 'replayed/bare', True)} CPU "
             f"({ratio('wall', 'replayed/bare')} wall; goal ≤ 1.10); agentlab/tool-runner = "
             f"{ratio('cpu', 'agentlab/tool-runner', True)} CPU ({ratio('wall', 'agentlab/tool-runner')} wall; "
-            f"goal ≤ 0.55); agentlab/bare {ratio('cpu', 'agentlab/bare')} CPU (bare runs no tools)")
+            f"goal ≤ 0.55); agentlab/bare {ratio('cpu', 'agentlab/bare')} CPU (bare runs no tools){instructions}")
 
 
 def _scaling_cell(doc: dict[str, Any] | None) -> str:
