@@ -655,3 +655,35 @@ def test_strategies_handle_ten_thousand_turns() -> None:
     for message in history:
         meter.appended(message)
     assert meter.tokens == sum(estimate_tokens(m) for m in history)
+
+
+@pytest.mark.parametrize("value", [
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "caf\u00e9 \"q\" \\ \n"}]},
+    [1, 2.5, -0.0, 1e300, float("nan"), float("inf"), None, True, False, "\U0001f600", "\x00\x1f"],
+    {1: "int key", 2.5: "float key", None: "null key", True: "bool key"},
+    "a bare string", 42, [], {},
+])
+def test_compact_json_writes_what_json_dumps_writes(value):
+    """The meter's encoder (json.dumps's C encoder, made once) gives the same text as json.dumps."""
+    from agentlab.core.compaction import compact_json, json_default
+    expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=json_default)
+    assert compact_json(value) == expected
+
+
+def test_compact_json_reports_a_value_that_holds_itself_as_json_dumps_does():
+    from agentlab.core.compaction import compact_json, estimate_tokens
+
+    loop: list = ["x"]
+    loop.append(loop)
+    with pytest.raises(ValueError, match="Circular reference"):
+        compact_json(loop)
+    with pytest.raises(ValueError, match="Circular reference"):
+        estimate_tokens({"content": loop})
+
+
+def test_compact_json_encodes_sdk_models_through_json_default():
+    from anthropic.types import TextBlock
+
+    from agentlab.core.compaction import compact_json, json_default
+    value = {"content": [TextBlock(type="text", text="hi")]}
+    assert compact_json(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=json_default)
