@@ -660,7 +660,7 @@ def test_strategies_handle_ten_thousand_turns() -> None:
 @pytest.mark.parametrize("value", [
     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "caf\u00e9 \"q\" \\ \n"}]},
     [1, 2.5, -0.0, 1e300, float("nan"), float("inf"), None, True, False, "\U0001f600", "\x00\x1f"],
-    {1: "int key", 2.5: "float key", None: "null key", True: "bool key"},
+    {1: "int key", 2.5: "float key", None: "null key", False: "bool key"},
     "a bare string", 42, [], {},
 ])
 def test_compact_json_writes_what_json_dumps_writes(value):
