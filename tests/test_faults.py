@@ -504,6 +504,31 @@ def test_a_reply_in_memory_is_walked_for_lone_surrogates_only_when_its_bytes_esc
             assert response["note"].startswith(note) and result.result == "Odd \ufffd text."
 
 
+def test_a_streamed_reply_is_always_walked_for_lone_surrogates(monkeypatch) -> None:
+    """A streamed message is put together from events (a tool's input from pieces of JSON, where an escape may be
+    cut between two pieces): its bytes do not settle whether it holds a lone surrogate, so it is walked."""
+    import httpx2
+
+    import agentlab.core.loop as loop_module
+    from agentlab.core.trace import without_lone_surrogates
+
+    walked: list[Any] = []
+
+    def counting(value: Any) -> Any:
+        walked.append(value)
+        return without_lone_surrogates(value)
+
+    monkeypatch.setattr(loop_module, "without_lone_surrogates", counting)
+    body = b"".join(sse_events(message([text("Plain text.")])))
+    transport = httpx2.MockTransport(lambda request: httpx2.Response(
+        200, content=body, headers={"content-type": "text/event-stream"}))
+    client = anthropic.Anthropic(api_key="k", base_url="http://in.process", max_retries=0,
+                                 http_client=httpx2.Client(transport=transport))
+    loop = AgentLoop(client=client, prompt="hi", model="claude-sonnet-4-6", max_tokens=100, stream=True)
+    assert loop.run().result == "Plain text."
+    assert any(isinstance(v, dict) and v.get("content") == [{"type": "text", "text": "Plain text."}] for v in walked)
+
+
 def test_a_tool_output_with_a_lone_surrogate_is_sent_as_u_fffd(serve) -> None:
     tools = ToolRegistry()
 

@@ -1093,6 +1093,8 @@ def _send_streamed(client: anthropic.Anthropic, params: dict[str, Any], timeout:
             failed = _stream_failure(seen)
             if failed is not None:
                 return failed
+            if progress is not None:  # a message put together from events (a tool's input from pieces of JSON,
+                progress.surrogate_escapes = None  # an escape maybe cut between two): its bytes do not settle it
             return _check_message(events.get_final_message())
     except _SEND_ERRORS as exc:
         return _failure(exc, timeout)
