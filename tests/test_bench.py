@@ -78,6 +78,21 @@ def test_instructions_per_call_take_the_set_ups_and_the_start_away():
     assert overhead.per_call(counts, requests) == call
 
 
+def test_scaling_compares_each_large_run_with_the_small_runs_beside_it():
+    from types import SimpleNamespace
+
+    scaling = script("scaling")
+
+    def run(ms: float) -> SimpleNamespace:
+        return SimpleNamespace(per_call_ms=ms)
+
+    # the machine is twice as slow for the second half: the medians of all runs would give 3.3 / 4.0, but each
+    # large run is 1.1 times the small runs that ran beside it
+    sequence = [(10, run(2.2)), (1, run(2.0)), (1, run(4.0)), (10, run(4.4)), (1, run(4.0))]
+    assert abs(scaling.paired_ratio(sequence, 10) - 1.1) < 1e-9
+    assert scaling.paired_ratio([(1, run(1.0))], 10) is None
+
+
 def test_paired_ratios_are_medians_of_each_rounds_own_ratio():
     overhead = script("overhead")
     times = {"agentlab": [2.0, 4.0, 9.0], "agentlab (tools replayed)": [1.5, 3.0, 6.0], "bare": [1.0, 2.0, 5.0],
