@@ -413,24 +413,6 @@ RATIO_LABELS = {
 }
 
 
-def _paired(times: dict[str, list[float]], baselines: Sequence[str] = (), whole: Sequence[str] = ()
-            ) -> dict[str, float]:
-    """The ratios as the median of each round's own ratio: the two ways of a pair ran in the same round, so a
-    machine that slows down for a few seconds slows both, where the ratio of the two medians takes each way's
-    median from rounds the slowdown hit differently. The keys are those of ``_ratios``."""
-    def median_ratio(a: str, b: str) -> float:
-        return statistics.median(x / y for x, y in zip(times[a], times[b], strict=True))
-    ratios = {"agentlab/bare": median_ratio("agentlab", "bare"),
-              "replayed/bare": median_ratio("agentlab (tools replayed)", "bare"),
-              "agentlab/tool-runner": median_ratio("agentlab", "tool-runner")}
-    ratios.update({ref: median_ratio(f"{ref} (tools replayed)", "bare") for ref in baselines})
-    for ref in whole:
-        ratios.update({f"{ref}: agentlab/bare": median_ratio(f"{ref}: agentlab", f"{ref}: bare"),
-                       f"{ref}: replayed/bare": median_ratio(f"{ref}: replayed", f"{ref}: bare"),
-                       f"{ref}: agentlab/tool-runner": median_ratio(f"{ref}: agentlab", f"{ref}: tool-runner")})
-    return ratios
-
-
 @contextlib.contextmanager
 def one_core(wanted: bool = True) -> Iterator[str]:
     """Run on one core (the last allowed), where the system allows it, and give the others back after: the ways
@@ -447,15 +429,23 @@ def one_core(wanted: bool = True) -> Iterator[str]:
         os.sched_setaffinity(0, allowed)
 
 
-def _ratios(times: dict[str, list[float]], baselines: list[str], whole: list[str]) -> dict[str, float]:
-    m = {name: statistics.median(values) for name, values in times.items()}
-    ratios = {"agentlab/bare": m["agentlab"] / m["bare"], "replayed/bare": m["agentlab (tools replayed)"] / m["bare"],
-              "agentlab/tool-runner": m["agentlab"] / m["tool-runner"]}
-    ratios.update({ref: m[f"{ref} (tools replayed)"] / m["bare"] for ref in baselines})
+def _ratios(times: dict[str, list[float]], baselines: Sequence[str] = (), whole: Sequence[str] = (), *,
+            paired: bool = False) -> dict[str, float]:
+    """The ratios of the ways, as the ratio of their medians, or ``paired``: the median of each round's own ratio.
+    The two ways of a pair ran in the same round, so a machine that slows down for a few seconds slows both,
+    where the ratio of the two medians takes each way's median from rounds the slowdown hit differently."""
+    def ratio(a: str, b: str) -> float:
+        if paired:
+            return statistics.median(x / y for x, y in zip(times[a], times[b], strict=True))
+        return statistics.median(times[a]) / statistics.median(times[b])
+
+    ratios = {"agentlab/bare": ratio("agentlab", "bare"), "replayed/bare": ratio("agentlab (tools replayed)", "bare"),
+              "agentlab/tool-runner": ratio("agentlab", "tool-runner")}
+    ratios.update({ref: ratio(f"{ref} (tools replayed)", "bare") for ref in baselines})
     for ref in whole:
-        ratios.update({f"{ref}: agentlab/bare": m[f"{ref}: agentlab"] / m[f"{ref}: bare"],
-                       f"{ref}: replayed/bare": m[f"{ref}: replayed"] / m[f"{ref}: bare"],
-                       f"{ref}: agentlab/tool-runner": m[f"{ref}: agentlab"] / m[f"{ref}: tool-runner"]})
+        ratios.update({f"{ref}: agentlab/bare": ratio(f"{ref}: agentlab", f"{ref}: bare"),
+                       f"{ref}: replayed/bare": ratio(f"{ref}: replayed", f"{ref}: bare"),
+                       f"{ref}: agentlab/tool-runner": ratio(f"{ref}: agentlab", f"{ref}: tool-runner")})
     return ratios
 
 
@@ -495,7 +485,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"cpu {statistics.median(cpu[name]) * 1000 / calls:6.3f} ms per call")
     ratios = {clock: _ratios(times, args.baseline, args.whole_baseline)
               for clock, times in (("wall", wall), ("cpu", cpu))}
-    paired = {clock: _paired(times, args.baseline, args.whole_baseline)
+    paired = {clock: _ratios(times, args.baseline, args.whole_baseline, paired=True)
               for clock, times in (("wall", wall), ("cpu", cpu))}
     out("  ratios, each the median of the rounds' own ratios (the figures the goals are judged on), then the "
         "ratio of the medians above:")

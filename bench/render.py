@@ -82,11 +82,9 @@ def _overhead_cell(doc: dict[str, Any] | None) -> str:
 def _scaling_cell(doc: dict[str, Any] | None) -> str:
     streamed = get(doc, "streamed_memory_mb") or {}
     small, large = get(doc, "small"), get(doc, "large")
-    paired = get(doc, "paired_cpu_time_per_call_ratio") is not None  # each 10k run against the 1k runs beside it
-    cpu = get(doc, "paired_cpu_time_per_call_ratio" if paired else "cpu_time_per_call_ratio")
-    wall = get(doc, "paired_time_per_call_ratio" if paired else "time_per_call_ratio")
-    return (f"time per call 10k/1k = {fig(cpu, '{:.2f}', True)} CPU "
-            f"({fig(wall, '{:.2f}')} wall{', paired' if paired else ''}; flat = 1, linear growth = 10; "
+    # paired: each 10k run against the 1k runs just before and after it
+    return (f"time per call 10k/1k = {fig(get(doc, 'paired_cpu_time_per_call_ratio'), '{:.2f}', True)} CPU "
+            f"({fig(get(doc, 'paired_time_per_call_ratio'), '{:.2f}')} wall, paired; flat = 1, linear growth = 10; "
             "goal ≤ 1.10); "
             f"peak memory with `Trace(keep=False)` "
             f"{fig(streamed.get(str(small)), '{:.1f} MB')} at {fig(small, '{:,}')} turns and "

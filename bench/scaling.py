@@ -220,10 +220,9 @@ def main(argv: list[str] | None = None) -> dict | None:
             order.append(large)
         if i < args.small_runs:
             order.append(small)
-    sequence: list[tuple[int, Run]] = []  # (size, run) in the order they ran
-    for scenario in order:
-        sequence.append((len(scenario.steps) - 1, run_once(scenario)))
-        runs[sequence[-1][0]].append(sequence[-1][1])
+    sequence = [(len(scenario.steps) - 1, run_once(scenario)) for scenario in order]  # (size, run) as they ran
+    for size, run in sequence:
+        runs[size].append(run)
     out = Printer()
     figures = report(runs, args, out)
     paired = {clock: paired_ratio(sequence, args.large, attribute)
@@ -249,8 +248,7 @@ def paired_ratio(sequence: list[tuple[int, Run]], large: int, attribute: str = "
     for i, (size, run) in enumerate(sequence):
         if size != large:
             continue
-        beside = [other for j in (i - 1, i + 1) if 0 <= j < len(sequence)
-                  for other_size, other in [sequence[j]] if other_size != large]
+        beside = [sequence[j][1] for j in (i - 1, i + 1) if 0 <= j < len(sequence) and sequence[j][0] != large]
         if beside:
             ratios.append(getattr(run, attribute) / statistics.mean(getattr(other, attribute) for other in beside))
     return statistics.median(ratios) if ratios else None

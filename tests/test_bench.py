@@ -97,7 +97,8 @@ def test_paired_ratios_are_medians_of_each_rounds_own_ratio():
     overhead = script("overhead")
     times = {"agentlab": [2.0, 4.0, 9.0], "agentlab (tools replayed)": [1.5, 3.0, 6.0], "bare": [1.0, 2.0, 5.0],
              "tool-runner": [4.0, 8.0, 10.0]}
-    assert overhead._paired(times) == {"agentlab/bare": 2.0, "replayed/bare": 1.5, "agentlab/tool-runner": 0.5}
+    assert overhead._ratios(times, paired=True) == {"agentlab/bare": 2.0, "replayed/bare": 1.5,
+                                                    "agentlab/tool-runner": 0.5}
 
 
 def test_overhead_profile_finds_the_loop(capsys):
