@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .compaction import json_default, text_blocks
+from .compaction import c_encoder, compact_json, text_blocks
 
 EPHEMERAL = {"type": "ephemeral"}
 LOOKBACK_BLOCKS = 20          # the API looks for hits this many blocks before each breakpoint
@@ -98,7 +98,7 @@ _DECODER = json.JSONDecoder()
 def chars_without_breakpoints(obj: Any) -> int:
     """``len`` of the compact JSON of ``without_breakpoints(obj)`` (``ensure_ascii=False``, no spaces), from one
     encoding of ``obj`` with the markers' text taken out: no copy of the request is made."""
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=json_default)
+    text = compact_json(obj)
     if '"cache_control":' not in text:
         return len(text)
     removed = 0
@@ -119,9 +119,7 @@ def _refuse(obj: Any) -> Any:
 
 
 # json.dumps(block, sort_keys=True, ensure_ascii=False, separators=(",", ":")), with the encoder made once
-_C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # CPython's; None elsewhere
-_ENCODE = (_C_MAKE_ENCODER(None, _refuse, json.encoder.encode_basestring, None, ":", ",", True, False, True)
-           if _C_MAKE_ENCODER is not None else None)
+_ENCODE = c_encoder(_refuse, sort_keys=True)
 
 
 def _canonical(block: Any) -> str:

@@ -100,11 +100,19 @@ def json_default(obj: Any) -> Any:
     return str(obj)
 
 
-# json.dumps's own C encoder (None where the interpreter has none), set up once for compact_json: no
-# circularity markers, the ensure_ascii=False string encoder, compact separators, keys unsorted, NaN allowed.
-_ENCODE = (None if json.encoder.c_make_encoder is None else  # type: ignore[attr-defined]
-           json.encoder.c_make_encoder(None, json_default, json.encoder.encode_basestring,  # type: ignore[attr-defined]
-                                       None, ":", ",", False, False, True))
+def c_encoder(default: Callable[[Any], Any], *, sort_keys: bool) -> Callable[[Any, int], Any] | None:
+    """json.dumps's own C encoder, to be made once and called as ``"".join(encoder(value, 0))``: the text of
+    ``json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys, default=default)``, without
+    the circularity check. None where the interpreter has no C encoder (use json.dumps there)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    encoder: Callable[[Any, int], Any] = make(None, default, json.encoder.encode_basestring, None, ":", ",",
+                                                sort_keys, False, True)
+    return encoder
+
+
+_ENCODE = c_encoder(json_default, sort_keys=False)  # compact_json's
 
 
 def compact_json(obj: Any) -> str:

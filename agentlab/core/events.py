@@ -301,7 +301,7 @@ def _fast_init(cls: type[Payload]) -> None:
     the instance's ``__dict__`` at once, instead of one ``object.__setattr__`` per field as a frozen dataclass does:
     the loop makes several payloads per model call. The instances are the same (frozen, equal, hashable alike)."""
     fields = dataclasses.fields(cls)
-    names: dict[str, Any] = {"cls": cls}
+    names: dict[str, Any] = {}
     params: list[str] = []
     kw_only: list[str] = []
     body: list[str] = []
