@@ -14,6 +14,7 @@ core/         the decision and the loop; imports nothing else of agentlab
   cost          the dated price table applied to a response's usage (cost_usd)
   events        one frozen dataclass per event kind, with its JSONL form
   trace         the event stream (Trace), JSONL, a pandas frame
+  sdk           the SDK, imported with the collector paused and then frozen
   loop          AgentLoop: performs what ``decide()`` says (sync ``run()``, async ``arun()``)
 backend/      the scripted model: scenario files, the engine, ``agentlab serve``
 lab           a run built from a scenario or from flags (the one configuration path)
@@ -23,20 +24,13 @@ exercises/    the lessons' checks
 cli           the ``agentlab`` command; nothing imports it
 """
 
-import gc as _gc
+from __future__ import annotations
 
-# Importing the SDK and the rest makes some 200 000 objects that live as long as the process (modules,
-# classes, the SDK's pydantic models). The garbage collector, run again and again on the way, walks them and
-# finds nothing to free, and every full collection after that walks them again. So the collector is paused
-# while agentlab's modules load, and then everything alive is frozen (``gc.freeze()``): later collections
-# skip it. Frozen objects are still freed by reference counting; only a reference cycle among objects that
-# existed at this import (about a thousand objects of garbage the import itself left, and any cycle the
-# caller had already made) stays until ``gc.unfreeze()``. The import takes about a third less CPU, and a
-# Step or a CLI run pays less for each full collection. A caller that had turned the collector off finds
-# it off.
-_collecting = _gc.isenabled()
-_gc.disable()
-try:
+import gc as _gc
+import importlib as _importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
     from .backend.scenario import Scenario, list_scenarios, load_scenario
     from .backend.scripted import ScenarioEngine, scripted_client
     from .core.errors import AgentlabError, ConfigError, ScenarioError
@@ -44,11 +38,53 @@ try:
     from .core.trace import Event, Trace
     from .core.transitions import ROWS, Limits, LoopState, decide
     from .lab import run_scenario, scenario_loop
-finally:
-    _gc.freeze()
-    if _collecting:
-        _gc.enable()
-    del _collecting
+
+# Each name below is imported when it is first used, not by ``import agentlab``: the commands that serve, grade
+# or observe (and the pytest plugin) never load the SDK, whose import costs a second or two of CPU in every
+# process that makes it. ``agentlab grade`` runs in CI once per build; the agent it grades pays for its own SDK.
+_WHERE = {
+    "Scenario": ".backend.scenario", "list_scenarios": ".backend.scenario", "load_scenario": ".backend.scenario",
+    "ScenarioEngine": ".backend.scripted", "scripted_client": ".backend.scripted",
+    "AgentlabError": ".core.errors", "ConfigError": ".core.errors", "ScenarioError": ".core.errors",
+    "AgentLoop": ".core.loop", "Result": ".core.loop", "Event": ".core.trace", "Trace": ".core.trace",
+    "ROWS": ".core.transitions", "Limits": ".core.transitions", "LoopState": ".core.transitions",
+    "decide": ".core.transitions", "run_scenario": ".lab", "scenario_loop": ".lab",
+}
+_FIRST_USE = (".lab", ".core.loop", ".core.trace", ".backend.scripted")
+_LOADED = False
+
+
+def _load_everything() -> None:
+    """The first use of a package-level name loads the loop, the SDK and the scripted backend, with the
+    collector paused and what they made frozen afterwards (as ``agentlab.core.sdk`` does for the SDK alone):
+    later full collections skip those objects, which live as long as the process. A caller that had turned
+    the collector off finds it off."""
+    collecting = _gc.isenabled()
+    _gc.disable()
+    try:
+        for module in _FIRST_USE:
+            _importlib.import_module(module, __name__)
+    finally:
+        _gc.freeze()
+        if collecting:
+            _gc.enable()
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _LOADED:
+        _load_everything()
+        globals()["_LOADED"] = True
+    value = getattr(_importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "ROWS", "AgentLoop", "AgentlabError", "ConfigError", "Event", "Limits", "LoopState", "Result", "Scenario",

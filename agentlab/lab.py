@@ -18,8 +18,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import anthropic
-
 from .backend.scenario import Scenario, load_scenario
 from .backend.scripted import ScenarioEngine, scripted_async_client, scripted_client
 from .core.cost import PriceTable
@@ -27,6 +25,7 @@ from .core.errors import ConfigError
 from .core.hooks import Hooks
 from .core.loop import AgentLoop, Result
 from .core.paths import sandbox_dir
+from .core.sdk import anthropic
 from .core.tools import TestsState, ToolRegistry, demo_tools
 from .core.trace import Trace
 from .core.transitions import DEFAULT_MODEL, Limits

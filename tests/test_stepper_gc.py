@@ -7,6 +7,8 @@ import gc
 import subprocess
 import sys
 
+import pytest
+
 from agentlab.ui.widgets import Stepper
 
 
@@ -34,9 +36,10 @@ def _python(code: str) -> list[str]:
     return done.stdout.split()
 
 
-def test_importing_agentlab_freezes_what_it_loaded_and_leaves_the_collector_on():
+@pytest.mark.parametrize("load", ["from agentlab import AgentLoop", "import agentlab.core.loop"])
+def test_loading_the_loop_freezes_what_it_loaded_and_leaves_the_collector_on(load):
     enabled, frozen, walked, sdk_frozen, cycle_freed = _python(
-        "import gc, weakref, agentlab, anthropic.types\n"
+        f"import gc, weakref\n{load}\nimport anthropic.types\n"
         "print(gc.isenabled(), gc.get_freeze_count(), len(gc.get_objects()),\n"
         "      not any(o is anthropic.types.Message for o in gc.get_objects()))\n"
         "class Node: pass\n"
@@ -50,4 +53,17 @@ def test_importing_agentlab_freezes_what_it_loaded_and_leaves_the_collector_on()
 
 
 def test_a_collector_turned_off_before_the_import_stays_off():
-    assert _python("import gc; gc.disable(); import agentlab; print(gc.isenabled())") == ["False"]
+    assert _python("import gc; gc.disable(); from agentlab import Trace; print(gc.isenabled())") == ["False"]
+
+
+def test_the_commands_that_serve_and_grade_and_the_plugin_do_not_load_the_sdk():
+    """``import agentlab`` loads nothing; a package-level name loads the loop on first use; grading, serving
+    and the pytest plugin never need the SDK (its import is a second or two of CPU in each such process)."""
+    loaded = _python(
+        "import sys, agentlab, agentlab.cli, pytest_agentlab\n"
+        "from agentlab.observatory.grade import grade_main\n"
+        "from agentlab.backend.serve import serve_main\n"
+        "print('anthropic' in sys.modules)\n"
+        "agentlab.Limits\n"
+        "print('anthropic' in sys.modules, callable(agentlab.AgentLoop), 'AgentLoop' in dir(agentlab))")
+    assert loaded == ["False", "True", "True", "True"]

@@ -13,6 +13,7 @@ caching      where the loop puts cache_control breakpoints, and the prompt cache
 cost         the dated price table (data/prices.yaml) applied to a response's usage
 events       one frozen dataclass per event kind, with its JSONL form
 trace        the event stream: Trace, JSONL, a pandas frame
+sdk          the SDK, imported with the collector paused and what it made frozen
 calls        a model call with a deadline of its own, and a word when it has gone quiet
 loop         AgentLoop: asks ``decide()`` and performs what it says, with a sync or an async client
 """

@@ -34,7 +34,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Itera
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, TypeAlias, TypeVar, assert_never, cast
 
-import anthropic
 import httpx2
 
 from . import compaction as compaction_mod
@@ -59,6 +58,7 @@ from .events import (
     Waiting,
 )
 from .hooks import HookOutcome, Hooks
+from .sdk import anthropic
 from .tools import ToolOutcome, ToolRegistry, ToolsCancelled
 from .trace import Event, Trace, surrogate_note, without_lone_surrogates
 from .transitions import (

@@ -1,0 +1,28 @@
+"""The SDK, imported with the garbage collector paused and what it made frozen afterwards.
+
+Importing ``anthropic`` makes some 200 000 objects that live as long as the process (modules, classes, the
+SDK's pydantic models). The collector, run again and again on the way, walks them and finds nothing to free,
+and every full collection after that walks them again. So the collector is paused during the import, and then
+everything alive is frozen (``gc.freeze()``): later collections skip it. Frozen objects are still freed by
+reference counting; only a reference cycle among objects that existed at this import stays until
+``gc.unfreeze()``. The import takes about a third less CPU, and each full collection of a run walks far less.
+A caller that had turned the collector off finds it off. The loop and ``agentlab.lab`` import the SDK from
+here, so a program that imports ``agentlab.core.loop`` directly gets the same.
+"""
+
+from __future__ import annotations
+
+import gc
+
+_collecting = gc.isenabled()
+gc.disable()
+try:
+    import anthropic
+    import anthropic.types
+finally:
+    gc.freeze()
+    if _collecting:
+        gc.enable()
+    del _collecting
+
+__all__ = ["anthropic"]
