@@ -621,6 +621,17 @@ CTRL_C_CALLS = [{"type": "tool_use", "id": "toolu_slow", "name": "slow", "input"
                 {"type": "tool_use", "id": "toolu_int", "name": "interrupt", "input": {"path": "b"}}]
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt here as in a terminal, even where the suite was started in the background
+    (a child of ``make test &`` inherits SIGINT ignored, and then Python installs no handler of its own)."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def _slow_and_ctrl_c_tools():
     """Two read-only tools that run together: ``slow`` holds until ``release`` is set (then sets ``ended``),
     ``interrupt`` sends the process SIGINT, as Ctrl-C would."""
@@ -648,7 +659,7 @@ def _slow_and_ctrl_c_tools():
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_ctrl_c_while_tools_run_together_stops_at_once_and_leaves_the_history_alone(serve) -> None:
+def test_ctrl_c_while_tools_run_together_stops_at_once_and_leaves_the_history_alone(serve, ctrl_c_raises) -> None:
     """One tool sends the process SIGINT (Ctrl-C) while the other holds until the test lets it go: the run
     stops waiting at once, names the tool it cancelled, and the tool that ends later changes nothing."""
     import threading
@@ -678,7 +689,7 @@ def test_ctrl_c_while_tools_run_together_stops_at_once_and_leaves_the_history_al
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_async_ctrl_c_while_tools_run_together_does_not_wait_for_them(serve) -> None:
+def test_async_ctrl_c_while_tools_run_together_does_not_wait_for_them(serve, ctrl_c_raises) -> None:
     """``asyncio.run`` waits at its end for the threads of its default executor: the tools run on a daemon
     thread of their own, so Ctrl-C ends the run while a tool still holds."""
     import asyncio
