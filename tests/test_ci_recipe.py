@@ -47,8 +47,9 @@ def fewer_scenarios(script: str) -> str:
 
 
 def bash(script: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    # nbval, installed here for the lessons and not in a framework's CI, is not loaded by the workflow's pytest
     full = {**os.environ, **env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-            "COLUMNS": "250"}
+            "COLUMNS": "250", "PYTEST_ADDOPTS": "-p no:nbval"}
     return subprocess.run(["bash", "-e", "-c", fewer_scenarios(script)], cwd=cwd, env=full, capture_output=True,
                           text=True, timeout=600)
 

@@ -328,8 +328,11 @@ def test_serve_in_grade_mode_answers_what_strict_mode_refuses(mode):
 # -- the pytest plugin -----------------------------------------------------------------------------------------------
 
 def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """pytest in a new process, as a framework's CI runs it. nbval, installed here for the lessons, is left out:
+    a maintainer's venv has no reason to hold it, and loading it (nbformat, jsonschema's format grammars) is
+    three seconds of CPU in each pytest process."""
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           *args], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                           "-p", "no:nbval", *args], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "COLUMNS": "250"})  # the short summary's lines are not cut
 
 
