@@ -26,7 +26,7 @@ cli           the ``agentlab`` command; nothing imports it
 
 from __future__ import annotations
 
-import gc as _gc
+import functools as _functools
 import importlib as _importlib
 from typing import TYPE_CHECKING, Any
 
@@ -50,33 +50,25 @@ _WHERE = {
     "ROWS": ".core.transitions", "Limits": ".core.transitions", "LoopState": ".core.transitions",
     "decide": ".core.transitions", "run_scenario": ".lab", "scenario_loop": ".lab",
 }
-_FIRST_USE = (".lab", ".core.loop", ".core.trace", ".backend.scripted")
-_LOADED = False
 
 
+@_functools.cache
 def _load_everything() -> None:
-    """The first use of a package-level name loads the loop, the SDK and the scripted backend, with the
-    collector paused and what they made frozen afterwards (as ``agentlab.core.sdk`` does for the SDK alone):
-    later full collections skip those objects, which live as long as the process. A caller that had turned
-    the collector off finds it off."""
-    collecting = _gc.isenabled()
-    _gc.disable()
-    try:
-        for module in _FIRST_USE:
+    """The first use of a package-level name loads the modules that hold them (the loop, the SDK, the scripted
+    backend) with the collector paused and what they made frozen afterwards, as ``agentlab.core.sdk`` does for
+    the SDK alone: later full collections skip those objects, which live as long as the process."""
+    from .core.sdk import collector_paused_then_frozen
+
+    with collector_paused_then_frozen():
+        for module in sorted(set(_WHERE.values())):
             _importlib.import_module(module, __name__)
-    finally:
-        _gc.freeze()
-        if collecting:
-            _gc.enable()
 
 
 def __getattr__(name: str) -> Any:
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if not _LOADED:
-        _load_everything()
-        globals()["_LOADED"] = True
+    _load_everything()
     value = getattr(_importlib.import_module(where, __name__), name)
     globals()[name] = value
     return value

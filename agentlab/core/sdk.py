@@ -13,16 +13,25 @@ here, so a program that imports ``agentlab.core.loop`` directly gets the same.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-_collecting = gc.isenabled()
-gc.disable()
-try:
+
+@contextmanager
+def collector_paused_then_frozen() -> Iterator[None]:
+    """The collector off for the block, then everything alive frozen; a collector that was off stays off."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
+
+
+with collector_paused_then_frozen():
     import anthropic
     import anthropic.types
-finally:
-    gc.freeze()
-    if _collecting:
-        gc.enable()
-    del _collecting
 
-__all__ = ["anthropic"]
+__all__ = ["anthropic", "collector_paused_then_frozen"]
