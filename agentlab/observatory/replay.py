@@ -396,148 +396,187 @@ def _final_branches(who: str, record: dict[str, Any], scenario: Scenario | None,
 def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
     """The behaviour record as an agentlab Trace: one call per recorded request, a transition after each
     response naming the branch that matches what the client did next, then the client's result."""
-    record = load_record(record)
-    try:
-        scenario: Scenario | None = load_scenario(record["scenario"])
-    except ScenarioError:
-        scenario = None
-    who = client_label(record)
-    requests = record["requests"]
-    window = (scenario.context_window if scenario else None) or DEFAULT_CONTEXT_WINDOW
-    trace = Trace()
-    first = requests[0] if requests else {}
-    trace.emit(Start(
-        model=first.get("model"), max_tokens=first.get("max_tokens"), stream=first.get("stream"),
-        prompt=scenario.prompt if scenario else None, limits=client_limits(record, scenario),
-        context_window=window, tools=[], compaction=[], extra={"client": record["client"],
-        "version": record["version"], "scenario": record["scenario"], "replay": True}), 0)
-    # Each request's diff is relative to the last request that was not a summary request (the recorder's
-    # rule), so the history is rebuilt from that request's messages and its response.
-    base_history: list[dict[str, Any]] = []
-    base_content: list[dict[str, Any]] = []
-    known: dict[str, dict[str, Any]] = {}   # every tool call answered so far, by id
-    usage = {"input_tokens": 0, "output_tokens": 0}
-    counts: dict[str, Any] = dict.fromkeys(COUNTED, 0)
-    hook_blocks = attempts = num_turns = 0
-    last_stop: str | None = None
+    return _Replay(load_record(record)).run()
 
-    def transition(call: int, branch: str, reason: str, terminal: bool = False, action: str | None = None) -> None:
+
+class _Replay:
+    """One record being turned into a trace, request by request, and what is known so far.
+
+    Each request's diff is relative to the last request that was not a summary request (the recorder's rule), so
+    the history is rebuilt from that request's messages and its response (``base_history``, ``base_content``).
+    """
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = record
+        try:
+            self.scenario: Scenario | None = load_scenario(record["scenario"])
+        except ScenarioError:
+            self.scenario = None
+        self.who = client_label(record)
+        self.requests: list[dict[str, Any]] = record["requests"]
+        self.window = (self.scenario.context_window if self.scenario else None) or DEFAULT_CONTEXT_WINDOW
+        self.trace = Trace()
+        self.history: list[dict[str, Any]] = []
+        self.base_history: list[dict[str, Any]] = []
+        self.base_content: list[dict[str, Any]] = []
+        self.known: dict[str, dict[str, Any]] = {}   # every tool call answered so far, by id
+        self.usage = {"input_tokens": 0, "output_tokens": 0}
+        self.counts: dict[str, Any] = dict.fromkeys(COUNTED, 0)
+        self.hook_blocks = self.attempts = self.num_turns = 0
+        self.last_stop: str | None = None
+
+    def run(self) -> Trace:
+        self._start()
+        requests = self.requests
+        for i, request in enumerate(requests):
+            purpose: Purpose = "summary" if request.get("action") == "summary" and request.get("kind") == "summary" \
+                and not (i > 0 and requests[i - 1].get("kind") == "summary") else "turn"
+            message, content = self._call(request, purpose)
+            if i == 0 or not (request.get("appended") or {}).get("summary_request"):
+                self.base_history, self.base_content = self.history, content
+            step = _Step(request, message)
+            nxt = requests[i + 1] if i + 1 < len(requests) else None
+            if nxt is None:
+                self._ended(step)
+                break
+            if purpose == "summary":  # a summary call has no decision of its own: the history is compacted
+                self._compacted(request["n"], nxt)
+            else:
+                self._decided(step, nxt)
+        self._result()
+        return self.trace
+
+    def _start(self) -> None:
+        record, scenario = self.record, self.scenario
+        first = self.requests[0] if self.requests else {}
+        self.trace.emit(Start(
+            model=first.get("model"), max_tokens=first.get("max_tokens"), stream=first.get("stream"),
+            prompt=scenario.prompt if scenario else None, limits=client_limits(record, scenario),
+            context_window=self.window, tools=[], compaction=[], extra={"client": record["client"],
+            "version": record["version"], "scenario": record["scenario"], "replay": True}), 0)
+        self.history, added = _apply_diff([], first.get("appended") or {}, [])
+        self._append(0, added)
+
+    def _transition(self, call: int, branch: str, reason: str, terminal: bool = False,
+                    action: str | None = None) -> None:
         for name, counted in COUNTED.items():
             if branch in counted:
-                counts[name] += 1
-        trace.emit(TransitionEvent(
+                self.counts[name] += 1
+        self.trace.emit(TransitionEvent(
             branch=branch, row=ROW_OF.get(branch, "—"), reason=reason,
             type="End" if terminal else next((t for b, t in BRANCH_TYPES.items() if b == branch), "Other"),
-            subtype=ending(record) if terminal else None, num_turns=num_turns,
+            subtype=ending(self.record) if terminal else None, num_turns=self.num_turns,
             extra={"client_action": action, "replay": True}), call)
 
-    def append(call: int, messages: list[dict[str, Any]]) -> None:
+    def _append(self, call: int, messages: list[dict[str, Any]]) -> None:
         for m in messages:
             blocks = ",".join(str(b.get("type")) for b in m["content"])
-            trace.emit(Append(role=m["role"], merged=m["merged"], content=m["content"],
-                                        blocks=blocks or "(empty)"), call)
+            self.trace.emit(Append(role=m["role"], merged=m["merged"], content=m["content"],
+                                   blocks=blocks or "(empty)"), call)
 
-    history, added = _apply_diff([], first.get("appended") or {}, [])
-    append(0, added)
-    for i, request in enumerate(requests):
-        n = request["n"]
-        purpose: Purpose = "summary" if request.get("action") == "summary" and request.get("kind") == "summary" \
-            and not (i > 0 and requests[i - 1].get("kind") == "summary") else "turn"
+    def _call(self, request: dict[str, Any], purpose: Purpose) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """The request's events: the request, then its error or its response (the message and its content)."""
+        n, window = request["n"], self.window
         body = {"model": request.get("model"), "max_tokens": request.get("max_tokens"),
-                "stream": request.get("stream"), "messages": history}
-        trace.emit(Request(
+                "stream": request.get("stream"), "messages": self.history}
+        self.trace.emit(Request(
             model=request.get("model"), max_tokens=request.get("max_tokens"), stream=request.get("stream"),
-            messages=(request.get("appended") or {}).get("messages_after", len(history)),
-            context_tokens=estimate_tokens(history), context_window=window, purpose=purpose,
+            messages=(request.get("appended") or {}).get("messages_after", len(self.history)),
+            context_tokens=estimate_tokens(self.history), context_window=window, purpose=purpose,
             extra={"estimated": True, "client_action": request.get("action")}), n)
         status = request["reply"].get("status", 200)
-        scripted = _scripted(scenario, request, body)
-        message: dict[str, Any] | None = None
-        content: list[dict[str, Any]] = []
+        scripted = _scripted(self.scenario, request, body)
         if status >= 400:
-            attempts += 1
-            trace.emit(ApiError(
+            self.attempts += 1
+            self.trace.emit(ApiError(
                 status=status, error_type=request["reply"].get("error"),
-                message=_error_message(request, scripted, scenario, window), retry_after=None,
-                attempt=attempts, purpose=purpose), n)
-        else:
-            attempts = 0
-            message = scripted if scripted and "error" not in scripted else _placeholder(request)
-            content = message.get("content") or []
-            msg_usage = dict(message.get("usage") or {})
-            for key in usage:
-                usage[key] += int(msg_usage.get(key) or 0)
-            if purpose == "turn":
-                num_turns += 1
-                last_stop = message.get("stop_reason")
-            trace.emit(Response(
-                purpose=purpose, model=message.get("model"), stop_reason=message.get("stop_reason"),
-                stop_sequence=message.get("stop_sequence"), stop_details=message.get("stop_details"),
-                blocks=",".join(b["type"] for b in content), content=content,
-                input_tokens=int(msg_usage.get("input_tokens") or 0),
-                output_tokens=int(msg_usage.get("output_tokens") or 0), usage=msg_usage,
-                context_window=window, extra={"estimated": True}), n)
-            known.update({b["id"]: b for b in content if b.get("id")})
-        if i == 0 or not (request.get("appended") or {}).get("summary_request"):
-            base_history, base_content = history, content
-        step = _Step(request, message)
-        nxt = requests[i + 1] if i + 1 < len(requests) else None
-        if nxt is None:
-            finals = _final_branches(who, record, scenario, step, hook_blocks)
-            for k, (branch, reason) in enumerate(finals):
-                transition(n, branch, reason, terminal=k == len(finals) - 1 and branch != "complete")
-            break
-        if purpose == "summary":  # a summary call has no decision of its own: the history is compacted
-            new_history, added = _apply_diff(base_history, nxt["appended"], base_content, known)
-            trace.emit(CompactionEvent(
-                trigger="client", strategy=f"{record['client']} summary",
-                tokens_before=estimate_tokens(base_history), tokens_after=estimate_tokens(new_history),
-                messages_before=nxt["appended"].get("messages_before"),
-                messages_after=nxt["appended"].get("messages_after"),
-                removed=nxt["appended"].get("dropped"), context_before=estimate_tokens(history),
-                context_after=estimate_tokens(new_history), target=None, context_window=window,
-                extra={"estimated": True}), n)
-            history = new_history
-            append(n, added)
-            continue
-        branch, reason = _next_branch(who, step, nxt)
+                message=_error_message(request, scripted, self.scenario, window), retry_after=None,
+                attempt=self.attempts, purpose=purpose), n)
+            return None, []
+        self.attempts = 0
+        message = scripted if scripted and "error" not in scripted else _placeholder(request)
+        content = message.get("content") or []
+        msg_usage = dict(message.get("usage") or {})
+        for key in self.usage:
+            self.usage[key] += int(msg_usage.get(key) or 0)
+        if purpose == "turn":
+            self.num_turns += 1
+            self.last_stop = message.get("stop_reason")
+        self.trace.emit(Response(
+            purpose=purpose, model=message.get("model"), stop_reason=message.get("stop_reason"),
+            stop_sequence=message.get("stop_sequence"), stop_details=message.get("stop_details"),
+            blocks=",".join(b["type"] for b in content), content=content,
+            input_tokens=int(msg_usage.get("input_tokens") or 0),
+            output_tokens=int(msg_usage.get("output_tokens") or 0), usage=msg_usage,
+            context_window=window, extra={"estimated": True}), n)
+        self.known.update({b["id"]: b for b in content if b.get("id")})
+        return message, content
+
+    def _ended(self, step: _Step) -> None:
+        """The transition(s) after the last response; the last is terminal unless the turn merely completed."""
+        finals = _final_branches(self.who, self.record, self.scenario, step, self.hook_blocks)
+        for k, (branch, reason) in enumerate(finals):
+            self._transition(step.request["n"], branch, reason, terminal=k == len(finals) - 1 and branch != "complete")
+
+    def _compacted(self, n: int, nxt: dict[str, Any]) -> None:
+        """After a summary request: the history the client sent next, as a compaction."""
+        appended = nxt["appended"]
+        new_history, added = _apply_diff(self.base_history, appended, self.base_content, self.known)
+        self.trace.emit(CompactionEvent(
+            trigger="client", strategy=f"{self.record['client']} summary",
+            tokens_before=estimate_tokens(self.base_history), tokens_after=estimate_tokens(new_history),
+            messages_before=appended.get("messages_before"), messages_after=appended.get("messages_after"),
+            removed=appended.get("dropped"), context_before=estimate_tokens(self.history),
+            context_after=estimate_tokens(new_history), target=None, context_window=self.window,
+            extra={"estimated": True}), n)
+        self.history = new_history
+        self._append(n, added)
+
+    def _decided(self, step: _Step, nxt: dict[str, Any]) -> None:
+        """What the client did after a turn's reply, read from its next request: the branch and its events."""
+        request, n = step.request, step.request["n"]
+        branch, reason = _next_branch(self.who, step, nxt)
         if branch == "stop_hook_block":
-            transition(n, "complete", _completion_reason(who, request))
-        transition(n, branch, reason, action=nxt.get("action"))
+            self._transition(n, "complete", _completion_reason(self.who, request))
+        self._transition(n, branch, reason, action=nxt.get("action"))
         if branch == "stop_hook_block":
-            hook_blocks += 1
-            feedback = next(t for t in (nxt["appended"].get("injected_user_texts") or [])
-                            if is_stop_hook_text(t))
-            trace.emit(HookEvent(event="Stop", source=f"{record['client']} Stop hook", decision="block",
-                                   reason=feedback.split(":", 1)[-1].strip()), n)
+            self.hook_blocks += 1
+            feedback = next(t for t in (nxt["appended"].get("injected_user_texts") or []) if is_stop_hook_text(t))
+            self.trace.emit(HookEvent(event="Stop", source=f"{self.record['client']} Stop hook", decision="block",
+                                      reason=feedback.split(":", 1)[-1].strip()), n)
         if branch in ("api_retry", "api_fallback", "max_tokens_clamp"):
             if branch == "api_fallback":
-                trace.emit(Fallback(from_model=request.get("model"), to_model=nxt.get("model"),
-                                           cause="overloaded"), n)
-            trace.emit(RetryEvent(attempt=attempts, delay_s="?", model=nxt.get("model"),
-                                    reason=reason), n)
+                self.trace.emit(Fallback(from_model=request.get("model"), to_model=nxt.get("model"),
+                                         cause="overloaded"), n)
+            self.trace.emit(RetryEvent(attempt=self.attempts, delay_s="?", model=nxt.get("model"), reason=reason), n)
         if branch == "refusal_fallback":
-            trace.emit(Fallback(from_model=request.get("model"), to_model=nxt.get("model"),
-                                       cause="refusal"), n)
-        history, added = _apply_diff(base_history, nxt["appended"], base_content, known)
+            self.trace.emit(Fallback(from_model=request.get("model"), to_model=nxt.get("model"), cause="refusal"), n)
+        self.history, added = _apply_diff(self.base_history, nxt["appended"], self.base_content, self.known)
+        self._tool_runs(n, added)
+        self._append(n, added)
+
+    def _tool_runs(self, n: int, added: list[dict[str, Any]]) -> None:
+        """A ToolRun for each tool_result the client sent, with the call it answers."""
         for m in added:
             for block in m["content"]:
                 if block.get("type") == "tool_result":
-                    use = next((b for b in base_content if b.get("id") == block.get("tool_use_id")), {})
-                    trace.emit(ToolRun(id=block.get("tool_use_id"), name=use.get("name"),
-                                           input=use.get("input"), output=block.get("content"),
-                                           is_error=bool(block.get("is_error")), denied_by=None), n)
-        append(n, added)
-    result = record.get("result") or {}
-    trace.emit(ResultEvent(
-        type="result", subtype=ending(record), is_error=outcome(record) == "error",
-        num_turns=result.get("num_turns", num_turns), stop_reason=last_stop,
-        result=result.get("text", ""), requests=len(requests), usage=usage, model=requests[-1]["model"]
-        if requests else None, **counts,
-        extra={"client_stop_reason": result.get("stop_reason"), "client": record["client"],
-               "version": record["version"], "client_subtype": result.get("subtype"),
-               "exit_code": result.get("exit_code"), "estimated_usage": True}), requests[-1]["n"] if requests else 0)
-    return trace
+                    use = next((b for b in self.base_content if b.get("id") == block.get("tool_use_id")), {})
+                    self.trace.emit(ToolRun(id=block.get("tool_use_id"), name=use.get("name"),
+                                            input=use.get("input"), output=block.get("content"),
+                                            is_error=bool(block.get("is_error")), denied_by=None), n)
+
+    def _result(self) -> None:
+        record, requests = self.record, self.requests
+        result = record.get("result") or {}
+        self.trace.emit(ResultEvent(
+            type="result", subtype=ending(record), is_error=outcome(record) == "error",
+            num_turns=result.get("num_turns", self.num_turns), stop_reason=self.last_stop,
+            result=result.get("text", ""), requests=len(requests), usage=self.usage,
+            model=requests[-1]["model"] if requests else None, **self.counts,
+            extra={"client_stop_reason": result.get("stop_reason"), "client": record["client"],
+                   "version": record["version"], "client_subtype": result.get("subtype"),
+                   "exit_code": result.get("exit_code"), "estimated_usage": True}),
+            requests[-1]["n"] if requests else 0)
 
 
 def replay_branches(trace: Trace | list[Event]) -> list[str]:
