@@ -710,95 +710,99 @@ def validate_history(messages: list[Message], *, allow_pending_tool_use: bool = 
     if not messages:
         return ["history is empty"]
     problems: list[str] = []
-    n = len(messages)
+    last = len(messages) - 1
     prev_role: str | None = None
     users_in_row = 0
     pending: list[str] = []  # tool_use ids of the previous assistant message
-
     for i, msg in enumerate(messages):
         where = f"messages[{i}]"
-        if not isinstance(msg, dict):
-            problems.append(f"{where}: not a dict")
-            prev_role, pending, users_in_row = None, [], 0
-            continue
-        role = msg.get("role")
-        content = msg.get("content")
-        if role not in ("user", "assistant"):
-            problems.append(f"{where}: unknown role {role!r}")
+        role = msg.get("role") if isinstance(msg, dict) else None
+        if not isinstance(msg, dict) or role not in ("user", "assistant"):
+            problems.append(f"{where}: not a dict" if not isinstance(msg, dict) else f"{where}: unknown role {role!r}")
             prev_role, pending, users_in_row = None, [], 0
             continue
         if i == 0 and role != "user":
             problems.append(f"{where}: history must start with a user message, not {role}")
-
-        blocks: list[dict[str, Any]] = []
-        final_assistant = i == n - 1 and role == "assistant"
-        if isinstance(content, str):
-            if not content and not final_assistant:
-                problems.append(f"{where}: empty content")
-        elif isinstance(content, list):
-            if not content and not final_assistant:
-                problems.append(f"{where}: empty content")
-            for j, block in enumerate(content):
-                if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-                    problems.append(f"{where}.content[{j}]: block without a type")
-                else:
-                    blocks.append(block)
-        else:
-            problems.append(f"{where}: content must be a string or a list of blocks")
-        types = [b["type"] for b in blocks]
-
+        blocks = _typed_blocks(where, msg.get("content"), i == last and role == "assistant", problems)
         if pending and role != "user":
             problems.append(f"{where}: tool_use {', '.join(pending)} not answered (next message is {role})")
-
         if role == "assistant":
-            if prev_role == "assistant":
-                problems.append(f"{where}: two assistant messages in a row")
-            if "tool_result" in types:
-                problems.append(f"{where}: tool_result in an assistant message")
-            ids = [str(b.get("id")) for b in blocks if b["type"] == "tool_use"]
-            for b in blocks:
-                if b["type"] == "tool_use" and (not b.get("id") or not b.get("name")):
-                    problems.append(f"{where}: tool_use without id or name")
-            if len(set(ids)) != len(ids):
-                problems.append(f"{where}: duplicate tool_use ids")
-            if ids and i == n - 1 and not allow_pending_tool_use:
-                problems.append(f"{where}: tool_use {', '.join(ids)} not answered (history ends)")
-            pending = ids
+            pending = _assistant_problems(where, blocks, prev_role, i == last and not allow_pending_tool_use,
+                                          problems)
             users_in_row = 0
         else:
-            misplaced = sorted({t for t in types if t in _ASSISTANT_ONLY})
-            if misplaced:
-                problems.append(f"{where}: {', '.join(misplaced)} block in a user message")
-            result_ids = [str(b.get("tool_use_id")) for b in blocks if b["type"] == "tool_result"]
-            if pending:
-                if not isinstance(content, list) or any(t != "tool_result" for t in types):
-                    problems.append(f"{where}: the reply to tool_use must hold only tool_result blocks")
-                missing = [t for t in pending if t not in result_ids]
-                extra = [t for t in result_ids if t not in pending]
-                if missing:
-                    problems.append(f"{where}: no tool_result for tool_use {', '.join(missing)}")
-                if extra:
-                    problems.append(
-                        f"{where}: tool_result {', '.join(extra)} has no tool_use in messages[{i - 1}]"
-                    )
-                if len(set(result_ids)) != len(result_ids):
-                    problems.append(f"{where}: duplicate tool_result ids")
-            else:
-                if result_ids:
-                    problems.append(
-                        f"{where}: tool_result {', '.join(result_ids)} lacks a tool_use in the prior message"
-                    )
-                if prev_role == "user":
-                    if not _is_plain_text(msg):
-                        problems.append(
-                            f"{where}: a user message may only follow a user message as plain text"
-                        )
-                    elif users_in_row >= 2:
-                        problems.append(f"{where}: more than two user messages in a row")
+            _user_problems(where, i, msg, blocks, pending, prev_role, users_in_row, problems)
             users_in_row += 1
             pending = []
         prev_role = role
     return problems
+
+
+def _typed_blocks(where: str, content: Any, may_be_empty: bool, problems: list[str]) -> list[dict[str, Any]]:
+    """The content's blocks that have a type (none for a string); a problem for an empty content (unless
+    ``may_be_empty``: the final assistant message), a block without a type, or content of another kind."""
+    if not isinstance(content, (str, list)):
+        problems.append(f"{where}: content must be a string or a list of blocks")
+        return []
+    if not content and not may_be_empty:
+        problems.append(f"{where}: empty content")
+    if isinstance(content, str):
+        return []
+    blocks: list[dict[str, Any]] = []
+    for j, block in enumerate(content):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            problems.append(f"{where}.content[{j}]: block without a type")
+        else:
+            blocks.append(block)
+    return blocks
+
+
+def _assistant_problems(where: str, blocks: list[dict[str, Any]], prev_role: str | None, ends_unanswered: bool,
+                        problems: list[str]) -> list[str]:
+    """An assistant message's problems; returns its tool_use ids, which the next message must answer.
+    ``ends_unanswered``: it is the last message and unanswered tool calls are not allowed there."""
+    if prev_role == "assistant":
+        problems.append(f"{where}: two assistant messages in a row")
+    if any(b["type"] == "tool_result" for b in blocks):
+        problems.append(f"{where}: tool_result in an assistant message")
+    uses = [b for b in blocks if b["type"] == "tool_use"]
+    ids = [str(b.get("id")) for b in uses]
+    problems.extend(f"{where}: tool_use without id or name" for b in uses if not b.get("id") or not b.get("name"))
+    if len(set(ids)) != len(ids):
+        problems.append(f"{where}: duplicate tool_use ids")
+    if ids and ends_unanswered:
+        problems.append(f"{where}: tool_use {', '.join(ids)} not answered (history ends)")
+    return ids
+
+
+def _user_problems(where: str, i: int, msg: Message, blocks: list[dict[str, Any]], pending: list[str],
+                   prev_role: str | None, users_in_row: int, problems: list[str]) -> None:
+    """A user message's problems: blocks only an assistant sends, and its tool_results against ``pending``, the
+    tool_use ids of the message before (or, with none pending, whether a user message may stand here)."""
+    types = [b["type"] for b in blocks]
+    misplaced = sorted({t for t in types if t in _ASSISTANT_ONLY})
+    if misplaced:
+        problems.append(f"{where}: {', '.join(misplaced)} block in a user message")
+    result_ids = [str(b.get("tool_use_id")) for b in blocks if b["type"] == "tool_result"]
+    if pending:
+        if not isinstance(msg.get("content"), list) or any(t != "tool_result" for t in types):
+            problems.append(f"{where}: the reply to tool_use must hold only tool_result blocks")
+        missing = [t for t in pending if t not in result_ids]
+        extra = [t for t in result_ids if t not in pending]
+        if missing:
+            problems.append(f"{where}: no tool_result for tool_use {', '.join(missing)}")
+        if extra:
+            problems.append(f"{where}: tool_result {', '.join(extra)} has no tool_use in messages[{i - 1}]")
+        if len(set(result_ids)) != len(result_ids):
+            problems.append(f"{where}: duplicate tool_result ids")
+        return
+    if result_ids:
+        problems.append(f"{where}: tool_result {', '.join(result_ids)} lacks a tool_use in the prior message")
+    if prev_role == "user":
+        if not _is_plain_text(msg):
+            problems.append(f"{where}: a user message may only follow a user message as plain text")
+        elif users_in_row >= 2:
+            problems.append(f"{where}: more than two user messages in a row")
 
 
 def _history_text(messages: list[Message]) -> str:
