@@ -17,6 +17,7 @@ run in turn (rotating which goes first) many times in one process, and the media
     .venv/bin/python bench/overhead.py --profile     # plus where agentlab's time goes, by module
     .venv/bin/python bench/overhead.py --baseline REF  # plus agentlab at git REF, same rounds, same server
     .venv/bin/python bench/overhead.py --instructions  # plus instructions per call under valgrind (load-proof)
+    .venv/bin/python bench/overhead.py --processes 5 # the rounds in 5 fresh processes; the median of their figures
     .venv/bin/python bench/overhead.py --quick       # a short run that checks the script (the tests run it)
 """
 
@@ -29,6 +30,7 @@ import cProfile
 import gc
 import importlib
 import io
+import json
 import os
 import pstats
 import re
@@ -449,9 +451,109 @@ def _ratios(times: dict[str, list[float]], baselines: Sequence[str] = (), whole:
     return ratios
 
 
+def _ratio_lines(out: Callable[..., None], ratios: dict, paired: dict, baselines: Sequence[str],
+                 whole: Sequence[str]) -> None:
+    """The ratio lines: each the median of the rounds' own ratios, then the ratio of the medians."""
+    out("  ratios, each the median of the rounds' own ratios (the figures the goals are judged on), then the "
+        "ratio of the medians above:")
+    for key, label in RATIO_LABELS.items():
+        out(f"  {key:<22} = {paired['wall'][key]:.2f} wall, {paired['cpu'][key]:.2f} cpu   {label}; "
+            f"ratio of medians {ratios['wall'][key]:.2f} wall, {ratios['cpu'][key]:.2f} cpu")
+    for ref in baselines:
+        out(f"  {ref + ' replayed/bare':<22} = {paired['wall'][ref]:.2f} wall, {paired['cpu'][ref]:.2f} cpu   "
+            f"(agentlab at {ref}, tools replayed, this server); ratio of medians {ratios['wall'][ref]:.2f} wall, "
+            f"{ratios['cpu'][ref]:.2f} cpu")
+    for ref in whole:
+        for key in RATIO_LABELS:
+            name = f"{ref}: {key}"
+            out(f"  {name:<22} = {paired['wall'][name]:.2f} wall, {paired['cpu'][name]:.2f} cpu   (agentlab and its "
+                f"scripted server at {ref}); ratio of medians {ratios['wall'][name]:.2f} wall, "
+                f"{ratios['cpu'][name]:.2f} cpu")
+
+
+def one_process(args: argparse.Namespace, out: Callable[..., None]) -> dict:
+    """The rounds in this process: each way's time per call, the ratios, printed; the figures."""
+    turns, rounds = (4, 2) if args.quick else (TURNS, args.rounds)
+    labs = {ref: baseline_lab(ref, i) for i, ref in enumerate([*args.baseline, *args.whole_baseline])}
+    with one_core(wanted=not args.quick) as pinned:  # a quick run (the tests) leaves the test process as it is
+        wall, cpu = measure(rounds, turns, {ref: labs[ref] for ref in args.baseline},
+                            {ref: labs[ref] for ref in args.whole_baseline})
+    calls = turns + 1
+    out(f"overhead: {turns} tool turns + final answer ({calls} requests), {rounds} rounds interleaved, "
+        f"python {sys.version.split()[0]}, {pinned}; medians per call, wall-clock and CPU time of the process")
+    for name in wall:
+        out(f"  {name:<26} wall {statistics.median(wall[name]) * 1000 / calls:6.3f} ms per call "
+            f"(min {min(wall[name]) * 1000 / calls:.3f}, max {max(wall[name]) * 1000 / calls:.3f})   "
+            f"cpu {statistics.median(cpu[name]) * 1000 / calls:6.3f} ms per call")
+    ratios = {clock: _ratios(times, args.baseline, args.whole_baseline)
+              for clock, times in (("wall", wall), ("cpu", cpu))}
+    paired = {clock: _ratios(times, args.baseline, args.whole_baseline, paired=True)
+              for clock, times in (("wall", wall), ("cpu", cpu))}
+    _ratio_lines(out, ratios, paired, args.baseline, args.whole_baseline)
+    return {"turns": turns, "requests": calls, "rounds": rounds,
+            "ms_per_call": {clock: {name: round(statistics.median(values) * 1000 / calls, 4)
+                                    for name, values in times.items()}
+                            for clock, times in (("wall", wall), ("cpu", cpu))},
+            "ratios": {clock: {name: round(value, 3) for name, value in values.items()}
+                       for clock, values in ratios.items()},
+            "paired_ratios": {clock: {name: round(value, 3) for name, value in values.items()}
+                              for clock, values in paired.items()},
+            "pinned": pinned}
+
+
+def combine(runs: list[dict]) -> dict:
+    """The figures of several processes as one: every time and ratio the median of the processes' own; each
+    process's paired ratios are kept beside them, under ``processes``."""
+    def median_of(key: str) -> dict:
+        return {clock: {name: round(statistics.median(run[key][clock][name] for run in runs), 4 if key ==
+                                    "ms_per_call" else 3) for name in runs[0][key][clock]}
+                for clock in runs[0][key]}
+
+    first = runs[0]
+    return {"turns": first["turns"], "requests": first["requests"], "rounds": first["rounds"],
+            "ms_per_call": median_of("ms_per_call"), "ratios": median_of("ratios"),
+            "paired_ratios": median_of("paired_ratios"), "pinned": first["pinned"],
+            "processes": [run["paired_ratios"] for run in runs]}
+
+
+def across_processes(args: argparse.Namespace, out: Callable[..., None]) -> dict:
+    """``--processes K``: the rounds run in K fresh processes, one after the other, and their figures combined.
+    One process's ratios move by several hundredths from one run to the next on a shared machine, more than
+    the rounds inside it do; the median of a few processes is the steadier figure."""
+    runs = []
+    refs = [*(a for ref in args.baseline for a in ("--baseline", ref)),
+            *(a for ref in args.whole_baseline for a in ("--whole-baseline", ref))]
+    with tempfile.TemporaryDirectory(prefix="agentlab-overhead-") as folder:
+        for k in range(args.processes):
+            path = Path(folder) / f"{k}.json"
+            command = [sys.executable, str(Path(__file__).resolve()), "--rounds", str(args.rounds), "--out", str(path),
+                       *(["--quick"] if args.quick else []), *refs]
+            done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=REPO)
+            if done.returncode != 0:
+                sys.exit(f"process {k + 1} of {args.processes} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+            runs.append(json.loads(path.read_text(encoding="utf-8"))["figures"])
+    figures = combine(runs)
+    calls = figures["requests"]
+    out(f"overhead: {figures['turns']} tool turns + final answer ({calls} requests), {args.processes} processes of "
+        f"{figures['rounds']} rounds interleaved, python {sys.version.split()[0]}, {figures['pinned']}; per call, the "
+        "median of the processes' medians, wall-clock and CPU time")
+    for name, value in figures["ms_per_call"]["wall"].items():
+        each = [run["ms_per_call"]["wall"][name] for run in runs]
+        out(f"  {name:<26} wall {value:6.3f} ms per call (processes {min(each):.3f} to {max(each):.3f})   "
+            f"cpu {figures['ms_per_call']['cpu'][name]:6.3f} ms per call")
+    _ratio_lines(out, figures["ratios"], figures["paired_ratios"], args.baseline, args.whole_baseline)
+    for key in RATIO_LABELS:
+        out(f"  {key:<22} in each process: " + ", ".join(f"{run['paired_ratios']['cpu'][key]:.2f}" for run in runs)
+            + " cpu")
+    return figures
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--processes", type=int, default=1,
+                        help="run the rounds in this many fresh processes, one after the other, and record the "
+                             "median of their figures (each process's ratios are printed too)")
     parser.add_argument("--profile", action="store_true", help="also profile agentlab's loop by module")
     parser.add_argument("--baseline", metavar="REF", action="append", default=[],
                         help="also time agentlab at this git ref, tools replayed (may be given more than once)")
@@ -469,60 +571,21 @@ def main(argv: list[str] | None = None) -> dict:
         count_runs(args.count_way, int(args.count_runs), not args.count_setup_only, int(args.count_turns),
                    {ref: baseline_lab(ref, i) for i, ref in enumerate(args.baseline)})
         return {}
-    turns, rounds = (4, 2) if args.quick else (TURNS, args.rounds)
-    refs = [*args.baseline, *args.whole_baseline]
-    labs = {ref: baseline_lab(ref, i) for i, ref in enumerate(refs)}
-    with one_core(wanted=not args.quick) as pinned:  # a quick run (the tests) leaves the test process as it is
-        wall, cpu = measure(rounds, turns, {ref: labs[ref] for ref in args.baseline},
-                            {ref: labs[ref] for ref in args.whole_baseline})
-    calls = turns + 1
+    if args.processes < 1:
+        parser.error("--processes must be at least 1")
     out = Printer()
-    out(f"overhead: {turns} tool turns + final answer ({calls} requests), {rounds} rounds interleaved, "
-        f"python {sys.version.split()[0]}, {pinned}; medians per call, wall-clock and CPU time of the process")
-    for name in wall:
-        out(f"  {name:<26} wall {statistics.median(wall[name]) * 1000 / calls:6.3f} ms per call "
-            f"(min {min(wall[name]) * 1000 / calls:.3f}, max {max(wall[name]) * 1000 / calls:.3f})   "
-            f"cpu {statistics.median(cpu[name]) * 1000 / calls:6.3f} ms per call")
-    ratios = {clock: _ratios(times, args.baseline, args.whole_baseline)
-              for clock, times in (("wall", wall), ("cpu", cpu))}
-    paired = {clock: _ratios(times, args.baseline, args.whole_baseline, paired=True)
-              for clock, times in (("wall", wall), ("cpu", cpu))}
-    out("  ratios, each the median of the rounds' own ratios (the figures the goals are judged on), then the "
-        "ratio of the medians above:")
-    for key, label in RATIO_LABELS.items():
-        out(f"  {key:<22} = {paired['wall'][key]:.2f} wall, {paired['cpu'][key]:.2f} cpu   {label}; "
-            f"ratio of medians {ratios['wall'][key]:.2f} wall, {ratios['cpu'][key]:.2f} cpu")
-    for ref in args.baseline:
-        out(f"  {ref + ' replayed/bare':<22} = {paired['wall'][ref]:.2f} wall, {paired['cpu'][ref]:.2f} cpu   "
-            f"(agentlab at {ref}, tools replayed, this server); ratio of medians {ratios['wall'][ref]:.2f} wall, "
-            f"{ratios['cpu'][ref]:.2f} cpu")
-    for ref in args.whole_baseline:
-        for key in RATIO_LABELS:
-            name = f"{ref}: {key}"
-            out(f"  {name:<22} = {paired['wall'][name]:.2f} wall, {paired['cpu'][name]:.2f} cpu   (agentlab and its "
-                f"scripted server at {ref}); ratio of medians {ratios['wall'][name]:.2f} wall, "
-                f"{ratios['cpu'][name]:.2f} cpu")
-    counted: dict[str, float] = {}
+    figures = across_processes(args, out) if args.processes > 1 else one_process(args, out)
     if args.instructions:
         counted = instructions(["agentlab (tools replayed)", "bare", *[f"{ref} (tools replayed)"
-                                                                       for ref in args.baseline]], turns, args.baseline)
+                                                                       for ref in args.baseline]],
+                               figures["turns"], args.baseline)
         out(f"instructions per call, counted by valgrind (cachegrind; {INSTRUCTION_RUNS[1] - INSTRUCTION_RUNS[0]} "
             "conversations beyond their set-up):")
         for name, value in counted.items():
             out(f"  {name:<26} {value / 1000:8.1f} thousand   /bare = {value / counted['bare']:.3f}")
-    if args.profile:
-        profile_agentlab(runs=2 if args.quick else 20, turns=turns, out=out)
-    figures = {"turns": turns, "requests": calls, "rounds": rounds,
-               "ms_per_call": {clock: {name: round(statistics.median(values) * 1000 / calls, 4)
-                                       for name, values in times.items()}
-                               for clock, times in (("wall", wall), ("cpu", cpu))},
-               "ratios": {clock: {name: round(value, 3) for name, value in values.items()}
-                          for clock, values in ratios.items()},
-               "paired_ratios": {clock: {name: round(value, 3) for name, value in values.items()}
-                                 for clock, values in paired.items()},
-               "pinned": pinned}
-    if counted:
         figures["instructions_per_call"] = {name: round(value) for name, value in counted.items()}
+    if args.profile:
+        profile_agentlab(runs=2 if args.quick else 20, turns=figures["turns"], out=out)
     return record("overhead", figures, out.text, args=args,
                   command=" ".join(["bench/overhead.py", *(sys.argv[1:] if argv is None else argv)]))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,28 @@ def test_overhead_quick(tmp_path):
     assert all(value > 0 for value in figures["ratios"]["wall"].values())
     assert set(figures["paired_ratios"]["wall"]) == set(figures["ratios"]["wall"])
     assert figures["pinned"] == "not pinned"  # a quick run leaves the test process on every core it had
+
+
+def test_overhead_in_several_processes_records_the_median_of_theirs(tmp_path):
+    figures = script("overhead").main(["--quick", "--processes", "2", "--out", str(tmp_path / "o.json")])["figures"]
+    assert len(figures["processes"]) == 2
+    for key, value in figures["paired_ratios"]["cpu"].items():
+        each = [process["cpu"][key] for process in figures["processes"]]
+        assert value == round(statistics.median(each), 3), key
+
+
+def test_combined_figures_are_each_the_median_of_the_processes():
+    combine = script("overhead").combine
+
+    def run(ratio: float, ms: float) -> dict:
+        ratios = {"wall": {"replayed/bare": ratio}, "cpu": {"replayed/bare": ratio}}
+        return {"turns": 20, "requests": 21, "rounds": 40, "pinned": "pinned to core 1", "ratios": ratios,
+                "paired_ratios": ratios, "ms_per_call": {"wall": {"bare": ms}, "cpu": {"bare": ms}}}
+
+    figures = combine([run(1.2, 3.0), run(1.05, 1.0), run(1.1, 2.0)])
+    assert figures["paired_ratios"]["cpu"]["replayed/bare"] == 1.1 and figures["ms_per_call"]["wall"]["bare"] == 2.0
+    assert [p["cpu"]["replayed/bare"] for p in figures["processes"]] == [1.2, 1.05, 1.1]
+    assert figures["rounds"] == 40 and figures["requests"] == 21
 
 
 def test_overhead_pins_to_one_core_and_gives_the_others_back():
