@@ -66,17 +66,24 @@ def when(doc: dict[str, Any] | None) -> str:
 # -- the README's table: one row per script ----------------------------------------------------------------
 
 def _overhead_cell(doc: dict[str, Any] | None) -> str:
+    processes = get(doc, "processes") or []
+
     def ratio(clock: str, key: str, bold: bool = False) -> str:  # the median of the rounds' own ratios
         return fig(get(doc, "paired_ratios", clock, key), "{:.2f}", bold)
+
+    def spread(key: str) -> str:  # run in several processes: the figure is the median of theirs
+        each = [p["cpu"][key] for p in processes if key in p.get("cpu", {})]
+        return f", the median of {len(each)} processes ({min(each):.2f}–{max(each):.2f})" if len(each) > 1 else ""
 
     counted = get(doc, "instructions_per_call") or {}
     replayed, bare = counted.get("agentlab (tools replayed)"), counted.get("bare")
     instructions = (f"; instructions per call (valgrind) replayed/bare = {replayed / bare:.3f}"
                     if replayed and bare else "")
-    return (f"the loop's own overhead, agentlab (tools replayed)/bare = {ratio('cpu', 'replayed/bare', True)} CPU "
-            f"({ratio('wall', 'replayed/bare')} wall; goal ≤ 1.10); agentlab/tool-runner = "
-            f"{ratio('cpu', 'agentlab/tool-runner', True)} CPU ({ratio('wall', 'agentlab/tool-runner')} wall; "
-            f"goal ≤ 0.55); agentlab/bare {ratio('cpu', 'agentlab/bare')} CPU (bare runs no tools){instructions}")
+    return (f"the loop's own overhead, agentlab (tools replayed)/bare = {ratio('cpu', 'replayed/bare', True)} CPU"
+            f"{spread('replayed/bare')} ({ratio('wall', 'replayed/bare')} wall; goal ≤ 1.10); agentlab/tool-runner = "
+            f"{ratio('cpu', 'agentlab/tool-runner', True)} CPU{spread('agentlab/tool-runner')} "
+            f"({ratio('wall', 'agentlab/tool-runner')} wall; goal ≤ 0.55); "
+            f"agentlab/bare {ratio('cpu', 'agentlab/bare')} CPU (bare runs no tools){instructions}")
 
 
 def _scaling_cell(doc: dict[str, Any] | None) -> str:

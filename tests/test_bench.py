@@ -206,6 +206,17 @@ def test_a_figure_never_measured_says_so():
     assert "not measured" in render.table(partial).split("make_test.py")[1].splitlines()[0]
 
 
+def test_the_overhead_figure_of_several_processes_shows_their_range():
+    render = script("render")
+    ratios = {"replayed/bare": 1.13, "agentlab/tool-runner": 0.57, "agentlab/bare": 1.2}
+    one = {"figures": {"paired_ratios": {"cpu": ratios, "wall": ratios}}}
+    assert "processes" not in render._overhead_cell(one)
+    several = {"figures": {**one["figures"], "processes": [
+        {"cpu": {**ratios, "replayed/bare": value}} for value in (1.18, 1.11, 1.13)]}}
+    assert "= **1.13** CPU, the median of 3 processes (1.11–1.18) (1.13 wall; goal ≤ 1.10)" in \
+        render._overhead_cell(several)
+
+
 def test_an_unknown_block_is_named():
     render = script("render")
     with pytest.raises(SystemExit, match="bench:nonsense"):
