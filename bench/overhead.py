@@ -452,10 +452,9 @@ def _ratios(times: dict[str, list[float]], baselines: Sequence[str] = (), whole:
 
 
 def _ratio_lines(out: Callable[..., None], ratios: dict, paired: dict, baselines: Sequence[str],
-                 whole: Sequence[str]) -> None:
-    """The ratio lines: each the median of the rounds' own ratios, then the ratio of the medians."""
-    out("  ratios, each the median of the rounds' own ratios (the figures the goals are judged on), then the "
-        "ratio of the medians above:")
+                 whole: Sequence[str], second: str = "the ratio of the medians above") -> None:
+    """The ratio lines: each the median of the rounds' own ratios, then ``second`` (the ratio of the medians)."""
+    out(f"  ratios, each the median of the rounds' own ratios (the figures the goals are judged on), then {second}:")
     for key, label in RATIO_LABELS.items():
         out(f"  {key:<22} = {paired['wall'][key]:.2f} wall, {paired['cpu'][key]:.2f} cpu   {label}; "
             f"ratio of medians {ratios['wall'][key]:.2f} wall, {ratios['cpu'][key]:.2f} cpu")
@@ -541,7 +540,8 @@ def across_processes(args: argparse.Namespace, out: Callable[..., None]) -> dict
         each = [run["ms_per_call"]["wall"][name] for run in runs]
         out(f"  {name:<26} wall {value:6.3f} ms per call (processes {min(each):.3f} to {max(each):.3f})   "
             f"cpu {figures['ms_per_call']['cpu'][name]:6.3f} ms per call")
-    _ratio_lines(out, figures["ratios"], figures["paired_ratios"], args.baseline, args.whole_baseline)
+    _ratio_lines(out, figures["ratios"], figures["paired_ratios"], args.baseline, args.whole_baseline,
+                 "the median of each process's ratio of its medians")
     for key in RATIO_LABELS:
         out(f"  {key:<22} in each process: " + ", ".join(f"{run['paired_ratios']['cpu'][key]:.2f}" for run in runs)
             + " cpu")
