@@ -504,9 +504,9 @@ def combine(runs: list[dict]) -> dict:
     """The figures of several processes as one: every time and ratio the median of the processes' own; each
     process's paired ratios are kept beside them, under ``processes``."""
     def median_of(key: str) -> dict:
-        return {clock: {name: round(statistics.median(run[key][clock][name] for run in runs), 4 if key ==
-                                    "ms_per_call" else 3) for name in runs[0][key][clock]}
-                for clock in runs[0][key]}
+        digits = 4 if key == "ms_per_call" else 3  # as one process rounds them
+        return {clock: {name: round(statistics.median(run[key][clock][name] for run in runs), digits)
+                        for name in names} for clock, names in runs[0][key].items()}
 
     first = runs[0]
     return {"turns": first["turns"], "requests": first["requests"], "rounds": first["rounds"],

@@ -198,14 +198,14 @@ def test_the_plain_install_grades_from_the_command_line(slim):
     assert (slim["cwd"] / "grade.xml").read_text().startswith('<?xml version="1.0" encoding="utf-8"?>')
 
 
-def _plugin(slim: dict, command: str, scenarios: list[str]) -> subprocess.CompletedProcess:
+def _plugin(slim: dict, command: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(slim["bin"] / "python"), "-m", "pytest", "-p", "no:cacheprovider", "--agentlab-grade",
-                           command, "--agentlab-scenarios", ",".join(scenarios), "--junitxml", "grade.xml"],
+                           command, "--agentlab-scenarios", ",".join(CONTRAST), "--junitxml", "grade.xml"],
                           cwd=slim["cwd"], env=slim["env"], capture_output=True, text=True, timeout=600)
 
 
 def test_the_plugin_of_the_plain_install_fails_the_naive_loop_with_the_rules_named(slim):
-    done = _plugin(slim, f"python {REPO / 'examples' / 'naive_loop.py'}", CONTRAST)
+    done = _plugin(slim, f"python {REPO / 'examples' / 'naive_loop.py'}")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAILED agentlab-grade::pause_turn - pause_turn: pause_turn_resume failed" in done.stdout
     assert "FAILED agentlab-grade::max_tokens_give_up - max_tokens_give_up: bounded_max_tokens_recovery failed" \
@@ -215,6 +215,6 @@ def test_the_plugin_of_the_plain_install_fails_the_naive_loop_with_the_rules_nam
 
 def test_the_plugin_of_the_plain_install_passes_agentlabs_own_cli(slim):
     # the same scenarios: where the naive loop fails two, agentlab's own loop passes all three
-    done = _plugin(slim, "agentlab run --tools demo --web-search --prompt", CONTRAST)
+    done = _plugin(slim, "agentlab run --tools demo --web-search --prompt")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{len(CONTRAST)} passed" in done.stdout

@@ -716,9 +716,13 @@ def validate_history(messages: list[Message], *, allow_pending_tool_use: bool = 
     pending: list[str] = []  # tool_use ids of the previous assistant message
     for i, msg in enumerate(messages):
         where = f"messages[{i}]"
-        role = msg.get("role") if isinstance(msg, dict) else None
-        if not isinstance(msg, dict) or role not in ("user", "assistant"):
-            problems.append(f"{where}: not a dict" if not isinstance(msg, dict) else f"{where}: unknown role {role!r}")
+        if not isinstance(msg, dict):
+            problems.append(f"{where}: not a dict")
+            prev_role, pending, users_in_row = None, [], 0
+            continue
+        role = msg.get("role")
+        if role not in ("user", "assistant"):
+            problems.append(f"{where}: unknown role {role!r}")
             prev_role, pending, users_in_row = None, [], 0
             continue
         if i == 0 and role != "user":
