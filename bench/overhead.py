@@ -6,7 +6,9 @@ One scripted transcript of 20 tool turns and a final answer, run three ways thro
 
   agentlab     ``AgentLoop.run()``: decide(), tools, hooks check, context meter, trace events;
   bare         ``client.messages.create(**body)`` for each request body agentlab sent (taken from the
-               engine's record), one after the other: no loop, no tools, the floor;
+               engine's record), one after the other: no loop, no tools, what an SDK user pays per call;
+  bare (raw)   the same through ``client.messages.with_raw_response.create(**body)``, the reply's JSON read
+               as agentlab reads it (no ``Message`` model built): the floor under agentlab's own code;
   tool-runner  ``client.beta.messages.tool_runner(...).until_done()`` with ``@beta_tool`` functions that
                call the same demo tool code.
 
@@ -175,7 +177,7 @@ def prepare_agentlab(scenario: Scenario, outcomes: list | None = None, *, loop_f
     return lambda: loop.run() and None, check
 
 
-def prepare_bare(scenario: Scenario, bodies: list[dict], server: ModuleType | None = None
+def prepare_bare(scenario: Scenario, bodies: list[dict], server: ModuleType | None = None, *, raw: bool = False
                  ) -> tuple[Callable[[], None], Callable[[], int]]:
     engine = (server.ScenarioEngine if server else ScenarioEngine)(scenario)
     client = (server.scripted_client if server else scripted_client)(engine)
@@ -184,12 +186,16 @@ def prepare_bare(scenario: Scenario, bodies: list[dict], server: ModuleType | No
         for body in bodies:
             client.messages.create(**body)
 
+    def raw_conversation() -> None:
+        for body in bodies:
+            client.messages.with_raw_response.create(**body).http_response.json()
+
     def check() -> int:
         assert not engine.failures, engine.failures
         assert [r.body for r in engine.message_requests] == bodies, "the replay differs from agentlab's requests"
         return len(engine.message_requests)
 
-    return conversation, check
+    return (raw_conversation if raw else conversation), check
 
 
 def prepare_runner(scenario: Scenario, server: ModuleType | None = None
@@ -272,6 +278,7 @@ def build_ways(turns: int = TURNS, baselines: dict[str, ModuleType] | None = Non
         "agentlab": lambda: prepare_agentlab(scenario),
         "agentlab (tools replayed)": lambda: prepare_agentlab(scenario, outcomes),
         "bare": lambda: prepare_bare(scenario, bodies),
+        "bare (raw)": lambda: prepare_bare(scenario, bodies, raw=True),
         "tool-runner": lambda: prepare_runner(scenario),
     }
     for ref, lab in (baselines or {}).items():
@@ -412,7 +419,9 @@ RATIO_LABELS = {
     "agentlab/bare": "(bare runs no tools)",
     "replayed/bare": "(the loop's own overhead, tool work taken out; goal <= 1.10)",
     "agentlab/tool-runner": "(goal <= 0.55)",
+    "replayed/bare (raw)": "(the loop's own code alone: bare reading the reply's JSON as agentlab does)",
 }
+WHOLE_RATIOS = ("agentlab/bare", "replayed/bare", "agentlab/tool-runner")  # a --whole-baseline has no raw way
 
 
 @contextlib.contextmanager
@@ -442,7 +451,8 @@ def _ratios(times: dict[str, list[float]], baselines: Sequence[str] = (), whole:
         return statistics.median(times[a]) / statistics.median(times[b])
 
     ratios = {"agentlab/bare": ratio("agentlab", "bare"), "replayed/bare": ratio("agentlab (tools replayed)", "bare"),
-              "agentlab/tool-runner": ratio("agentlab", "tool-runner")}
+              "agentlab/tool-runner": ratio("agentlab", "tool-runner"),
+              "replayed/bare (raw)": ratio("agentlab (tools replayed)", "bare (raw)")}
     ratios.update({ref: ratio(f"{ref} (tools replayed)", "bare") for ref in baselines})
     for ref in whole:
         ratios.update({f"{ref}: agentlab/bare": ratio(f"{ref}: agentlab", f"{ref}: bare"),
@@ -463,7 +473,7 @@ def _ratio_lines(out: Callable[..., None], ratios: dict, paired: dict, baselines
             f"(agentlab at {ref}, tools replayed, this server); ratio of medians {ratios['wall'][ref]:.2f} wall, "
             f"{ratios['cpu'][ref]:.2f} cpu")
     for ref in whole:
-        for key in RATIO_LABELS:
+        for key in WHOLE_RATIOS:
             name = f"{ref}: {key}"
             out(f"  {name:<22} = {paired['wall'][name]:.2f} wall, {paired['cpu'][name]:.2f} cpu   (agentlab and its "
                 f"scripted server at {ref}); ratio of medians {ratios['wall'][name]:.2f} wall, "
@@ -576,7 +586,7 @@ def main(argv: list[str] | None = None) -> dict:
     out = Printer()
     figures = across_processes(args, out) if args.processes > 1 else one_process(args, out)
     if args.instructions:
-        counted = instructions(["agentlab (tools replayed)", "bare", *[f"{ref} (tools replayed)"
+        counted = instructions(["agentlab (tools replayed)", "bare", "bare (raw)", *[f"{ref} (tools replayed)"
                                                                        for ref in args.baseline]],
                                figures["turns"], args.baseline)
         out(f"instructions per call, counted by valgrind (cachegrind; {INSTRUCTION_RUNS[1] - INSTRUCTION_RUNS[0]} "

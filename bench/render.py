@@ -76,13 +76,20 @@ def _overhead_cell(doc: dict[str, Any] | None) -> str:
         return f", the median of {len(each)} processes ({min(each):.2f}–{max(each):.2f})" if len(each) > 1 else ""
 
     counted = get(doc, "instructions_per_call") or {}
-    replayed, bare = counted.get("agentlab (tools replayed)"), counted.get("bare")
+    replayed, bare, raw = (counted.get(k) for k in ("agentlab (tools replayed)", "bare", "bare (raw)"))
     instructions = (f"; instructions per call (valgrind) replayed/bare = {replayed / bare:.3f}"
                     if replayed and bare else "")
+    if instructions and raw:
+        instructions += f", replayed/bare (raw) = {replayed / raw:.3f}"
+    own = ""  # runs before the raw way was timed have no such ratio
+    if get(doc, "paired_ratios", "cpu", "replayed/bare (raw)") is not None:
+        own = (f"; the loop's own code alone, replayed/bare (raw) = {ratio('cpu', 'replayed/bare (raw)')} CPU"
+               f"{spread('replayed/bare (raw)')} (bare (raw) reads the reply's JSON as agentlab does, builds no "
+               "`Message`)")
     return (f"the loop's own overhead, agentlab (tools replayed)/bare = {ratio('cpu', 'replayed/bare', True)} CPU"
             f"{spread('replayed/bare')} ({ratio('wall', 'replayed/bare')} wall; goal ≤ 1.10); agentlab/tool-runner = "
             f"{ratio('cpu', 'agentlab/tool-runner', True)} CPU{spread('agentlab/tool-runner')} "
-            f"({ratio('wall', 'agentlab/tool-runner')} wall; goal ≤ 0.55); "
+            f"({ratio('wall', 'agentlab/tool-runner')} wall; goal ≤ 0.55){own}; "
             f"agentlab/bare {ratio('cpu', 'agentlab/bare')} CPU (bare runs no tools){instructions}")
 
 

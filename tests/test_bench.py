@@ -52,7 +52,10 @@ def _quick(name: str, tmp_path: Path, *, in_process: bool = True) -> dict:
 def test_overhead_quick(tmp_path):
     figures = _quick("overhead", tmp_path)
     assert figures["requests"] == figures["turns"] + 1
-    assert set(figures["ratios"]["cpu"]) == {"agentlab/bare", "replayed/bare", "agentlab/tool-runner"}
+    assert set(figures["ratios"]["cpu"]) == {"agentlab/bare", "replayed/bare", "agentlab/tool-runner",
+                                             "replayed/bare (raw)"}
+    assert set(figures["ms_per_call"]["cpu"]) == {"agentlab", "agentlab (tools replayed)", "bare", "bare (raw)",
+                                                  "tool-runner"}
     assert all(value > 0 for value in figures["ratios"]["wall"].values())
     assert set(figures["paired_ratios"]["wall"]) == set(figures["ratios"]["wall"])
     assert figures["pinned"] == "not pinned"  # a quick run leaves the test process on every core it had
@@ -119,9 +122,9 @@ def test_scaling_compares_each_large_run_with_the_small_runs_beside_it():
 def test_paired_ratios_are_medians_of_each_rounds_own_ratio():
     overhead = script("overhead")
     times = {"agentlab": [2.0, 4.0, 9.0], "agentlab (tools replayed)": [1.5, 3.0, 6.0], "bare": [1.0, 2.0, 5.0],
-             "tool-runner": [4.0, 8.0, 10.0]}
+             "bare (raw)": [0.5, 2.0, 4.0], "tool-runner": [4.0, 8.0, 10.0]}
     assert overhead._ratios(times, paired=True) == {"agentlab/bare": 2.0, "replayed/bare": 1.5,
-                                                    "agentlab/tool-runner": 0.5}
+                                                    "agentlab/tool-runner": 0.5, "replayed/bare (raw)": 1.5}
 
 
 def test_overhead_profile_finds_the_loop(capsys):
@@ -215,6 +218,18 @@ def test_the_overhead_figure_of_several_processes_shows_their_range():
         {"cpu": {**ratios, "replayed/bare": value}} for value in (1.18, 1.11, 1.13)]}}
     assert "= **1.13** CPU, the median of 3 processes (1.11–1.18) (1.13 wall; goal ≤ 1.10)" in \
         render._overhead_cell(several)
+    assert "own code alone" not in render._overhead_cell(several)  # a run from before the raw way was timed
+
+
+def test_the_overhead_figure_names_the_loops_own_code_beside_the_raw_call():
+    render = script("render")
+    ratios = {"replayed/bare": 0.96, "agentlab/tool-runner": 0.49, "agentlab/bare": 1.1, "replayed/bare (raw)": 1.14}
+    doc = {"figures": {"paired_ratios": {"cpu": ratios, "wall": ratios},
+                       "processes": [{"cpu": {**ratios, "replayed/bare (raw)": v}} for v in (1.12, 1.14, 1.19)],
+                       "instructions_per_call": {"agentlab (tools replayed)": 900, "bare": 1000, "bare (raw)": 800}}}
+    cell = render._overhead_cell(doc)
+    assert "replayed/bare (raw) = 1.14 CPU, the median of 3 processes (1.12–1.19)" in cell
+    assert "replayed/bare = 0.900, replayed/bare (raw) = 1.125" in cell
 
 
 def test_an_unknown_block_is_named():

@@ -1059,7 +1059,7 @@ def _without_serializer_warnings(send: _Send) -> _Send:
 
 def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, timeout: float,
           progress: Progress | None = None) -> Message | Failure:
-    """One request through the SDK; the Message as a dict (converted once), or a Failure.
+    """One request through the SDK; the Message as a dict (read from the reply's JSON), or a Failure.
 
     Never raises for API trouble: every HTTP error, timeout and connection problem is a Failure, and so
     is a reply that is not a whole message (a stream cut before ``message_stop``, a body that is not a
@@ -1069,10 +1069,43 @@ def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, tim
     """
     if stream:
         return _send_streamed(client, params, timeout, progress)
-    try:  # the SDK parses a whole reply without serialising it again: no pydantic warning to silence here
-        return _check_message(client.messages.create(**params, timeout=timeout))
+    try:
+        raw = _raw_create(client)
+        if raw is None:
+            return _check_message(client.messages.create(**params, timeout=timeout))
+        return _check_message(_reply_data(raw(**params, timeout=timeout)))
     except _SEND_ERRORS as exc:
         return _failure(exc, timeout)
+
+
+def _raw_create(client: Any) -> Any:
+    """``client.messages.with_raw_response.create`` when ``client`` is the SDK's and builds no typed model
+    of its own accord (``_strict_response_validation`` off, the default), else None.
+
+    The loop keeps a reply as a dict; ``create`` would build the SDK's ``Message`` from the JSON (about a
+    seventh of a call on an in-process transport) only for the loop to turn it back into a dict. The raw
+    response runs the same request (same body, retries, errors raised for a status), and its JSON is the
+    dict: the same keys and values ``Message.to_dict()`` gave, in the API's own order, with every value as
+    sent (``to_dict`` made a ``datetime`` of a container's ``expires_at``). The request carries one more
+    header of the SDK's, ``x-stainless-raw-response: raw``, which the API ignores. A stream is still put
+    together by the SDK (``get_final_message``). tests/test_raw_reply.py holds both to ``create``."""
+    if getattr(client, "_strict_response_validation", True):  # validates: keep its check (and non-SDK clients)
+        return None
+    raw = getattr(client.messages, "with_raw_response", None)
+    return getattr(raw, "create", None)
+
+
+def _reply_data(response: Any) -> Any:
+    """What ``create`` would have built its Message from, read as the SDK reads it: JSON for a JSON
+    content type (a body that is not JSON raises, as there), else JSON if it parses, else the text."""
+    http = response.http_response
+    content_type = http.headers.get("content-type", "*").split(";")[0]
+    if content_type.lower().endswith("json"):
+        return http.json()
+    try:
+        return http.json()
+    except ValueError:
+        return http.text
 
 
 @_without_serializer_warnings
@@ -1106,7 +1139,10 @@ async def _asend(client: anthropic.AsyncAnthropic, params: dict[str, Any], strea
     if stream:
         return await _asend_streamed(client, params, timeout, progress)
     try:
-        return _check_message(await client.messages.create(**params, timeout=timeout))
+        raw = _raw_create(client)
+        if raw is None:
+            return _check_message(await client.messages.create(**params, timeout=timeout))
+        return _check_message(_reply_data(await raw(**params, timeout=timeout)))
     except _SEND_ERRORS as exc:
         return _failure(exc, timeout)
 
