@@ -161,3 +161,12 @@ def test_a_client_that_is_not_the_sdks_is_called_through_create():
         messages = Messages()
 
     assert _send(Client(), dict(PARAMS), False, 30.0) == GOOD["text_and_tool"]
+
+
+def test_replies_kept_side_by_side_share_their_keys():
+    """A long run keeps thousands of replies (history, trace): their keys are one string each, not a copy a reply."""
+    body = json.dumps(GOOD["text_and_tool"]).encode()
+    first, second = (_send(sync_client(body, "application/json", []), dict(PARAMS), False, 30.0) for _ in range(2))
+    assert first == second and first is not second
+    for a, b in ((first, second), (first["usage"], second["usage"]), (first["content"][1], second["content"][1])):
+        assert all(x is y for x, y in zip(a, b, strict=True)), list(a)
