@@ -8,7 +8,8 @@ One scripted transcript of 20 tool turns and a final answer, run three ways thro
   bare         ``client.messages.create(**body)`` for each request body agentlab sent (taken from the
                engine's record), one after the other: no loop, no tools, what an SDK user pays per call;
   bare (raw)   the same through ``client.messages.with_raw_response.create(**body)``, the reply's JSON read
-               as agentlab reads it (no ``Message`` model built): the floor under agentlab's own code;
+               by the loop's own function for it (no ``Message`` model built): the floor under the rest of
+               agentlab's code;
   tool-runner  ``client.beta.messages.tool_runner(...).until_done()`` with ``@beta_tool`` functions that
                call the same demo tool code.
 
@@ -52,6 +53,7 @@ from anthropic import beta_tool
 from agentlab.backend.scenario import Scenario, parse_scenario
 from agentlab.backend.scripted import ScenarioEngine, scripted_client
 from agentlab.core.tools import TestsState, calculate, fake_weather, read_sandboxed, run_pretend_tests
+from agentlab.core.loop import _reply_data as read_reply  # the loop's own reading of a raw reply
 from agentlab.lab import SANDBOX_DIR, scenario_loop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -188,7 +190,7 @@ def prepare_bare(scenario: Scenario, bodies: list[dict], server: ModuleType | No
 
     def raw_conversation() -> None:
         for body in bodies:
-            client.messages.with_raw_response.create(**body).http_response.json()
+            read_reply(client.messages.with_raw_response.create(**body))
 
     def check() -> int:
         assert not engine.failures, engine.failures
