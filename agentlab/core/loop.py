@@ -1100,12 +1100,11 @@ def _reply_data(response: Any) -> Any:
     """What ``create`` would have built its Message from, read as the SDK reads it: JSON for a JSON
     content type (a body that is not JSON raises, as there), else JSON if it parses, else the text."""
     http = response.http_response
-    content_type = http.headers.get("content-type", "*").split(";")[0]
-    if content_type.lower().endswith("json"):
-        return http.json(object_pairs_hook=_shared_keys)
     try:
         return http.json(object_pairs_hook=_shared_keys)
     except ValueError:
+        if http.headers.get("content-type", "*").split(";")[0].lower().endswith("json"):
+            raise
         return http.text
 
 
