@@ -27,6 +27,8 @@ lab: $(STAMP)
 # browser test) are set up once. Files are handed out longest first (conftest.py), from the times of the
 # last run or tests/file_seconds.json (`make test-times` rewrites it). bench/make_test.py times it.
 # The site tests: make site-test.
+# notebooks/zh (the lessons in Chinese) is not run by nbval: its code cells and outputs are the English ones,
+# byte for byte (tests/test_zh_lessons.py), so it would pass or fail exactly as they do, for 15 more kernels.
 # Bytecode is cached in .pytest_cache/pycache even where PYTHONDONTWRITEBYTECODE is set (some CI images and
 # containers set it): otherwise every worker re-does pytest's assertion rewriting of the test modules and of the
 # plugins' packages (hypothesis, anyio) on each run. Nothing is written into the source tree or the venv.
@@ -34,7 +36,7 @@ WORKERS ?= 3
 PYCACHE ?= $(CURDIR)/.pytest_cache/pycache
 test: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) $(BIN)/python -m pytest tests notebooks -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not site" -p no:randomly -p pytest_gc \
-		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore=tests/browser_stepper.ipynb
+		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore=tests/browser_stepper.ipynb --ignore=notebooks/zh
 
 # tests/file_seconds.json, the order of a first run (a fresh clone has no pytest cache), from the last run's times
 test-times:

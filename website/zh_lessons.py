@@ -1,0 +1,319 @@
+"""The lessons in Chinese: notebooks/zh/NN_name.ipynb, generated from the English lessons and a catalog.
+
+    .venv/bin/python website/zh_lessons.py                       write notebooks/zh/ (every lesson)
+    .venv/bin/python website/zh_lessons.py --check               exit 1 if a translation is stale or a file in
+                                                                 notebooks/zh/ is not what it would write
+    .venv/bin/python website/zh_lessons.py --todo [LESSON ...]   the cells to (re)translate, with what changed
+    .venv/bin/python website/zh_lessons.py --stamp LESSON [ID ...]
+                 record that the Chinese of these cells (default: every cell not yet stamped) translates the
+                 English cell as it is now
+
+The catalog is one file per lesson, website/i18n/zh/NN_name.yaml: for each markdown cell of the English
+notebook, the cell's ``id``, the ``sha`` of the English source it translates, that English source (``en``,
+so a change can be shown line by line) and the Chinese markdown (``zh``). A Chinese notebook is the English
+one with each markdown cell's source replaced by its ``zh``, matched by cell id; every other cell (code, its
+stored outputs, ids, metadata) is copied unchanged, so nbval would judge it exactly as the English one.
+
+Links in ``zh`` are written as in the English lesson, relative to notebooks/; the generator rewrites them for
+notebooks/zh/, one folder deeper: a link to another lesson goes to its Chinese version beside it, any other
+relative link gets one ``../`` more. The first cell gets a link to the English lesson.
+
+This script imports nothing of agentlab (only nbformat-free JSON and PyYAML), so it runs before the package is
+installed; website/build.py imports it to build the Chinese site.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import hashlib
+import json
+import posixpath
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+OUT = NOTEBOOKS / "zh"
+CATALOG = Path(__file__).resolve().parent / "i18n" / "zh"
+LESSON_NAME = re.compile(r"^\d\d_[A-Za-z0-9_]+\.ipynb$")
+ENGLISH_LINK = "\n\n*英文原版：[{name}]({target})*"
+CATALOG_HEADER = ("# Chinese markdown of notebooks/{lesson}.ipynb, one entry per markdown cell (website/zh_lessons.py).\n"
+                  "# sha and en: the English source the zh translates; --stamp writes them, --todo shows what changed.\n")
+
+
+class CatalogError(Exception):
+    """A catalog file that cannot be read as one (named with the file and the entry)."""
+
+
+@dataclass
+class Entry:
+    id: str
+    zh: str
+    en: str | None = None
+    sha: str | None = None
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def source_of(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def lessons() -> list[str]:
+    return sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb") if LESSON_NAME.match(p.name))
+
+
+def read_notebook(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def catalog_path(lesson: str) -> Path:
+    return CATALOG / f"{lesson}.yaml"
+
+
+# --- the catalog -------------------------------------------------------------------------------------------
+
+def load_catalog(path: Path) -> dict[str, Entry]:
+    """The entries of one catalog file by cell id; an empty dict when the file does not exist."""
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{path}: not valid YAML: {exc}") from exc
+    cells = data.get("cells") if isinstance(data, dict) else None
+    if not isinstance(cells, list):
+        raise CatalogError(f"{path}: expected a mapping with a list 'cells', got {type(data).__name__}")
+    entries: dict[str, Entry] = {}
+    for number, item in enumerate(cells, 1):
+        entry = _entry(item, f"{path}, entry {number}")
+        if entry.id in entries:
+            raise CatalogError(f"{path}, entry {number}: cell id {entry.id!r} appears twice")
+        entries[entry.id] = entry
+    return entries
+
+
+def _entry(item: object, where: str) -> Entry:
+    if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not isinstance(item.get("zh"), str):
+        raise CatalogError(f"{where}: an entry needs a string 'id' and a string 'zh', got {item!r:.120}")
+    unknown = set(item) - {"id", "zh", "en", "sha"}
+    if unknown:
+        raise CatalogError(f"{where} ({item['id']}): unknown keys {sorted(unknown)}")
+    entry = Entry(item["id"], item["zh"], item.get("en"), item.get("sha"))
+    if (entry.en is None) != (entry.sha is None):
+        raise CatalogError(f"{where} ({entry.id}): 'en' and 'sha' go together (--stamp writes both)")
+    if entry.en is not None and digest(entry.en) != entry.sha:
+        raise CatalogError(f"{where} ({entry.id}): sha {entry.sha} is not the sha of its en ({digest(entry.en)}); "
+                           "en was edited by hand")
+    return entry
+
+
+def _block(key: str, text: str) -> str:
+    """``key: |-`` and the text as a literal block, or a quoted scalar where a block would not read back the same."""
+    indicator = "2" if text[:1] in (" ", "\n") else ""
+    block = f"  {key}: |{indicator}-\n" + "".join(f"    {line}\n" if line else "\n" for line in text.split("\n"))
+    if text and not text.endswith("\n") and "\r" not in text and yaml.safe_load("- id: x\n" + block) == [{"id": "x", key: text}]:
+        return block
+    return f"  {key}: {json.dumps(text, ensure_ascii=False)}\n"
+
+
+def dump_catalog(lesson: str, entries: list[Entry]) -> str:
+    parts = [CATALOG_HEADER.format(lesson=lesson), f"lesson: {lesson}\ncells:\n"]
+    for entry in entries:
+        parts.append(f"- id: {json.dumps(entry.id)}\n")
+        if entry.sha is not None and entry.en is not None:
+            parts.append(f"  sha: {entry.sha}\n" + _block("en", entry.en))
+        parts.append(_block("zh", entry.zh))
+    return "".join(parts)
+
+
+# --- what is stale -----------------------------------------------------------------------------------------
+
+def first_change(old: str, new: str) -> str:
+    """The first line where ``new`` differs from ``old``, as 'line N: was ..., now ...'."""
+    old_lines, new_lines = old.split("\n"), new.split("\n")
+    for number, (before, after) in enumerate(zip(old_lines, new_lines), 1):
+        if before != after:
+            return f"line {number}: was {before!r}, now {after!r}"
+    number = min(len(old_lines), len(new_lines)) + 1
+    if len(new_lines) > len(old_lines):
+        return f"line {number}: added {new_lines[number - 1]!r}"
+    return f"line {number}: removed {old_lines[number - 1]!r}"
+
+
+def problems(lesson: str, english: dict, entries: dict[str, Entry]) -> list[str]:
+    """Each English markdown cell without a current translation, and each entry for a cell that is gone."""
+    found = []
+    markdown = {c.get("id"): source_of(c) for c in english["cells"] if c["cell_type"] == "markdown"}
+    for cell_id, text in markdown.items():
+        entry = entries.get(cell_id)
+        if entry is None:
+            found.append(f"{lesson}, cell {cell_id}: no translation")
+        elif entry.sha is None or entry.en is None:
+            found.append(f"{lesson}, cell {cell_id}: translated but not stamped (--stamp {lesson} {cell_id})")
+        elif entry.sha != digest(text):
+            found.append(f"{lesson}, cell {cell_id}: stale, the English changed since it was translated, "
+                         f"{first_change(entry.en, text)}")
+    found += [f"{lesson}, cell {cell_id}: translation of a markdown cell the English lesson no longer has"
+              for cell_id in entries if cell_id not in markdown]
+    return found
+
+
+# --- the Chinese notebook ----------------------------------------------------------------------------------
+
+LINK = re.compile(r"(?P<head>\]\(<?|\b(?:href|src)=[\"'])(?P<target>[^)\s>\"']+)")
+
+
+def rewrite_links(markdown: str, target_for: Callable[[str], str]) -> str:
+    """Every relative link target (markdown links, href= and src=) replaced by ``target_for(target)``."""
+    def one(match: re.Match) -> str:
+        target = match["target"]
+        if "://" in target or target.startswith(("#", "/", "mailto:", "data:")):
+            return match[0]
+        return match["head"] + target_for(target)
+    return LINK.sub(one, markdown)
+
+
+def split_fragment(target: str) -> tuple[str, str]:
+    path, hash_, fragment = target.partition("#")
+    return path, hash_ + fragment
+
+
+def lab_target(target: str) -> str:
+    """A link of an English lesson (relative to notebooks/) as seen from notebooks/zh/."""
+    path, fragment = split_fragment(target)
+    if LESSON_NAME.match(path):
+        return target                          # the Chinese lesson beside this one
+    return posixpath.relpath(posixpath.normpath(posixpath.join("notebooks", path)), "notebooks/zh") + fragment
+
+
+def zh_notebook(lesson: str, english: dict, entries: dict[str, Entry], *,
+                target_for: Callable[[str], str] = lab_target, english_link: bool = True) -> dict:
+    """The Chinese notebook: markdown from the catalog by cell id (the English where there is none), every
+    other cell as the English has it."""
+    cells = []
+    for index, cell in enumerate(english["cells"]):
+        if cell["cell_type"] == "markdown":
+            entry = entries.get(cell.get("id"))
+            text = rewrite_links(entry.zh if entry else source_of(cell), target_for)
+            if index == 0 and english_link:
+                text += ENGLISH_LINK.format(name=f"{lesson}.ipynb", target=f"../{lesson}.ipynb")
+            cell = {**cell, "source": text.splitlines(keepends=True)}
+        cells.append(cell)
+    return {**english, "cells": cells}
+
+
+def render(notebook: dict) -> str:
+    """The notebook as Jupyter writes it (the English lessons are in this form)."""
+    return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def generated(lesson: str) -> str:
+    english = read_notebook(NOTEBOOKS / f"{lesson}.ipynb")
+    return render(zh_notebook(lesson, english, load_catalog(catalog_path(lesson))))
+
+
+# --- the command -------------------------------------------------------------------------------------------
+
+def write_all() -> list[str]:
+    OUT.mkdir(exist_ok=True)
+    written = []
+    for lesson in lessons():
+        path = OUT / f"{lesson}.ipynb"
+        text = generated(lesson)
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            written.append(str(path.relative_to(REPO)))
+    for extra in sorted(set(OUT.glob("*.ipynb")) - {OUT / f"{lesson}.ipynb" for lesson in lessons()}):
+        extra.unlink()
+        written.append(f"{extra.relative_to(REPO)} (removed: no English lesson)")
+    return written
+
+
+def check() -> list[str]:
+    found = []
+    for lesson in lessons():
+        english = read_notebook(NOTEBOOKS / f"{lesson}.ipynb")
+        found += problems(lesson, english, load_catalog(catalog_path(lesson)))
+        path = OUT / f"{lesson}.ipynb"
+        if not path.exists() or path.read_text(encoding="utf-8") != generated(lesson):
+            found.append(f"{lesson}: notebooks/zh/{lesson}.ipynb is not what the catalog and the English lesson give "
+                         "(run website/zh_lessons.py)")
+    found += [f"{p.relative_to(REPO)}: no English lesson of that name" for p in OUT.glob("*.ipynb")
+              if p.stem not in lessons()]
+    return found
+
+
+def todo(names: list[str]) -> str:
+    """For each cell to (re)translate: its id, how the English changed (a diff) or all of it, and the current zh."""
+    out = []
+    for lesson in names or lessons():
+        english = read_notebook(NOTEBOOKS / f"{lesson}.ipynb")
+        entries = load_catalog(catalog_path(lesson))
+        for cell in english["cells"]:
+            entry = entries.get(cell.get("id"))
+            text = source_of(cell)
+            if cell["cell_type"] != "markdown" or (entry and entry.sha == digest(text)):
+                continue
+            out.append(f"=== {lesson} {cell.get('id')}")
+            if entry and entry.en is not None:
+                out += difflib.unified_diff(entry.en.split("\n"), text.split("\n"), "en (translated)", "en (now)",
+                                            lineterm="")
+                out += ["--- zh (now)", entry.zh]
+            else:
+                out.append(text)
+    return "\n".join(out)
+
+
+def stamp(lesson: str, ids: list[str]) -> list[str]:
+    """Record the current English source (and its sha) in the entries named, or in every unstamped one."""
+    english = {c.get("id"): source_of(c) for c in read_notebook(NOTEBOOKS / f"{lesson}.ipynb")["cells"]
+               if c["cell_type"] == "markdown"}
+    entries = load_catalog(catalog_path(lesson))
+    unknown = [i for i in ids if i not in entries or i not in english]
+    if unknown:
+        raise CatalogError(f"{catalog_path(lesson)}: no entry, or no English markdown cell, with id {unknown}")
+    chosen = ids or [i for i, e in entries.items() if e.sha is None and i in english]
+    for cell_id in chosen:
+        entries[cell_id].en, entries[cell_id].sha = english[cell_id], digest(english[cell_id])
+    order = {cell_id: n for n, cell_id in enumerate(english)}
+    ordered = sorted(entries.values(), key=lambda e: order.get(e.id, len(order)))
+    catalog_path(lesson).write_text(dump_catalog(lesson, ordered), encoding="utf-8")
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--check", action="store_true", help="report stale translations and out-of-date notebooks")
+    group.add_argument("--todo", nargs="*", metavar="LESSON", help="the cells to (re)translate")
+    group.add_argument("--stamp", nargs="+", metavar=("LESSON", "ID"), help="record what the zh translates")
+    args = parser.parse_args(argv)
+    try:
+        if args.check:
+            found = check()
+            print("\n".join(found) or f"{len(lessons())} Chinese lessons up to date")
+            return 1 if found else 0
+        if args.todo is not None:
+            print(todo(args.todo) or "nothing to translate")
+        elif args.stamp:
+            print(f"stamped {stamp(args.stamp[0], args.stamp[1:])}")
+        else:
+            print("\n".join(write_all()) or "notebooks/zh/ already up to date")
+    except CatalogError as exc:
+        print(f"zh_lessons: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
