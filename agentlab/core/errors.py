@@ -13,3 +13,31 @@ class ScenarioError(AgentlabError, ValueError):
 
 class ConfigError(AgentlabError, ValueError):
     """A loop option or a settings file is invalid."""
+
+
+def sdk_error_text(exc: BaseException) -> str:
+    """An SDK error in words built from its own fields, never from ``str(exc)``, whose wording the SDK changes
+    between releases ("Error code: 500 - {...}" up to anthropic 2.16, "500 Internal server error (request_id:
+    ..., path: ..., type: ...)" from 2.17). An API status error reads "HTTP 500 api_error: Internal server error
+    [request req_...]"; a timeout and a connection error are named by their kind; anything else is its ``str``.
+    Read by attribute, so this module imports no SDK."""
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and hasattr(exc, "body"):
+        body = exc.body
+        error = body.get("error") if isinstance(body, dict) else None
+        error = error if isinstance(error, dict) else {}
+        kind = error.get("type") if isinstance(error.get("type"), str) else None
+        message = error.get("message") if isinstance(error.get("message"), str) else None
+        if message is None and isinstance(body, str) and body.strip():
+            message = body.strip()
+        request_id = getattr(exc, "request_id", None)
+        if not request_id and isinstance(body, dict) and isinstance(body.get("request_id"), str):
+            request_id = body["request_id"]
+        text = f"HTTP {status}" + (f" {kind}" if kind else "") + (f": {message}" if message else "")
+        return text + (f" [request {request_id}]" if request_id else "")
+    names = {c.__name__ for c in type(exc).__mro__}
+    if "APITimeoutError" in names:
+        return "the request timed out"
+    if "APIConnectionError" in names:
+        return "the connection to the server failed"
+    return str(exc)

@@ -42,7 +42,7 @@ from .calls import Progress, abounded_call, bounded_call, in_daemon_thread
 from .caching import count_breakpoints, has_breakpoints, place_breakpoints
 from .compaction import ContextMeter, estimate_tokens, text_blocks
 from .cost import PriceTable, default_prices, usage_cost
-from .errors import ConfigError
+from .errors import ConfigError, sdk_error_text
 from .events import (
     Append,
     ApiError,
@@ -1220,9 +1220,9 @@ def _failure(exc: BaseException, timeout: float) -> Failure:
     if isinstance(exc, anthropic.APIStatusError):
         return _failure_from_status(exc)
     if isinstance(exc, anthropic.APITimeoutError):
-        return Failure(None, "timeout", str(exc) or "request timed out")
+        return Failure(None, "timeout", sdk_error_text(exc))
     if isinstance(exc, anthropic.APIConnectionError):
-        return Failure(None, "connection_error", str(exc) or "connection error")
+        return Failure(None, "connection_error", sdk_error_text(exc))
     if isinstance(exc, anthropic.APIResponseValidationError):
         return Failure(None, "invalid_response", f"the reply is not a valid Message: {exc}")
     if isinstance(exc, httpx2.TimeoutException):
@@ -1284,7 +1284,9 @@ def _clip(text: str, limit: int = 300) -> str:
 def _failure_from_status(exc: anthropic.APIStatusError) -> Failure:
     body: dict[str, Any] = exc.body if isinstance(exc.body, dict) else {}
     error: dict[str, Any] = body["error"] if isinstance(body.get("error"), dict) else {}
-    message = str(error.get("message") or exc.message)
+    # from the body, not exc.message: the SDK's wording of that changes between releases
+    text = exc.body.strip() if isinstance(exc.body, str) else ""
+    message = str(error.get("message") or text or f"HTTP {exc.status_code}")
     status = exc.status_code
     if status < 400:  # an SSE error event inside a 200 stream: its type stands for the status
         status = STATUS_OF_ERROR_TYPE.get(str(error.get("type")), 500)

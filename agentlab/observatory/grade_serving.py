@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backend.scenario import Scenario, list_scenarios, load_scenario
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, sdk_error_text
 from ..core.processes import kill_tree, tagged, tagged_env, talk
 from ..core.transitions import Limits
 from .grade_report import Report, ScenarioGrade, grade_record
@@ -261,7 +261,7 @@ def function_runner(fn: LoopFn):
                 outcome["returned"] = True
             except Exception as exc:  # graded on what it sent; the error is part of the result
                 outcome["raised"] = type(exc).__name__
-                outcome["text"] = _last_line(str(exc))
+                outcome["text"] = _last_line(sdk_error_text(exc))
 
         thread = threading.Thread(target=target, daemon=True, name=f"agentlab-grade-{scenario.name}")
         thread.start()

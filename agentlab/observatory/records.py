@@ -17,7 +17,7 @@ from typing import Any
 from ..backend.scenario import Scenario, is_summary_request, request_payload
 from ..backend.scripted import normalise_request
 from ..backend.serve import ScenarioServer
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, sdk_error_text
 from ..core.compaction import estimate_tokens, text_blocks
 from ..core.paths import observed_dir, project_dir
 
@@ -553,7 +553,7 @@ def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
 
 def record_raised(result: dict[str, Any], exc: BaseException) -> None:
     """What a framework raised, into its run's result: the exception's type, its message, its HTTP status."""
-    result.update(raised=type(exc).__name__, is_error=True, error=shorten(str(exc), 300))
+    result.update(raised=type(exc).__name__, is_error=True, error=shorten(sdk_error_text(exc), 300))
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
         result["status"] = status
