@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 import nbformat
+from myst_parser.slugs import github_slugify
 
 from agentlab.core.paths import observed_dir
 from agentlab.observatory.compare import describe
@@ -128,15 +129,46 @@ def advance(widget, name: str, where: str) -> str:
     return point
 
 
+# A markdown link's target: the part in ``](...)``.
+LINK_TARGET = re.compile(r"(?<=\]\()(?P<target>[^)\s]+)(?=\))")
+
+
+def site_target(target: str) -> str:
+    """A lesson's link as the site needs it. JupyterLab names a heading by its text with spaces turned into
+    ``-`` (``#Context-window``), and the lessons link headings that way, so the links work in the lab;
+    MyST names the same heading by its GitHub slug (``#context-window``). A fragment of a link within the
+    site (to a page beside it, or to the same page) is turned into the slug; any other target is kept."""
+    path, hash_, fragment = target.partition("#")
+    if not hash_ or "://" in path or not (path == "" or path.endswith((".md", ".ipynb"))):
+        return target
+    return f"{path}#{github_slugify(fragment)}"
+
+
+def site_links(markdown: str) -> str:
+    return LINK_TARGET.sub(lambda m: site_target(m["target"]), markdown)
+
+
 def lessons(src: Path) -> list[str]:
     (src / "notebooks").mkdir(parents=True)
     names = []
     for path in sorted((REPO / "notebooks").glob("*.ipynb")):
         notebook = nbformat.read(path, as_version=4)
         snapshot_widgets(notebook, path.name)
+        for cell in notebook.cells:
+            if cell.cell_type == "markdown":
+                cell.source = site_links(cell.source)
         nbformat.write(notebook, src / "notebooks" / path.name)
         names.append(f"notebooks/{path.stem}")
     return names
+
+
+def lesson_docs(src: Path) -> list[str]:
+    """The pages beside the lessons in notebooks/ (the glossary), where JupyterLab finds them too."""
+    pages = []
+    for path in sorted((REPO / "notebooks").glob("*.md")):
+        (src / "notebooks" / path.name).write_text(site_links(path.read_text(encoding="utf-8")), encoding="utf-8")
+        pages.append(f"notebooks/{path.stem}")
+    return pages
 
 
 def docs(src: Path) -> list[str]:
@@ -204,7 +236,7 @@ def build(out: Path) -> Path:
 
 def _build(src: Path, out: Path) -> Path:
     shutil.copy(HERE / "conf.py", src / "conf.py")
-    entries = {"Lessons": lessons(src), "Docs": docs(src), "Observed clients": observed_pages(src)}
+    entries = {"Lessons": lessons(src), "Docs": lesson_docs(src) + docs(src), "Observed clients": observed_pages(src)}
     front = (REPO / "README.md").read_text(encoding="utf-8")
     linked_files(front, src)
     (src / "index.md").write_text(front + "\n" + "".join(toctree(k, v) for k, v in entries.items()),
