@@ -225,15 +225,15 @@ def test_a_staged_number_says_so_where_it_is_shown(capsys) -> None:
     stepper.run_to_end()
     stepper.update()
     pane = stepper.transcript_pane.value
-    # 99.5% of the requested model's window: claude-sonnet-4-6's is 1M tokens (data/models.yaml)
-    assert pane.count("agentlab-staged") == 1 and "995000/1000" in pane
-    assert re.search(r"995000/1000 <span class=\"agentlab-staged\"[^>]*>\(staged by the scenario: " + re.escape(
+    # the requested model's window less the reply's 1,000 output tokens: a 1M window (data/models.yaml)
+    assert pane.count("agentlab-staged") == 1 and "999000/1000" in pane
+    assert re.search(r"999000/1000 <span class=\"agentlab-staged\"[^>]*>\(staged by the scenario: " + re.escape(
         why[:30]), pane)
     loop = stepper.loop
     print_trace(loop, kinds=("response",))
     lines = capsys.readouterr().out.splitlines()
     assert [line for line in lines if "staged" in line] == [
-        next(line for line in lines if "in/out=995000/1000" in line)]
+        next(line for line in lines if "in/out=999000/1000" in line)]
     assert f"(staged: {why})" in lines[3]
     plain = format_event(loop.trace.of_kind("response")[3])
     assert "staged" not in plain   # only a caller that knows the scenario can say so
@@ -267,9 +267,9 @@ def test_a_staged_error_says_so_in_the_stepper_and_the_trace(capsys) -> None:
     stepper.run_to_end()
     stepper.update()
     pane = stepper.transcript_pane.value
-    assert re.search(r"250000 tokens &gt; 200000 maximum <span class=\"agentlab-staged\"", pane)
+    assert re.search(r"1250000 tokens &gt; 1000000 maximum <span class=\"agentlab-staged\"", pane)
     print_trace(stepper.loop, kinds=("api_error",))
-    assert "250000 tokens > 200000 maximum (staged: the request is a few hundred tokens" in capsys.readouterr().out
+    assert "1250000 tokens > 1000000 maximum (staged: the request is a few hundred tokens" in capsys.readouterr().out
 
 
 def test_a_window_as_large_as_the_models_own_needs_no_client_setting() -> None:

@@ -72,11 +72,30 @@ ACCEPTED = [
 
 @pytest.mark.parametrize(("what", "messages"), ACCEPTED, ids=[a[0] for a in ACCEPTED])
 def test_what_the_api_accepts_is_answered(what: str, messages: list) -> None:
+    # a final assistant message is a prefill, which the 4.6 generation refuses (data/models.yaml): sent to a
+    # model that takes one
+    model = "claude-haiku-4-5" if messages[-1]["role"] == "assistant" else "claude-sonnet-4-6"
     with ScenarioServer("end_turn") as server:
         client = anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0)
-        reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=messages,
+        reply = client.messages.create(model=model, max_tokens=100, messages=messages,
                                        extra_body={"output_config": {"effort": "high"}, "metadata": {}})
     assert reply.stop_reason == "end_turn" and server.exchanges[0].request.step == 0
+
+
+PREFILLS = [a for a in ACCEPTED if a[1][-1]["role"] == "assistant"]
+
+
+@pytest.mark.parametrize(("what", "messages"), PREFILLS, ids=[a[0] for a in PREFILLS])
+@pytest.mark.parametrize("model", ["claude-sonnet-4-6", "claude-opus-4-6", "claude-sonnet-5"])
+def test_a_prefill_to_a_model_that_takes_none_is_the_api_s_400(what: str, messages: list, model: str) -> None:
+    with ScenarioServer("end_turn") as server:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0)
+        with pytest.raises(anthropic.BadRequestError) as error:
+            client.messages.create(model=model, max_tokens=100, messages=messages)
+        reply = client.messages.create(model=model, max_tokens=100, messages=[ASK])  # no step was used up
+    assert error.value.body["error"]["message"] == ("This model does not support assistant message prefill. "
+                                                    "The conversation must end with a user message.")
+    assert reply.stop_reason == "end_turn" and server.exchanges[1].request.step == 0
 
 
 def test_observe_and_grade_records_see_the_same_400() -> None:

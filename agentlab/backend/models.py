@@ -3,8 +3,13 @@
 
 The scripted server states a scenario's limits relative to the model a request asks for: a ``max_tokens``
 above *that* model's ceiling (``max_tokens_over_ceiling``, ``{ceiling}`` in an error message), a usage that
-fills *that* model's window (``usage.window_share``, ``{window}``). A model the table does not list is
-answered with the limits of the table's ``default`` model, and :attr:`ModelLimits.known` says so.
+fills *that* model's window (``usage.window_share``, ``usage.fills_window``, ``{window}``), a request above
+*that* model's ceiling or window answered with the API's 400, a prefill refused where *that* model refuses it.
+A model the table does not list is answered with the limits of the table's ``default`` model, and
+:attr:`ModelLimits.known` says so; such a model is not refused a prefill (nothing says it would be).
+
+The table is also where the project's model names come from: :func:`default_model` is the model a run uses
+unless told otherwise.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class ModelLimits:
     context_window: int
     max_output: int
     known: bool = True     # False: the requested model is not in the table; these are the default's limits
+    prefill: bool = True   # accepts a request that ends with an assistant message (see data/models.yaml)
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ class ModelTable:
         if found is not None:
             return found
         default = self.models[self.default]
-        return ModelLimits(default.model, default.context_window, default.max_output, known=False)
+        return ModelLimits(default.model, default.context_window, default.max_output, known=False, prefill=True)
 
 
 def load_models(path: str | Path = MODELS_FILE) -> ModelTable:
@@ -58,7 +64,10 @@ def load_models(path: str | Path = MODELS_FILE) -> ModelTable:
         if len(numbers) != 2:
             raise ConfigError(f"{path}: models.{model}: expected context_window and max_output, whole numbers "
                               "above 0")
-        models[str(model)] = ModelLimits(str(model), numbers[0], numbers[1])
+        prefill = row.get("prefill", True)
+        if not isinstance(prefill, bool):
+            raise ConfigError(f"{path}: models.{model}.prefill: expected true or false, got {prefill!r}")
+        models[str(model)] = ModelLimits(str(model), numbers[0], numbers[1], prefill=prefill)
     if raw["default"] not in models:
         raise ConfigError(f"{path}: default {raw['default']!r} is not one of the models")
     return ModelTable(str(raw["checked"]), str(raw["source"]), str(raw["default"]), models)
@@ -72,3 +81,8 @@ def model_table() -> ModelTable:
 def model_limits(model: str | None) -> ModelLimits:
     """The limits of ``model`` in the project's table (``data/models.yaml``)."""
     return model_table().limits(model)
+
+
+def default_model() -> str:
+    """The model a run uses unless told otherwise: the table's ``default``."""
+    return model_table().default

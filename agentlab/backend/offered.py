@@ -13,9 +13,14 @@ grade`` shows that scenario's branch as not reached (–), neither a pass nor a 
   call to an offered tool when the scenario marks the call ``interchangeable`` (any tool will do for its
   branch), else left out;
 - ``tool_choice: {"type": "none"}``: no ``tool_use`` block at all;
-- ``tool_choice: {"type": "any"}`` or ``{"type": "tool", "name": ...}``: a reply without a tool call calls
-  the chosen tool (for ``any``: a tool whose name says it gives the final answer, else the first offered
-  one), its text as the input's string fields; a forced ``tool`` call of another name is left out.
+- ``tool_choice: {"type": "any"}`` or ``{"type": "tool", "name": ...}``: a finished answer without a tool
+  call (``end_turn``, ``stop_sequence``) calls the chosen tool (for ``any``: a tool whose name says it gives
+  the final answer, else the first offered one), its text as the input's string fields, and the reply says
+  which call it made (``final_answer_call``); a forced ``tool`` call of another name is left out. A reply
+  that ends otherwise (``refusal``, ``max_tokens``, ``model_context_window_exceeded``, ``pause_turn``) is
+  sent as written: the live API stops so under any ``tool_choice``;
+- ``stop_sequence``: only to a request that set that sequence in ``stop_sequences``; to another the reply
+  goes on past it, the sequence written out, and ends with ``end_turn``.
 
 A reply left without content says in a text block what the scripted model would have done; a ``tool_use``
 stop reason left without a tool call, and a ``pause_turn`` left without its server tool, become ``end_turn``.
@@ -27,6 +32,12 @@ from __future__ import annotations
 from typing import Any
 
 FINAL_ANSWER_TOOLS = ("final_answer", "final_result", "answer", "respond", "submit")
+# the stop reasons of a reply that a forced tool choice turns into a tool call: a finished answer. The others
+# (refusal, max_tokens, model_context_window_exceeded, pause_turn, ...) end a turn under any tool_choice, and
+# are served as written.
+ANSWER_STOPS = ("end_turn", "stop_sequence", "tool_use", None)
+CANNOT_SEND = "[agentlab] The scripted reply cannot be sent to this request: "  # the text of a reply left empty
+FORCED = "forced_final_answer"  # marks the tool call fit_reply makes of a finished answer under a forced tool_choice
 
 
 def thinking_enabled(request: dict[str, Any]) -> bool:
@@ -113,13 +124,15 @@ def fit_reply(content: list[dict[str, Any]], stop_reason: str | None, request: d
                 continue
             block = fitted
         out.append({k: v for k, v in block.items() if k != "interchangeable"})
-    if choice in ("any", "tool") and client_tools and not any(b.get("type") == "tool_use" for b in out):
+    if choice in ("any", "tool") and client_tools and stop_reason in ANSWER_STOPS \
+            and not any(b.get("type") == "tool_use" for b in out):
         target = _forced_tool(client_tools, forced)
         if target is not None:
             why.append(f"tool_choice {choice}: the scripted reply has no call to "
                        f"{forced or 'a tool'}, so it is sent as a call to {target['name']}")
             out = [b for b in out if b.get("type") != "text"] + [
-                {"type": "tool_use", "name": target["name"], "input": input_for(target, _plain_text(content))}]
+                {"type": "tool_use", "name": target["name"], "input": input_for(target, _plain_text(content)),
+                 FORCED: True}]
             stop_reason = "tool_use"
     if why and not any(b.get("type") == "tool_use" for b in out) and stop_reason == "tool_use" and any(
             b.get("type") == "tool_use" for b in content):
@@ -127,8 +140,7 @@ def fit_reply(content: list[dict[str, Any]], stop_reason: str | None, request: d
     if dropped_servers and stop_reason == "pause_turn":  # nothing runs on the server: nothing to pause
         stop_reason = "end_turn"
     if why and not out:
-        out = [{"type": "text", "text": "[agentlab] The scripted reply cannot be sent to this request: "
-                                        + "; ".join(why) + "."}]
+        out = [{"type": "text", "text": CANNOT_SEND + "; ".join(why) + "."}]
     return out, stop_reason, why
 
 
@@ -179,3 +191,24 @@ def _forced_tool(tools: list[dict[str, Any]], forced: str | None) -> dict[str, A
 def _once(why: list[str], text: str) -> None:
     if text not in why:
         why.append(text)
+
+
+def fit_stop_sequence(content: list[dict[str, Any]], stop_reason: str | None, stop_sequence: str | None,
+                      request: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None, str | None, list[str]]:
+    """A ``stop_sequence`` stop as the live API could send it to ``request``: only when the request set that
+    sequence in ``stop_sequences``. To another request the model writes the sequence and goes on, and the reply
+    ends with ``end_turn``: the sequence is appended to the last text, and the reason says why (empty: unchanged)."""
+    if stop_reason != "stop_sequence":
+        return content, stop_reason, stop_sequence, []
+    asked = [s for s in request.get("stop_sequences") or [] if isinstance(s, str)]
+    if stop_sequence is not None and stop_sequence in asked:
+        return content, stop_reason, stop_sequence, []
+    why = (f"the request does not set the stop sequence {stop_sequence!r} (its stop_sequences: "
+           f"{', '.join(map(repr, asked)) or 'none'}), so the live API does not stop on it")
+    out = [dict(b) for b in content]
+    last = next((b for b in reversed(out) if b.get("type") == "text"), None)
+    if last is not None and stop_sequence:
+        last["text"] = str(last.get("text", "")) + stop_sequence
+    elif stop_sequence:
+        out.append({"type": "text", "text": stop_sequence})
+    return out, "end_turn", None, [why]

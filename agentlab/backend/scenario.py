@@ -112,6 +112,8 @@ class Predicate(_Strict):
     tools_include: str | None = None  # a tool (client or server tool) of this name is offered in ``tools``
     # max_tokens above the output ceiling of the model the request asks for (data/models.yaml)
     max_tokens_over_ceiling: bool | None = None
+    # the request sends a field beyond the required model, messages and max_tokens (``{sent_field}`` names one)
+    optional_field: bool | None = None
 
     def failures(self, request: dict[str, Any], stream: bool, previous_tokens: int | None = None) -> list[str]:
         """What does not hold, in words; empty when the request matches."""
@@ -175,6 +177,9 @@ class Predicate(_Strict):
             if ((max_tokens or 0) > ceiling) != self.max_tokens_over_ceiling:
                 relation = "above" if self.max_tokens_over_ceiling else "at most"
                 out.append(f"max_tokens {relation} {request.get('model')}'s ceiling {ceiling}, got {max_tokens}")
+        if self.optional_field is not None and (sent_field(request) is not None) != self.optional_field:
+            out.append(f"a request {'with' if self.optional_field else 'without'} a field beyond model, messages "
+                       "and max_tokens")
         if self.messages_at_most is not None and len(messages) > self.messages_at_most:
             out.append(f"at most {self.messages_at_most} messages, got {len(messages)}")
         if self.messages_at_least is not None and len(messages) < self.messages_at_least:
@@ -193,7 +198,17 @@ class Usage(_Strict):
     # input_tokens as this share of the context window of the model the request asks for (data/models.yaml):
     # "the window is nearly full" holds for a 200k and for a 1M window alike
     window_share: float | None = Field(default=None, gt=0, le=1)
+    # input_tokens that fill the requested model's window with this reply's output_tokens (input + output = the
+    # window), as a model_context_window_exceeded stop has them
+    fills_window: bool = False
     staged: bool = False
+
+    @model_validator(mode="after")
+    def _one_window(self) -> Usage:
+        given = [name for name in ("input_tokens", "window_share") if getattr(self, name) is not None]
+        if self.fills_window and given:
+            raise ValueError(f"'fills_window' sets input_tokens; leave out {' and '.join(given)}")
+        return self
 
 
 class ErrorSpec(_Strict):
@@ -201,7 +216,9 @@ class ErrorSpec(_Strict):
     ``api_headers`` says which of the headers that steer retries (``x-should-retry``, ``retry-after``) the
     real API sends in this case, so a record can show whether the client saw what it would see live.
     ``{max_tokens}`` and ``{model}`` in ``message`` are replaced by the request's values, ``{ceiling}`` and
-    ``{window}`` by the requested model's output ceiling and context window (data/models.yaml)."""
+    ``{window}`` by the requested model's output ceiling and context window (data/models.yaml),
+    ``{over_window}`` by a prompt size a quarter above that window, ``{sent_field}`` by a field the request
+    sends beyond the required ones (:func:`sent_field`)."""
 
     status: int = Field(ge=400, le=599)
     type: str = "api_error"
@@ -248,6 +265,10 @@ class Reply(_Strict):
                              "usage.output_tokens out (or say why it is staged with 'staged')")
         if self.error is None and self.content is None:
             self.content = []
+        if self.error is None and self.stop_reason == "model_context_window_exceeded" and not (
+                self.usage is not None and (self.usage.fills_window or self.usage.window_share is not None)):
+            raise ValueError("a model_context_window_exceeded reply fills the requested model's window: give it "
+                             "usage: {fills_window: true} (or a window_share)")
         if (self.error is None and self.stop_reason is not None
                 and self.stop_reason not in KNOWN_STOP_REASONS and not self.unknown_stop_reason):
             raise ValueError(
@@ -651,6 +672,21 @@ def message_text(message: dict[str, Any]) -> str:
         elif block.get("type") in ("tool_use", "server_tool_use"):
             parts.append(json.dumps(block.get("input", {}), sort_keys=True))
     return "\n".join(parts)
+
+
+# the optional fields of a Messages request, the newest first: the one a gateway or an older API version is
+# likeliest not to know is the one its 400 names
+OPTIONAL_FIELDS = ("context_management", "output_config", "container", "mcp_servers", "service_tier", "thinking",
+                   "tool_choice", "metadata", "top_k", "top_p", "temperature", "stop_sequences", "tools", "system",
+                   "stream")
+REQUIRED_FIELDS = ("model", "messages", "max_tokens")
+
+
+def sent_field(request: dict[str, Any]) -> str | None:
+    """A field the request sends beyond model, messages and max_tokens, the newest first (``OPTIONAL_FIELDS``,
+    then any other in the request's order); None when it sends none."""
+    sent = [k for k in request if k not in REQUIRED_FIELDS and request[k] is not None]
+    return next((k for k in OPTIONAL_FIELDS if k in sent), sent[0] if sent else None)
 
 
 def _system_text(request: dict[str, Any]) -> str:

@@ -18,8 +18,8 @@ from typing import Any
 from ..core.caching import PromptCache
 from ..core.compaction import estimate_tokens, text_blocks
 from .models import model_limits
-from .offered import fit_reply
-from .validate import request_problem  # noqa: F401  (re-exported: the engine and its callers name it here)
+from .offered import CANNOT_SEND, FORCED, fit_reply, fit_stop_sequence
+from .validate import model_problem, request_problem  # noqa: F401  (request_problem: re-exported)
 from .scenario import (
     ErrorSpec,
     Reply,
@@ -32,12 +32,14 @@ from .scenario import (
     side_reply_text,
     side_request,
     request_tokens,
+    sent_field,
 )
 
 # Hand-written usage must agree with the request and the reply, within this tolerance of the engine's own
 # token estimate (the larger of the two): a scenario may round, not invent. ``staged`` lifts the rule.
 USAGE_TOLERANCE_SHARE = 0.10
 USAGE_TOLERANCE_TOKENS = 8
+SCENARIO_ERROR = "scenario_error"  # the kind of a request answered with a 500 because the scenario is broken
 SCRIPT_USED_UP = "is used up"  # what the reply to a request beyond the script says (and the CLI looks for)
 
 ERROR_TYPES = {
@@ -75,12 +77,20 @@ class RecordedRequest:
     # why the scripted reply could not be sent as written to this request (a tool it does not offer, thinking
     # it does not enable; see ``offered.fit_reply``): the step's branch was not reached
     not_reached: list[str] | None = None
+    # the tool the reply calls in place of a finished answer, under a forced tool_choice (offered.fit_reply)
+    final_answer_call: str | None = None
+    # the reply is the server's own text saying that nothing of the scripted reply could be sent: it is no
+    # model's answer, so no rule reads the client's reaction to it
+    placeholder: bool = False
 
 
 def _usage_staged(reply: Reply) -> str | None:
-    """``usage: {staged: true}`` (no reason given) marks the numbers as staged too."""
+    """``usage: {staged: true}`` (no reason given) marks the numbers as staged too, and so does a usage that
+    fills the window (``fills_window``)."""
     if reply.usage is not None and reply.usage.staged:
         return "the scenario sets this usage on purpose"
+    if reply.usage is not None and reply.usage.fills_window:
+        return "the window is full, as the stop reason says; the history the scenario sends is much shorter"
     return None
 
 
@@ -205,6 +215,9 @@ class ScenarioEngine:
         if problem is not None or not isinstance(request, dict):
             return self._record(method, path, None, False, None, _error(400, "invalid_request_error", str(problem)))
         invalid = request_problem(request, count_tokens=route.endswith("count_tokens"))
+        if invalid is None and not route.endswith("count_tokens"):  # what the requested model refuses
+            invalid = model_problem(normalise_request(request),
+                                    resuming=self.last_stop_reason in ("pause_turn", "compaction"))
         if invalid is not None:  # answered as the API does, and no scenario step is used up
             return self._record(method, path, request, bool(request.get("stream") is True), None,
                                 _error(400, "invalid_request_error", invalid), kind="invalid_request")
@@ -230,14 +243,14 @@ class ScenarioEngine:
         if invalid is not None:
             return self._record(method, path, request, stream, None, _error(400, "invalid_request_error", invalid),
                                 kind="invalid_thinking")
-        if scenario.context_window is not None:
-            if tokens > scenario.context_window:
-                if not summary:  # "smaller than previous" compares with this one
-                    self.previous_tokens = tokens
-                return self._record(method, path, request, stream, None, _error(
-                    400, "invalid_request_error",
-                    f"prompt is too long: {tokens} tokens > {scenario.context_window} maximum"),
-                    kind="prompt_too_long")
+        # the scenario's own small window (a client setting), else the requested model's
+        window = scenario.context_window or model_limits(normalised.get("model")).context_window
+        if tokens > window:
+            if not summary:  # "smaller than previous" compares with this one
+                self.previous_tokens = tokens
+            return self._record(method, path, request, stream, None, _error(
+                400, "invalid_request_error", f"prompt is too long: {tokens} tokens > {window} maximum"),
+                kind="prompt_too_long")
         if summary:
             return self._plain(method, path, request, tokens, summary_reply_text(scenario.summary),
                                f"summary{len(self.requests):03d}", "summary", stop_reason=None)
@@ -281,8 +294,8 @@ class ScenarioEngine:
         if reply.error is not None:
             return self._record(method, path, request, stream, index, _error_from_spec(reply.error, normalised),
                                 staged=staged)
-        reply, not_reached = (reply, []) if self.as_scripted else fitted_reply(reply, normalised,
-                                                                                scenario.stand_ins)
+        reply, not_reached, forced = (reply, [], None) if self.as_scripted else fitted_reply_and_call(
+            reply, normalised, scenario.stand_ins)
         built = self._build(reply, normalised, f"{index:03d}", tokens)
         if staged is None and reply.usage is not None:
             broken = usage_problems(built["usage"], normalised, built["content"], reply.stop_reason, tokens)
@@ -290,13 +303,25 @@ class ScenarioEngine:
                 text = (f"scenario {scenario.name!r} step {index}: its usage does not agree with the request and "
                         f"the reply: " + "; ".join(broken) + " (fix the numbers, or say why they are staged with "
                         "'staged')")
-                self.failures.append(text)
-                return self._record(method, path, request, stream, index,
-                                    _error(400, "invalid_request_error", text), kind="usage_inconsistent")
+                return self._scenario_error(method, path, request, stream, index, text)
         self._note_stand_in(built)
         wire = self._wire(built, reply, stream)
+        placeholder = bool(not_reached) and any(str(b.get("text", "")).startswith(CANNOT_SEND)
+                                                for b in built["content"])
         return self._record(method, path, request, stream, index, wire, stop_reason=reply.stop_reason,
-                            staged=staged, not_reached=not_reached)
+                            staged=staged, not_reached=not_reached, final_answer_call=forced,
+                            placeholder=placeholder)
+
+    def _scenario_error(self, method: str, path: str, request: dict[str, Any], stream: bool, index: int,
+                        text: str) -> WireReply:
+        """The scenario itself is at fault (its numbers disagree with the request): the API's 500 with
+        ``x-should-retry: false``, never a 4xx a client would take for its own mistake; the step is not used up
+        (a resend gets the same answer), and ``failures`` and the request's kind (``scenario_error``) say so."""
+        self.failures.append(text)
+        self.next_step = index
+        return self._record(method, path, request, stream, index,
+                            _error(500, "api_error", "agentlab serve: the scenario is broken: " + text,
+                                   {"x-should-retry": "false"}), kind=SCENARIO_ERROR)
 
     def usage(self, reply: Reply, request: dict[str, Any], tokens: int,
               content: list[dict[str, Any]]) -> dict[str, Any]:
@@ -386,7 +411,8 @@ class ScenarioEngine:
 
     def _record(self, method: str, path: str, body: dict | None, stream: bool, step: int | None,
                 reply: WireReply, *, kind: str | None = None, stop_reason: str | None = None,
-                staged: str | None = None, not_reached: list[str] | None = None) -> WireReply:
+                staged: str | None = None, not_reached: list[str] | None = None,
+                final_answer_call: str | None = None, placeholder: bool = False) -> WireReply:
         if kind is not None:
             reply.kind = kind
         # every response carries a request id, as the API's do (SDK errors and clients' logs read it);
@@ -400,7 +426,7 @@ class ScenarioEngine:
         self.requests.append(RecordedRequest(
             index=len(self.requests), method=method, path=path, body=body, stream=stream, step=step,
             status=reply.status, kind=reply.kind, stop_reason=stop_reason, staged=staged,
-            not_reached=not_reached or None))
+            not_reached=not_reached or None, final_answer_call=final_answer_call, placeholder=placeholder))
         return reply
 
     def staged_calls(self) -> dict[int, str]:
@@ -429,15 +455,30 @@ def choose_reply(step: Step, request: dict[str, Any], stream: bool) -> Reply:
 def fitted_reply(reply: Reply, request: dict[str, Any],
                  stand_ins: dict[str, StandIn] | None = None) -> tuple[Reply, list[str]]:
     """The scripted reply as the live API could send it to ``request`` (``offered.fit_reply``: only offered
-    tools or their stand-ins, thinking only when enabled, ``tool_choice`` honoured), and why it changed (empty:
-    as scripted, or only a stand-in call)."""
+    tools or their stand-ins, thinking only when enabled, ``tool_choice`` honoured; ``fit_stop_sequence``: a
+    stop sequence only where the request set it), and why it changed (empty: as scripted, or only a stand-in
+    call)."""
+    fitted, why, _ = fitted_reply_and_call(reply, request, stand_ins)
+    return fitted, why
+
+
+def fitted_reply_and_call(reply: Reply, request: dict[str, Any], stand_ins: dict[str, StandIn] | None = None
+                          ) -> tuple[Reply, list[str], str | None]:
+    """:func:`fitted_reply`, and the name of the tool the reply calls in place of a finished answer under a
+    forced ``tool_choice`` (None: no such call)."""
     blocks = [b.model_dump(exclude_none=True) for b in reply.content or []]
     content, stop_reason, why = fit_reply(blocks, reply.stop_reason, request,
                                           {k: v.model_dump() for k, v in (stand_ins or {}).items()})
+    forced = next((str(b["name"]) for b in content if b.pop(FORCED, False)), None)
+    content, stop_reason, stop_sequence, unstopped = fit_stop_sequence(content, stop_reason, reply.stop_sequence,
+                                                                       request)
+    why += unstopped
     if not why and content == [{k: v for k, v in b.items() if k != "interchangeable"} for b in blocks]:
-        return reply, []
+        return reply, [], None
     data = reply.model_dump(exclude_none=True, exclude={"when", "cases", "expect", "note"})
-    return Reply.model_validate({**data, "content": content, "stop_reason": stop_reason}), why
+    fitted = Reply.model_validate({**data, "content": content, "stop_reason": stop_reason,
+                                   "stop_sequence": stop_sequence})
+    return fitted, why, forced
 
 
 def normalise_request(request: dict[str, Any]) -> dict[str, Any]:
@@ -499,6 +540,8 @@ def _error_from_spec(spec: ErrorSpec, request: dict[str, Any] | None = None) -> 
         message = message.replace("{" + key + "}", str((request or {}).get(key)))
     limits = model_limits((request or {}).get("model"))
     message = message.replace("{ceiling}", str(limits.max_output)).replace("{window}", str(limits.context_window))
+    message = message.replace("{over_window}", str(limits.context_window + limits.context_window // 4))
+    message = message.replace("{sent_field}", str(sent_field(request or {})))
     return _error(spec.status, error_type, message, headers)
 
 
@@ -507,10 +550,13 @@ def _scripted_usage(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
     model's context window."""
     if reply.usage is None:
         return {}
-    given = reply.usage.model_dump(exclude_none=True, exclude={"staged", "window_share"})
+    given = reply.usage.model_dump(exclude_none=True, exclude={"staged", "window_share", "fills_window"})
+    window = model_limits(request.get("model")).context_window
     if reply.usage.window_share is not None:
-        window = model_limits(request.get("model")).context_window
         given["input_tokens"] = round(window * reply.usage.window_share)
+    if reply.usage.fills_window:
+        content = [b.model_dump(exclude_none=True) for b in reply.content or []]
+        given["input_tokens"] = window - int(given.get("output_tokens", _output_tokens(reply, request, content)))
     return given
 
 

@@ -39,6 +39,10 @@ EMPTY_MESSAGE = "messages.{i}: all messages must have non-empty content except f
 EMPTY_TEXT = "messages: text content blocks must be non-empty"
 WHITESPACE_TEXT = "messages: text content blocks must contain non-whitespace text"
 TRAILING_WHITESPACE = "messages: final assistant content cannot end with trailing whitespace"
+# the model's limits (data/models.yaml), in the live API's words
+OVER_CEILING = "max_tokens: {max_tokens} > {ceiling}, which is the maximum allowed number of output tokens for {model}"
+NO_PREFILL = ("This model does not support assistant message prefill. The conversation must end with a user "
+              "message.")
 
 
 def request_problem(request: dict[str, Any], *, count_tokens: bool = False) -> str | None:
@@ -201,6 +205,26 @@ def _pairing_problem(turns: list[tuple[int, str, list[tuple[int, int, dict[str, 
         missing = [x for _, x in uses if x not in answered]
         if missing:
             return TOOL_USE_UNANSWERED.format(i=uses[0][0], ids=", ".join(missing))
+    return None
+
+
+def model_problem(request: dict[str, Any], *, resuming: bool = False) -> str | None:
+    """What the model the request asks for refuses (data/models.yaml), in the API's words; None when it accepts:
+    a ``max_tokens`` above its output ceiling, and a prefill (the last message an assistant's) to a model that
+    takes none. ``resuming``: the last reply was paused (``pause_turn``), which is sent back as the last
+    message to be continued and is no prefill; so is a final assistant turn that holds a server tool call."""
+    from .models import model_limits
+
+    limits = model_limits(request.get("model"))
+    max_tokens = request.get("max_tokens")
+    if isinstance(max_tokens, int) and max_tokens > limits.max_output:
+        return OVER_CEILING.format(max_tokens=max_tokens, ceiling=limits.max_output, model=request.get("model"))
+    if limits.prefill or resuming:
+        return None
+    turns = _turns(request.get("messages") or [])
+    if turns and turns[-1][1] == "assistant" and not any(
+            b.get("type") == "server_tool_use" for _, _, b in turns[-1][2]):
+        return NO_PREFILL
     return None
 
 

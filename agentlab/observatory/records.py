@@ -304,6 +304,10 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
         }
         if recorded.not_reached:
             entry["not_reached"] = list(recorded.not_reached)
+        if recorded.final_answer_call:  # the server's call of the client's final-answer tool (tool_choice)
+            entry["final_answer_call"] = recorded.final_answer_call
+        if recorded.placeholder:  # the server's own text: nothing of the scripted reply could be sent
+            entry["placeholder_reply"] = True
         if exchange.thread is not None:
             entry["thread"] = exchange.thread.get("type")
             entry["sent_messages"] = len((exchange.sent or {}).get("messages") or [])
@@ -331,6 +335,10 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
         if prev_body is None or not diff["summary_request"]:
             prev_body, prev_reply = body, summary
     notes = list(outcome.notes)
+    # the server's own failures (a scenario whose numbers disagree with the request, the server raising): no
+    # reply the live API would give, and no fault of the client's; a grade of this run is not a verdict
+    server_errors = [{"n": r["n"], "kind": r["kind"], "message": r.get("error", "")} for r in requests
+                     if r["kind"] in SERVER_ERROR_KINDS]
     if requests and requests[0]["kind"] == "prompt_too_long":
         notes.append(f"the first request ({requests[0]['tokens']:,} tokens) already exceeds the scenario's "
                      f"context_window ({scenario.context_window:,} tokens), so the scripted branch is never reached")
@@ -346,6 +354,7 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
         "settings": outcome.settings, "notes": notes,
         "requests": requests, "probes": sorted(set(probes)),
         **({"side_requests": side} if side else {}),
+        **({"server_errors": server_errors} if server_errors else {}),
         "summary": _summary(scenario, requests), "result": outcome.result,
         "timing": {"wall_s": round(wall_s, 3),
                    "request_s": [round(t - arrivals[0], 3) for t in arrivals] if arrivals else []},
@@ -354,6 +363,7 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
 
 
 RETRY_HEADERS = ("x-should-retry", "retry-after", "retry-after-ms")
+SERVER_ERROR_KINDS = ("scenario_error", "server_error")  # requests the server failed on (``server_errors``)
 
 
 def _error_spec(scenario: Scenario, step: int | None, request: dict[str, Any], stream: bool):
