@@ -3,6 +3,7 @@
 errors       the exceptions raised for bad input
 extras       the lab extra (the notebook stack): its name, and the error naming it where it is missing
 guard        printable-only terminal output, redaction, outputs checked against inputs, file locks
+text         others' text (stderr, errors, hook output) printable in a report: escape sequences removed
 paths        where the data lives (scenarios, hooks, sandbox, observed records), in a checkout or a wheel
 transitions  the decision table, Limits, LoopState and the pure ``decide()``
 compaction   context accounting (ContextMeter) and the history compaction strategies

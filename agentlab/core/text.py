@@ -1,0 +1,36 @@
+"""Text written by others (an agent's stderr, an exception's message, a server's error, a hook's output), made
+safe to print in a report: escape sequences removed whole, any other control character shown.
+
+A report is read in a terminal, and also in a CI log that a browser renders as one: an ``ESC [ 2 J`` in an
+agent's stderr would clear it, an OSC 8 sequence would hide a link behind harmless text, a carriage return
+would overwrite the start of the line with what follows. :func:`printable` removes every ECMA-48 escape
+sequence (CSI ``ESC [ … final``, OSC / DCS / APC / PM / SOS strings up to their terminator, two-byte ``ESC x``,
+and their 8-bit C1 forms), so colour codes vanish instead of littering the line, and then shows each control
+character left as :func:`agentlab.core.guard.printable` does (``^M``, ``^G``, ``<U+202E>``). Tab and newline
+are kept; with ``newlines=False`` a newline is shown as ``^J`` too, for text that must stay on one line.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .guard import printable as _caret
+
+__all__ = ["ESCAPE_SEQUENCE", "printable"]
+
+# ECMA-48 (ISO 6429): a control string (OSC, DCS, SOS, PM, APC; ESC-introduced or 8-bit) runs to ST (ESC \ or
+# U+009C) or, for OSC as xterm accepts it, BEL; a string never terminated runs to the end of the text. A control
+# sequence (CSI: ESC [ or U+009B) is parameter bytes 0x30-0x3F, intermediate bytes 0x20-0x2F, one final byte
+# 0x40-0x7E. Any other ESC takes its intermediates and one final byte (ESC ( B, ESC 7, ESC c).
+ESCAPE_SEQUENCE = re.compile(
+    r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c|$)"
+    r"|(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
+    r"|\x1b[\x20-\x2f]*[\x30-\x7e]?")
+
+
+def printable(text: str, *, newlines: bool = True) -> str:
+    """``text`` without escape sequences, its other control characters in caret notation (``^M``, ``^?``,
+    ``M-^[``) and bidirectional controls as ``<U+202E>``; tab and newline kept (``newlines=False``: a newline
+    as ``^J``). Letters of any script, emoji and the report's own marks pass unchanged."""
+    shown = _caret(ESCAPE_SEQUENCE.sub("", str(text)))
+    return shown if newlines else shown.replace("\n", "^J")
