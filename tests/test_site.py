@@ -157,3 +157,52 @@ def test_pages_in_chromium(site):
         finally:
             browser.close()
 
+
+
+def _page_links(page: Path) -> list[str]:
+    from html.parser import HTMLParser
+
+    class Links(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.found: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            href = dict(attrs).get("href")
+            if tag == "a" and href:
+                self.found.append(href)
+
+    parser = Links()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return parser.found
+
+
+def test_every_link_of_every_page_resolves(site):
+    """Every page's links within the site lead to a file, and a #fragment to an element of that id on it (the
+    lessons' links to the glossary's headings included); a link out of the site is https."""
+    from urllib.parse import unquote, urlsplit
+
+    ids: dict[Path, set[str]] = {}
+    broken, checked = [], 0
+    for page in sorted(site.rglob("*.html")):
+        for href in _page_links(page):
+            parts = urlsplit(href)
+            if parts.scheme or href.startswith("mailto:"):
+                if parts.scheme != "https":
+                    broken.append(f"{page.relative_to(site)}: {href} (not https)")
+                continue
+            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
+            if target.is_dir():
+                target = target / "index.html"
+            checked += 1
+            if not target.is_file():
+                broken.append(f"{page.relative_to(site)}: {href} (no such file)")
+            elif parts.fragment and target.suffix == ".html":
+                if target not in ids:
+                    ids[target] = set(re.findall(r'\bid="([^"]+)"', target.read_text(encoding="utf-8")))
+                if unquote(parts.fragment) not in ids[target]:
+                    broken.append(f"{page.relative_to(site)}: {href} (no #{parts.fragment} on that page)")
+    glossary_links = sum(h.startswith("glossary.html#") for h in _page_links(site / "notebooks" / "00_the_loop.html"))
+    assert glossary_links >= 10, f"lesson 00 links the glossary's headings {glossary_links} times"
+    assert checked > 1000, checked
+    assert not broken, f"{len(broken)} links that lead nowhere:\n" + "\n".join(broken[:20])
