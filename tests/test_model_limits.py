@@ -60,3 +60,39 @@ def test_a_malformed_table_is_named(tmp_path) -> None:
     path.write_text("checked: '2026-12-02'\nsource: x\ndefault: a\nmodels:\n  a: {context_window: 0, max_output: 5}\n")
     with pytest.raises(ConfigError, match=r"models\.yaml: models\.a: expected context_window and max_output"):
         load_models(path)
+
+
+def _escalating_loop(clamps: bool):
+    """A raw-SDK loop that raises max_tokens to 64,000 once on a cut-off answer; ``clamps``: and sends it again
+    within the ceiling a 400 names."""
+    import re
+
+    def agent_loop(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
+        messages, max_tokens = [{"role": "user", "content": prompt}], 256
+        while True:
+            try:
+                with client.messages.stream(model=model, max_tokens=max_tokens, messages=messages) as stream:
+                    reply = stream.get_final_message()
+            except anthropic.BadRequestError as exc:
+                ceiling = re.search(r"max_tokens: \d+ > (\d+)", str(exc))
+                if not (clamps and ceiling):
+                    raise
+                max_tokens = int(ceiling.group(1))
+                continue
+            if reply.stop_reason == "max_tokens" and max_tokens < 64000:
+                max_tokens = 64000
+                continue
+            return "".join(b.text for b in reply.content if b.type == "text")
+
+    return agent_loop
+
+
+@pytest.mark.parametrize(("clamps", "status"), [(True, "pass"), (False, "fail")])
+def test_a_graded_loop_asks_for_the_scenario_s_model_so_the_clamp_is_reached(clamps: bool, status: str) -> None:
+    from agentlab.observatory.grade import grade_function
+
+    report = grade_function(_escalating_loop(clamps), ["max_tokens_clamp"], timeout=30)
+    grade = report.grades[0]
+    assert {r["model"] for r in grade.record["requests"]} == {load_scenario("max_tokens_clamp").model}
+    check = grade.check("clamp_max_tokens")
+    assert check is not None and check.status == status, check

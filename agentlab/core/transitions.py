@@ -29,7 +29,17 @@ from typing import Any, Literal, TypeAlias, assert_never, get_args
 from .compaction import DEFAULT_CONTEXT_WINDOW, message_blocks, text_blocks
 from .errors import ConfigError
 
-DEFAULT_MODEL = "claude-sonnet-4-6"   # the model a run uses unless told otherwise
+
+
+def _default_model() -> str:
+    """The ``default`` of the model table (data/models.yaml), where the project's model names and limits live."""
+    from .paths import data_dir, read_dated_table
+
+    table = read_dated_table(data_dir() / "models.yaml", "model table", ("checked", "source", "default"))
+    return str(table["default"])
+
+
+DEFAULT_MODEL = _default_model()   # the model a run uses unless told otherwise
 
 StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
                      "model_context_window_exceeded", "compaction"]

@@ -15,9 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from . import exercise
+from ..core.transitions import DEFAULT_MODEL
 
 Message = dict[str, Any]
-SONNET = "claude-sonnet-4-6"
+SONNET = DEFAULT_MODEL  # the model a run uses (data/models.yaml)
 HAIKU = "claude-haiku-4-5"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..core.transitions import Failure, Limits, LoopState, Retry, decide
+from ..core.transitions import DEFAULT_MODEL, Failure, Limits, LoopState, Retry, decide
 from .lesson06 import observed, show_result
 from . import exercise
 
@@ -26,7 +26,7 @@ def expected_delay(status: int | None, attempt: int, retry_after: float | None =
                    should_retry: bool | None = None, limits: Limits | None = None) -> float | None:
     """What agentlab's decide() answers: the delay before jitter, or None when the request is not retried."""
     failure = Failure(status, "error", "scripted failure", retry_after, should_retry)
-    state = LoopState(model="claude-sonnet-4-6", max_tokens=1024, api_attempts=attempt - 1)
+    state = LoopState(model=DEFAULT_MODEL, max_tokens=1024, api_attempts=attempt - 1)
     transition = decide(failure, state, limits or Limits())
     return transition.delay if isinstance(transition, Retry) else None
 

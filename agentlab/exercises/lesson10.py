@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..backend.scenario import scenario_names
-from ..core.transitions import ROWS, Limits, LoopState, decide
+from ..core.transitions import DEFAULT_MODEL, ROWS, Limits, LoopState, decide
 from ..lab import scenario_loop
 from .lesson06 import observed, show_result
 from . import exercise
@@ -120,7 +120,7 @@ CASES: tuple[tuple[str, dict[str, Any], bool], ...] = (
 
 
 def expected_branch(message: dict[str, Any], after_tool_results: bool) -> str:
-    state = LoopState(model="claude-sonnet-4-6", max_tokens=1024, after_tool_results=after_tool_results)
+    state = LoopState(model=DEFAULT_MODEL, max_tokens=1024, after_tool_results=after_tool_results)
     return decide(message, state, Limits()).branch
 
 

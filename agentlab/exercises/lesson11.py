@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..observatory.compare import describe
+from ..core.transitions import DEFAULT_MODEL
 from ..observatory.observe import load_records
 from ..observatory.replay import client_label, ending, load_record, record_to_trace  # noqa: F401
 from ..ui.plots import compare_paths  # noqa: F401
@@ -122,7 +123,7 @@ BUILT = "built (not recorded)"
 
 
 def _body(max_tokens: int, *messages: dict[str, Any]) -> dict[str, Any]:
-    return {"model": "claude-sonnet-4-6", "max_tokens": max_tokens, "messages": list(messages)}
+    return {"model": DEFAULT_MODEL, "max_tokens": max_tokens, "messages": list(messages)}
 
 
 def built_cases() -> list[dict[str, Any]]:

@@ -236,8 +236,10 @@ def function_runner(fn: LoopFn):
     """An observe runner for a Python agent loop ``fn(client, prompt, tools, run_tool)``: ``client`` is an
     ``anthropic.Anthropic`` pointed at the scenario's server (the SDK's defaults otherwise), ``tools`` the demo
     tools' definitions followed by the scenario's server tools (web search where its model searches; the API
-    runs those, so they never come back as ``tool_use``), ``run_tool(name, input) -> str`` runs one. The loop
-    runs in a thread; at the timeout it is left behind (a thread cannot be killed) and graded as stopped."""
+    runs those, so they never come back as ``tool_use``), ``run_tool(name, input) -> str`` runs one. A loop
+    that takes a ``model`` argument is given the scenario's model, as a command is (``AGENTLAB_MODEL``): a
+    scenario's limits are its model's (max_tokens_clamp's ceiling of 4,096). The loop runs in a thread; at the
+    timeout it is left behind (a thread cannot be killed) and graded as stopped."""
     import anthropic
 
     from ..lab import build_tools
@@ -253,10 +255,11 @@ def function_runner(fn: LoopFn):
             return registry.run(name, tool_input).content
 
         outcome: dict[str, Any] = {}
+        extra = {"model": scenario.model} if _takes_model(fn) else {}
 
         def target() -> None:
             try:
-                value = fn(client, scenario.prompt, tools, run_tool)
+                value = fn(client, scenario.prompt, tools, run_tool, **extra)
                 outcome["text"] = _last_line(str(value)) if value is not None else ""
                 outcome["returned"] = True
             except Exception as exc:  # graded on what it sent; the error is part of the result
@@ -272,6 +275,16 @@ def function_runner(fn: LoopFn):
         return ClientOutcome(result, {"function": getattr(fn, "__name__", "?")})
 
     return run
+
+
+def _takes_model(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` has a ``model`` parameter (a callable whose signature cannot be read has none)."""
+    import inspect
+
+    try:
+        return "model" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def check_timeout(timeout: Any) -> float:
