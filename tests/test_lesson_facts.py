@@ -4,6 +4,7 @@ about agentlab, checked against a run), the words they use, and how they import 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import anthropic
@@ -120,3 +121,73 @@ def test_the_lessons_name_the_article_and_link_the_docs_page():
                      "10_the_whole_decision", "11_real_claude_code"):
         text = _markdown(notebook)
         assert title in text and link in text, notebook
+
+
+CARDINALS = {w: n for n, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
+ORDINALS = {w: n for n, w in enumerate("zeroth first second third fourth fifth sixth seventh eighth ninth".split())}
+COUNTED = re.compile(r"\b(?P<n>[a-z]+|\d+)\s+(?:values|stop reasons|`stop_reason` values)\b"
+                     r"|\b(?P<nth>[a-z]+th)\b(?=\s*(?:value|,\s*`compaction`|in the beta))", re.IGNORECASE)
+
+
+def _sections() -> list[tuple[str, str]]:
+    """(where, text) of every lesson's markdown cell and every section of the README and the glossary."""
+    found = []
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        found += [(f"{path.name} cell {c.get('id')}", "".join(c["source"]))
+                  for c in cells if c["cell_type"] == "markdown"]
+    for path in (ROOT / "README.md", ROOT / "notebooks" / "glossary.md"):
+        found += [(path.name, part) for part in path.read_text(encoding="utf-8").split("\n## ")]
+    return found
+
+
+def stop_reason_counts(text: str) -> list[tuple[str, int]]:
+    """The counts of stop reasons a text states: ("values", N) for "seven values"/"7 stop reasons", ("beta", N)
+    for "an eighth" (the beta's extra value), in a text that speaks of stop reasons; the article's title (its
+    "Seven Meanings of stop_reason") is a quotation, not a count."""
+    text = text.replace("Seven Meanings of stop_reason", "")
+    if not re.search(r"stop_reason|stop reason", text):
+        return []
+    counts = []
+    for match in COUNTED.finditer(text):
+        if match["nth"]:
+            if match["nth"].lower() in ORDINALS:
+                counts.append(("beta", ORDINALS[match["nth"].lower()]))
+        elif match["n"].isdigit() and "stop reasons" in " ".join(match[0].split()):
+            counts.append(("values", int(match["n"])))
+        elif match["n"].lower() in CARDINALS:
+            counts.append(("values", CARDINALS[match["n"].lower()]))
+    return counts
+
+
+def test_stop_reason_counts_are_read_from_the_text():
+    assert stop_reason_counts("the seven values of `stop_reason`; the beta adds an eighth, `compaction`") == \
+        [("values", 7), ("beta", 8)]
+    assert stop_reason_counts("seven stop reasons. A fourth source is what clients did.") == [("values", 7)]
+    assert stop_reason_counts("8 stop reasons") == [("values", 8)]
+    assert stop_reason_counts("seven values of nothing in particular") == []       # not about stop reasons
+    assert stop_reason_counts("the article *... the Seven Meanings of stop_reason*") == []
+
+
+def test_every_count_of_stop_reasons_is_the_installed_sdk_s():
+    """A count of stop reasons in the lessons, the README or the glossary is the number of values of the SDK's
+    `StopReason` literal (the Messages API), and "an eighth" the beta's `BetaStopReason`, which adds
+    `compaction`; lesson 00 prints both from the SDK."""
+    import typing
+
+    from anthropic.types import StopReason
+    from anthropic.types.beta import BetaStopReason
+
+    values, beta = typing.get_args(StopReason), typing.get_args(BetaStopReason)
+    assert set(beta) - set(values) == {"compaction"}
+    expected = {"values": len(values), "beta": len(beta)}
+    stated = [(where, kind, n) for where, text in _sections() for kind, n in stop_reason_counts(text)]
+    assert {("00_the_loop.ipynb", "values"), ("00_the_loop.ipynb", "beta"), ("glossary.md", "values"),
+            ("glossary.md", "beta")} <= {(where.split(" cell")[0], kind) for where, kind, _ in stated}
+    wrong = [(where, kind, n) for where, kind, n in stated if n != expected[kind]]
+    assert wrong == [], f"the SDK lists {expected}; these say otherwise: {wrong}"
+    (shown,) = [c for c in json.loads((ROOT / "notebooks" / "00_the_loop.ipynb").read_text(encoding="utf-8"))["cells"]
+                if c.get("id") == "l00-sdk-stop-reasons"]
+    printed = "".join(shown["outputs"][0]["text"])
+    assert f"{len(values)} stop reasons: {', '.join(values)}" in printed
+    assert f"the beta API: {len(beta)}, adding compaction" in printed
