@@ -29,6 +29,8 @@ stop reason left without a tool call, and a ``pause_turn`` left without its serv
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 FINAL_ANSWER_TOOLS = ("final_answer", "final_result", "answer", "respond", "submit")
@@ -150,7 +152,8 @@ def _stood_in(block: dict[str, Any], names: list[str], stand_ins: dict[str, dict
     stand_in = stand_ins.get(str(block.get("name")))
     if block.get("name") in names or stand_in is None or stand_in.get("name") not in names:
         return block
-    given = block.get("input") or {}
+    cut = block.get("partial_json")
+    given = _partial_fields(str(cut)) if cut else block.get("input") or {}
 
     def fill(value: Any) -> Any:
         if isinstance(value, str):
@@ -158,7 +161,18 @@ def _stood_in(block: dict[str, Any], names: list[str], stand_ins: dict[str, dict
                 value = value.replace("{" + str(key) + "}", str(field))
         return value
 
-    return {**block, "name": stand_in["name"], "input": {k: fill(v) for k, v in (stand_in.get("input") or {}).items()}}
+    filled = {k: fill(v) for k, v in (stand_in.get("input") or {}).items()}
+    if not cut:
+        return {**block, "name": stand_in["name"], "input": filled}
+    # a call cut off by max_tokens stays cut off in its stand-in: the stand-in's own input, cut short (what was
+    # streamed of it), and nothing whole to run
+    text = json.dumps(filled)
+    return {**block, "name": stand_in["name"], "input": {}, "partial_json": text[:max(1, len(text) // 2)]}
+
+
+def _partial_fields(partial_json: str) -> dict[str, str]:
+    """The string fields of a tool input cut off mid-way (``{"expression": "(17 * 2``), as far as they go."""
+    return {m.group(1): m.group(2) for m in re.finditer(r'"(\w+)"\s*:\s*"((?:[^"\\]|\\.)*)', partial_json)}
 
 
 def _fit_call(block: dict[str, Any], names: list[str], tools: list[dict[str, Any]], choice: str,

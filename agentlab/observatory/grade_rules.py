@@ -112,7 +112,26 @@ def _is_summary(r: dict[str, Any]) -> bool:
 
 
 def _reply(r: dict[str, Any]) -> dict[str, Any]:
+    """What request ``r`` was answered. A reply the server had to replace by its own text (nothing of the
+    scripted reply could be sent to this request: ``placeholder_reply``) is no model's answer: it reads as no
+    reply, so only the rules that judge that reply are left without it, not every rule of the run."""
+    if r.get("placeholder_reply"):
+        return {"status": 0}
     return r.get("reply") or {"status": 0}
+
+
+def _model_ceiling(r: dict[str, Any]) -> int | None:
+    """The output ceiling of the model request ``r`` asked for (data/models.yaml), None when it is not listed."""
+    from ..backend.models import model_limits
+
+    limits = model_limits(r.get("model"))
+    return limits.max_output if limits.known else None
+
+
+def _at_ceiling(r: dict[str, Any]) -> bool:
+    """Whether request ``r`` already asked for its model's whole output ceiling: no escalation is left."""
+    ceiling = _model_ceiling(r)
+    return ceiling is not None and isinstance(r.get("max_tokens"), int) and r["max_tokens"] >= ceiling
 
 
 def _blocks(r: dict[str, Any]) -> list[str]:
@@ -397,6 +416,10 @@ def escalate_cut_tool_call(run: Run) -> Check | None:
     for i in found:
         r = run.requests[i]
         j = run.next_main(i)
+        if j is None and _at_ceiling(r):
+            return _pass(name, f"request {run.n(i)} was cut off in the middle of a tool call at max_tokens "
+                               f"{r.get('max_tokens')}, its model's ceiling: no higher max_tokens is left, and the "
+                               "run ended without running the cut call")
         if j is None:
             return _fail(name, f"request {run.n(i)} was cut off in the middle of a tool call ({_got(r)}); "
                                f"{run.ended} there instead of asking again with a higher max_tokens")
@@ -469,6 +492,11 @@ def tool_result_pairing(run: Run) -> Check | None:
         if j is None:
             if max_turns and run.message_replies(i) >= max_turns:
                 notes.append(f"request {run.n(i)}'s calls left unanswered at max_turns")
+                continue
+            if r.get("final_answer_call") and want == 1:
+                notes.append(f"request {run.n(i)}'s call of {r['final_answer_call']} is the final answer (the "
+                             "server's call of it for a finished reply, under a forced tool_choice); the run ended "
+                             "on it")
                 continue
             labelled = f" (labelled {label})" if label != "tool_use" else ""
             return _fail(name, f"request {run.n(i)}'s reply asked for {plural(want, 'tool call')}{labelled}; "
@@ -547,10 +575,11 @@ def bounded_max_tokens_recovery(run: Run) -> Check | None:
         recoveries = escalations + continuations
         if j is None:
             if recoveries < MIN_RECOVERIES:
+                how = ("ask the model to continue (max_tokens is already its model's ceiling)" if _at_ceiling(r)
+                       else "raise max_tokens or ask the model to continue")
                 return _fail(name, f"request {run.n(i)} was cut off ({_got(r)}); {run.ended} after "
                                    f"{plural(escalations, 'escalation')} and {plural(continuations, 'continuation')}"
-                                   f" — raise max_tokens or ask the model to continue, at least {MIN_RECOVERIES} "
-                                   f"times in all, before giving up")
+                                   f" — {how}, at least {MIN_RECOVERIES} times in all, before giving up")
             ended = "; then gave up"
             break
         nxt = run.requests[j]
