@@ -575,11 +575,11 @@ def bounded_max_tokens_recovery(run: Run) -> Check | None:
         recoveries = escalations + continuations
         if j is None:
             if recoveries < MIN_RECOVERIES:
-                how = ("ask the model to continue (max_tokens is already its model's ceiling)" if _at_ceiling(r)
-                       else "raise max_tokens or ask the model to continue")
+                remedy = ("ask the model to continue (max_tokens is already its model's ceiling)"
+                          if _at_ceiling(r) else "raise max_tokens or ask the model to continue")
                 return _fail(name, f"request {run.n(i)} was cut off ({_got(r)}); {run.ended} after "
                                    f"{plural(escalations, 'escalation')} and {plural(continuations, 'continuation')}"
-                                   f" — {how}, at least {MIN_RECOVERIES} times in all, before giving up")
+                                   f" — {remedy}, at least {MIN_RECOVERIES} times in all, before giving up")
             ended = "; then gave up"
             break
         nxt = run.requests[j]
