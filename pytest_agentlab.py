@@ -2,11 +2,14 @@
 
     pytest --agentlab-grade "python my_agent.py" [--agentlab-scenarios a,b] [--agentlab-baseline FILE]
 
-collects one test per scenario (``agentlab-grade::pause_turn``, ...): it fails when a careful-loop rule fails,
-with each failed rule named and its message; it is skipped when the run never reached the scenario's branch;
-with a baseline (``agentlab grade --write-baseline FILE``), a scenario whose failures are all in it is an
-expected failure (xfail). The command runs once per scenario, as ``agentlab grade --command`` runs it (the
-prompt where ``{prompt}`` stands, else last; ``AGENTLAB_*`` variables; no ``ANTHROPIC_*`` or ``CLAUDE*`` ones).
+collects one test per scenario (``agentlab-grade::pause_turn``, ...), its outcome the scenario's verdict as
+``agentlab grade`` decides it (agentlab.observatory.grade_verdict): ``fail`` fails the test, with each failed rule
+named and its message; ``policy`` (a difference from the reference loop's choice) passes with an
+:class:`AgentlabPolicyWarning` naming it, and is listed once in the summary (``--agentlab-policy strict``: it
+fails; ``ignore``: it passes quietly); ``not_reached`` skips it; with a baseline (``agentlab grade
+--write-baseline FILE``), a scenario whose failures are all in it is an expected failure (xfail). The command
+runs once per scenario, as ``agentlab grade --command`` runs it (the prompt where ``{prompt}`` stands, else last;
+``AGENTLAB_*`` variables; no ``ANTHROPIC_*`` or ``CLAUDE*`` ones).
 Given no test paths, only the scenarios are collected; with paths, the tests there run too. pytest's own
 ``--junitxml`` reports them.
 
@@ -39,6 +42,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="scenarios run at the same time (default 4)")
     group.addoption("--agentlab-keep", metavar="DIR", default=None,
                     help="keep per scenario the requests and replies, the record, stdout, stderr and exit status")
+    group.addoption("--agentlab-policy", choices=["report", "strict", "ignore"], default="report",
+                    help="a difference from the reference loop's choice: report (default: a warning), strict (a "
+                         "failure) or ignore (a pass), as agentlab grade --policy")
     group.addoption("--agentlab-pass-env", metavar="NAME", action="append", default=None,
                     help="give the command this ANTHROPIC_* or CLAUDE* variable anyway (repeat for several)")
 
@@ -50,6 +56,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 class GradeFailure(Exception):
     """A scenario's rules failed: the message names each rule and why."""
+
+
+class AgentlabPolicyWarning(UserWarning):
+    """A scenario differs from the reference loop's choice (not a failure unless --agentlab-policy strict)."""
 
 
 class GradeSession:
@@ -106,7 +116,7 @@ class GradeSession:
             self._report = grade_command(self.argv, self.selected or self.names, timeout=opt("agentlab_timeout"),
                                          jobs=opt("agentlab_jobs"), pass_env=self.pass_env,
                                          keep=opt("agentlab_keep"))
-        return self._report.grade(name)
+        return self._report.under(opt("agentlab_policy")).grade(name)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_ignore_collect(self, collection_path: Any, config: pytest.Config) -> bool | None:
@@ -134,6 +144,13 @@ class GradeSession:
         terminalreporter.section("agentlab grade")
         passed = f"; passed with --agentlab-pass-env: {', '.join(self.pass_env)}" if self.pass_env else ""
         write(f"{self._report.client}: the command ran without the {' and '.join(STRIPPED_ENV)} variables{passed}")
+        from agentlab.observatory.grade import POLICY_WORDS, policy_groups
+
+        groups = policy_groups((g.scenario, g.checks) for g in self._report.grades)
+        if groups and self._report.policy != "ignore":
+            write(f"{POLICY_WORDS}, each behaviour once (--agentlab-policy {self._report.policy}):")
+            for rule, behaviour, scenarios in groups:
+                write(f"    ≠ {rule}: {behaviour} — {', '.join(scenarios)}")
         if self.baseline_path:
             write(check_baseline(self.baseline_path, self.known, [self._report]).text())
 
@@ -150,22 +167,40 @@ class GradeItem(pytest.Item):
 
     def runtest(self) -> None:
         grading: GradeSession = self.parent.grading  # type: ignore[union-attr]
+        from agentlab.observatory.grade import split_by_baseline
+
         grade = grading.grade(self.name)
-        new = [rule for rule in grade.failed if (self.name, rule) not in grading.known]
+        new, accepted = split_by_baseline(grade, grading.known)
         if new:
             raise GradeFailure(self._failure_text(grade, new))
-        if grade.failed:
-            pytest.xfail(f"known failure(s) in the baseline: {', '.join(grade.failed)}")
-        if not grade.reached:
-            pytest.skip(f"not reached: {grade.ending}, {grade.requests} request(s); "
-                        + ("; ".join(grade.notes) or "no rule of the scenario's branch could judge the run"))
+        if accepted:
+            pytest.xfail(f"known failure(s) in the baseline: {', '.join(accepted)}")
+        if grade.verdict == "policy":
+            import warnings
+
+            warnings.warn(AgentlabPolicyWarning(self._policy_text(grade)), stacklevel=1)
+        elif grade.verdict == "not_reached":
+            reasons = grade.not_reached or grade.notes or ["no rule of the scenario's branch could judge the run"]
+            reached = [c.rule for c in grade.checks if c.status != "not_reached"]
+            held = f"; the rules reached hold: {', '.join(reached)}" if reached else ""
+            pytest.skip(f"not reached: {grade.ending}, {grade.requests} request(s); {'; '.join(reasons)}{held}")
+
+    def _policy_text(self, grade: Any) -> str:
+        from agentlab.core.text import printable
+        from agentlab.observatory.grade import POLICY_WORDS
+
+        return f"{self.name}: {POLICY_WORDS}: " + "; ".join(
+            f"{c.rule}: {printable(c.why, newlines=False)}" for c in grade.checks if c.rule in grade.differs)
 
     def _failure_text(self, grade: Any, new: list[str]) -> str:
         from agentlab.observatory.grade import nothing_sent
 
-        lines = [f"{self.name}: {', '.join(new)} failed ({grade.requests} request(s), {grade.ending})"]
-        lines += [f"    ✗ {c.rule}: {c.why}" for c in grade.checks if c.rule in new]
-        lines += [f"    note: {n}" for n in grade.notes]
+        from agentlab.core.text import printable
+
+        results = {r["rule"]: r["message"] for r in grade.rule_results()}
+        lines = [f"{self.name}: {', '.join(new)} failed ({grade.requests} request(s), {printable(grade.ending)})"]
+        lines += [f"    ✗ {rule}: {printable(results[rule], newlines=False)}" for rule in new]
+        lines += [f"    note: {printable(n, newlines=False)}" for n in grade.notes]
         if grade.requests == 0:
             lines += nothing_sent(grade)
         return "\n".join(lines)

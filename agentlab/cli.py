@@ -189,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "(exchanges.jsonl), the behaviour record (record.json), stdout.txt, stderr.txt and "
                             "exit.json")
     grade.add_argument("--heatmap", metavar="FILE.png", help="draw the reports as a heatmap, clients × branches")
+    grade.add_argument("--policy", choices=["report", "strict", "ignore"], default="report",
+                       help="what a difference from the reference loop's choice (retries before giving up, when to "
+                            "switch to a fallback model, a Stop hook's cap, ...) counts as: report (default: shown "
+                            "as ≠ policy, listed once, exit status unchanged), strict (a failure), ignore (a pass)")
     grade.add_argument("--json", action="store_true",
                        help="print the JSON report on stdout, as one document (the text report goes to stderr); "
                             "its JSON Schema is agentlab/observatory/schemas/grade-report.schema.json")

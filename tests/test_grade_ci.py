@@ -55,7 +55,7 @@ def test_json_is_one_document_valid_against_the_shipped_schema(naive):
     assert naive["code"] == 1, naive["stderr"]
     doc = json.loads(naive["stdout"])  # all of stdout: one document, the text report went to stderr
     jsonschema.validate(doc, schema())
-    assert doc["schema_version"] == SCHEMA_VERSION == 1
+    assert doc["schema_version"] == SCHEMA_VERSION == 2
     assert doc["agentlab_version"] == metadata.version("agentlab-workbench")
     assert doc["verdict"] == "fail"
     (report,) = doc["reports"]

@@ -245,10 +245,14 @@ def test_a_crashing_command_is_graded_on_what_it_sent(tmp_path, capsys):
     """)
     code, out, data = grade(capsys, "--command", command, "tool_use", "end_turn", "--json")
     assert code == 1, out
-    assert failures(data) == {"tool_use": ["tool_result_pairing"], "end_turn": []}
+    # one behaviour, one failure: the crash with a call unanswered is tool_result_pairing's; after the final answer
+    # nothing else fails, so ends_cleanly does (a crash never passes)
+    assert failures(data) == {"tool_use": ["tool_result_pairing"], "end_turn": ["ends_cleanly"]}
+    assert [s["verdict"] for s in scenarios(data)] == ["fail", "fail"]
     ending = {s["name"]: s["ending"] for s in scenarios(data)}
     assert ending == {"tool_use": "exit 1", "end_turn": "exit 1"}
     assert "request 1's reply asked for 1 tool call; the run ended without sending the results" in out
+    assert "request 1 got end_turn [text], a final answer; the command exited with status 1" in out
 
 
 def test_a_command_that_never_offers_the_server_tool_is_told_so(tmp_path, capsys):

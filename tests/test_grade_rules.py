@@ -81,6 +81,14 @@ def fails(check, pattern: str) -> None:
     assert re.search(pattern, check.why), check.why
 
 
+def differs(check, pattern: str, behaviour: str) -> None:
+    """A policy difference (not a failure): the message, and the behaviour the summary lists once."""
+    assert check is not None, "the rule did not apply"
+    assert check.status == "policy", f"expected a policy difference, got {check.status}: {check.why}"
+    assert re.search(pattern, check.why), check.why
+    assert re.search(behaviour, check.policy), check.policy
+
+
 # -- row 0: transient errors, overload fallback, fatal errors -----------------------------------------------------
 
 def _retries(n_errors: int, ok_after: bool = True) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -95,8 +103,13 @@ def test_retry_with_backoff_holds_for_three_paused_retries():
     assert held(check) and "waits 0.5 s, 1.0 s, 2.0 s" in check.why
 
 
-def test_retry_with_backoff_fails_when_the_client_gives_up_after_two_retries():
-    fails(grade(_retries(3, ok_after=False), "retry_with_backoff"), r"request 3 got 529 .* after 2 retries")
+def test_retry_with_backoff_differs_when_the_client_gives_up_after_two_retries():
+    differs(grade(_retries(3, ok_after=False), "retry_with_backoff"), r"request 3 got 529 .* after 2 retries",
+            r"^gives up on a transient error after 2 retries \(the reference loop: at least 3\)$")
+
+
+def test_retry_with_backoff_fails_when_the_client_never_retries():
+    fails(grade(_retries(1, ok_after=False), "retry_with_backoff"), r"request 1 got 529 .* without a retry")
 
 
 def test_retry_with_backoff_may_give_up_after_three_retries():
@@ -124,9 +137,13 @@ def test_retry_with_backoff_fails_when_the_conversation_changes_instead():
 def test_fallback_after_overload():
     pairs = _retries(3, ok_after=False) + [(body(P, model="claude-haiku-4-5"), msg("end_turn", "text"))]
     assert held(grade(pairs, "fallback_after_overload", "overloaded_fallback"))
-    fails(grade(_retries(4), "fallback_after_overload", "overloaded_fallback"), r"request 4 still went to")
-    fails(grade(_retries(3, ok_after=False), "fallback_after_overload", "overloaded_fallback"),
-          r"the run ended instead of switching")
+    differs(grade(_retries(4), "fallback_after_overload", "overloaded_fallback"), r"request 4 still went to",
+            r"keeps the overloaded model after 3 529s")
+    differs(grade(_retries(3, ok_after=False), "fallback_after_overload", "overloaded_fallback"),
+            r"the run ended instead of switching", r"ends after 3 529s in a row without switching")
+    early = _retries(2, ok_after=False) + [(body(P, model="claude-haiku-4-5"), msg("end_turn", "text"))]
+    differs(grade(early, "fallback_after_overload", "overloaded_fallback"), r"after 2 529s in a row, request 3 went",
+            r"switches to the fallback model after 2 529s")
     assert grade(_retries(3), "fallback_after_overload") is None  # no fallback model set: not judged
 
 
@@ -187,16 +204,16 @@ def test_bounded_compaction_fails_on_a_resend_or_on_giving_up_at_once():
     fails(grade(pairs, "bounded_compaction"), r"request 2 asked the model to continue instead of compacting")
 
 
-def test_bounded_compaction_fails_after_too_many_compactions_in_a_row():
+def test_bounded_compaction_differs_after_more_compactions_in_a_row_than_the_reference_loop():
     histories = [LONG] + [[user(f"Summary {k}."), asst(use("t2")), user(result("t2"))] for k in range(5)]
     pairs = [(body(*h), TOO_LONG) for h in histories]
-    fails(grade(pairs, "bounded_compaction"), r"compaction number 4 in a row")
+    differs(grade(pairs, "bounded_compaction"), r"compaction number 4 in a row", r"compacts more than 3 times")
     assert held(grade(pairs[:3], "bounded_compaction"))  # gave up after two that did not fit
 
 
 def test_bounded_compaction_is_not_judged_when_the_prompt_alone_is_too_long():
     check = grade([(body(P), TOO_LONG)], "bounded_compaction")
-    assert check is not None and check.status == "skip" and "nothing to compact" in check.why
+    assert check is not None and check.status == "not_reached" and "nothing to compact" in check.why
 
 
 # -- row 1: a tool call cut off by max_tokens --------------------------------------------------------------------
@@ -266,12 +283,13 @@ def test_bounded_max_tokens_recovery_holds_for_escalation_then_continuations():
 
 def test_bounded_max_tokens_recovery_fails_on_each_wrong_move():
     fails(grade([(body(P), CUT)], "bounded_max_tokens_recovery"), r"ended after 0 escalations and 0 continuations")
-    fails(grade(_continuations(1), "bounded_max_tokens_recovery"), r"ended after 0 escalations and 1 continuation")
+    differs(grade(_continuations(1), "bounded_max_tokens_recovery"), r"ended after 0 escalations and 1 continuation",
+            r"gives up on a cut-off reply after 1 recovery \(the reference loop: at least 3\)")
     fails(grade([(body(P), CUT), (body(P), CUT)], "bounded_max_tokens_recovery"), r"at the same max_tokens")
     fails(grade([(body(P), CUT), (body(P, user("continue")), msg("end_turn", "text"))],
                 "bounded_max_tokens_recovery"), r"without sending back the partial answer")
-    fails(grade(_continuations(MAX_CONTINUATIONS + 1), "bounded_max_tokens_recovery"),
-          rf"for the {MAX_CONTINUATIONS + 1}th time in a row")
+    differs(grade(_continuations(MAX_CONTINUATIONS + 1), "bounded_max_tokens_recovery"),
+            rf"for the {MAX_CONTINUATIONS + 1}th time in a row", r"asks to continue more than 3 times")
 
 
 CEILING = err(400, "invalid_request_error", "max_tokens: 64000 > 4096, which is the maximum allowed")
@@ -361,8 +379,11 @@ def test_stop_hook_feedback():
     check = grade(_hook_run(MAX_STOP_BLOCKS), "stop_hook_feedback", "stop_hook_cap")
     assert held(check) and "8 times, the cap" in check.why
     fails(grade(_hook_run(0), "stop_hook_feedback", "stop_hook_cap"), r"its reason was sent back 0 times")
-    fails(grade(_hook_run(MAX_STOP_BLOCKS + 1), "stop_hook_feedback", "stop_hook_cap"),
-          r"sent back 9 times; it blocks 8 times \(a careful loop stops after 8\)")
+    differs(grade(_hook_run(MAX_STOP_BLOCKS + 1), "stop_hook_feedback", "stop_hook_cap"),
+            r"sent back 9 times, then the run ended; the reference loop stops after 8",
+            r"stops feeding back a Stop hook that always blocks after 9 times")
+    differs(grade(_hook_run(3), "stop_hook_feedback", "stop_hook_cap"), r"sent back 3 times",
+            r"after 3 times \(the reference loop: after 8\)")
     # a record keeps 160 characters of a text: a message that names the Stop hook counts as its feedback
     named = [(body(P), msg("end_turn", "text")),
              (body(P, asst(text("Done.")), user("<system-reminder> Stop hook blocking error from command: \"...")),
@@ -385,6 +406,26 @@ def test_ends_on_its_own():
     assert held(grade([(body(P), msg("end_turn", "text"))], "ends_on_its_own"))
     fails(grade([(body(P), msg("end_turn", "text"))], "ends_on_its_own", result={"timed_out": True, "timeout_s": 5}),
           r"did not end within 5 s; stopped after 1 request")
+
+
+def test_ends_cleanly():
+    final = [(body(P), msg("end_turn", "text"))]
+    assert grade(final, "ends_cleanly") is None  # ended well: nothing to judge
+    fails(grade(final, "ends_cleanly", result={"raised": "ValueError", "text": "no"}),
+          r"request 1 got end_turn \[text\], a final answer; the loop raised ValueError \(no\)")
+    fails(grade(final, "ends_cleanly", result={"exit_code": 1}), r"the command exited with status 1")
+    fatal = [(body(P), err(401, "authentication_error"))]
+    check = grade(fatal, "ends_cleanly", result={"raised": "AuthenticationError"})
+    assert held(check) and "which no retry can fix" in check.why
+    fails(grade(fatal, "ends_cleanly", result={"raised": "KeyError", "text": "'id'"}),
+          r"a KeyError is a bug in the loop's own code")
+    fails(grade(fatal, "ends_cleanly", result={"exit_code": 1, "stderr": "Traceback ...\nTypeError: x is None"}),
+          r"a TypeError is a bug")
+    refused = record_from_requests([{"body": body(P), "kind": "invalid_request",  # the validator's 400, not scripted
+                                     "reply": err(400, "invalid_request_error", "messages.1: empty")}],
+                                   result={"raised": "BadRequestError"})
+    fails(grade_record(refused).check("ends_cleanly"), r"\(messages.1: empty\), which the scenario did not send")
+    assert held(grade([(body(P), msg("refusal"))], "ends_cleanly", result={"exit_code": 1}))
 
 
 def test_every_rule_has_a_failing_case_here():

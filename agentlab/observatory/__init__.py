@@ -13,6 +13,7 @@ grade_rules     the careful-loop rules (Check, Rule, RULES), each a pure functio
 grade_serving   a command or a Python loop run against each scenario's scripted server, and graded
 grade_report    the report cards (ScenarioGrade, Report): rendered, saved, loaded; the committed records graded
 grade_output    what grade writes for machines: the JSON report (its schema in schemas/), JUnit XML, the baseline
+grade_verdict   every verdict (pass, fail, policy, not_reached) of a rule, a scenario, a report: decided once
 transcript      Claude Code's session files (``~/.claude/projects``) read call by call (data only)
 transcript_trace a session as agentlab's events, for the stepper and the plots
 sessions        ``agentlab sessions`` and ``agentlab replay``; example transcripts recorded and checked

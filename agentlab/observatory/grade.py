@@ -15,7 +15,9 @@ branch was reached (a ``pause_turn`` reply for ``pause_turn_resume``, a transien
 the requests. ``RULES`` lists them in the order of the decision table; docs/conformance.md describes the
 same rules under the same names.
 
-The rules are in :mod:`~agentlab.observatory.grade_rules`, the serving of the scenarios to a client in
+Every verdict (pass, fail, policy, not_reached: a rule's, a scenario's, a report's, the run's) is decided in
+:mod:`~agentlab.observatory.grade_verdict`, which every output reads. The rules are in
+:mod:`~agentlab.observatory.grade_rules`, the serving of the scenarios to a client in
 :mod:`~agentlab.observatory.grade_serving`, the report cards in :mod:`~agentlab.observatory.grade_report`, what
 is written for machines (the JSON report and its schema, JUnit XML, the baseline) in
 :mod:`~agentlab.observatory.grade_output`; this module is the command line (:func:`grade_main`) and names all
@@ -40,6 +42,8 @@ from .grade_output import (  # noqa: F401  (re-exported: agentlab.observatory.gr
     BaselineCheck,
     check_baseline,
     overall_passed,
+    overall_verdict,
+    split_by_baseline,
     document,
     junit_xml,
     load_document,
@@ -80,6 +84,7 @@ from .grade_rules import (  # noqa: F401  (re-exported: agentlab.observatory.gra
     bounded_max_tokens_recovery,
     clamp_max_tokens,
     ending,
+    ends_cleanly,
     ends_on_its_own,
     escalate_cut_tool_call,
     fallback_after_overload,
@@ -95,6 +100,19 @@ from .grade_rules import (  # noqa: F401  (re-exported: agentlab.observatory.gra
     stop_hook_feedback,
     stop_when_done,
     tool_result_pairing,
+)
+from .grade_verdict import (  # noqa: F401  (re-exported: agentlab.observatory.grade keeps every name)
+    DEFAULT_POLICY,
+    MARKS,
+    POLICY_MODES,
+    POLICY_WORDS,
+    VERDICTS,
+    PolicyMode,
+    Verdict,
+    check_policy_mode,
+    policy_groups,
+    rule_verdict,
+    scenario_verdict,
 )
 from .grade_serving import (  # noqa: F401  (re-exported: agentlab.observatory.grade keeps every name)
     COMMAND_ENV,
@@ -130,6 +148,7 @@ def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = Non
 
     ``heatmap(reports)`` draws the figure ``--heatmap`` saves (the CLI passes ``agentlab.ui.plots.grade_heatmap``).
     """
+    mode = _policy_mode(args)
     _check_usage(args)
     known = read_baseline(args.baseline) if args.baseline else None  # a bad baseline fails before anything runs
     reports: list[Report] = observed_reports(clients=args.observed or None) if args.observed is not None else []
@@ -137,9 +156,17 @@ def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = Non
         reports += load_document(path)
     if args.agent_command:
         reports.append(_grade_the_command(args))
+    reports = [report.under(mode) for report in reports]
     checked = check_baseline(args.baseline, known, reports) if known is not None else None
     _write_outputs(args, reports, checked, heatmap)
     return 0 if overall_passed(reports, checked) else 1
+
+
+def _policy_mode(args: Any) -> PolicyMode:
+    try:
+        return check_policy_mode(getattr(args, "policy", None) or DEFAULT_POLICY)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _check_usage(args: Any) -> None:

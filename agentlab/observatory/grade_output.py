@@ -17,9 +17,14 @@ from typing import Any
 
 from ..core.errors import ConfigError
 from ..core.extras import DISTRIBUTION
-from .grade_report import Report
+from ..core.text import printable
+from .grade_report import Report, ScenarioGrade
+from .grade_verdict import MARKS, Verdict, run_verdict
 
-SCHEMA_VERSION = 1
+# 2: a rule's status may be "policy", a scenario's verdict "policy" or "not_reached" (never "pass" for a scenario
+# whose branch was not reached), a report's and the run's "policy"; each report has "policy" (the mode, and each
+# difference once); a not-reached scenario keeps the verdicts of the rules that were reached
+SCHEMA_VERSION = 2
 SCHEMA_PATH = Path(__file__).with_name("schemas") / "grade-report.schema.json"
 BASELINE_VERSION = 1
 
@@ -70,8 +75,15 @@ def _keys(keys: list[Key]) -> str:
 
 
 def failures(reports: Sequence[Report]) -> dict[Key, str]:
-    """Every failed rule of the reports, with its message."""
-    return {(g.scenario, c.rule): c.why for r in reports for g in r.grades for c in g.checks if c.status == "fail"}
+    """Every failed rule of the reports (its verdict, under the report's --policy), with its message."""
+    return {(g.scenario, c["rule"]): c["message"] for r in reports for g in r.grades for c in g.rule_results()
+            if c["status"] == "fail"}
+
+
+def split_by_baseline(grade: ScenarioGrade, known: set[Key]) -> tuple[list[str], list[str]]:
+    """A scenario's failed rules as ``(new, accepted)``: not in the baseline, and in it."""
+    return ([rule for rule in grade.failed if (grade.scenario, rule) not in known],
+            [rule for rule in grade.failed if (grade.scenario, rule) in known])
 
 
 def write_baseline(path: str | Path, reports: Sequence[Report]) -> int:
@@ -115,17 +127,22 @@ def check_baseline(path: str | Path, known: set[Key], reports: Sequence[Report])
 
 # -- the JSON report ---------------------------------------------------------------------------------------------
 
+def overall_verdict(reports: Sequence[Report], baseline: BaselineCheck | None = None) -> Verdict:
+    """The run's verdict (:func:`~agentlab.observatory.grade_verdict.run_verdict`): the reports', or with a
+    baseline fail only on a failure it does not hold; nothing graded fails."""
+    return run_verdict([r.verdict for r in reports], None if baseline is None else baseline.passed)
+
+
 def overall_passed(reports: Sequence[Report], baseline: BaselineCheck | None = None) -> bool:
-    """The run's verdict: the baseline's when one is given, else every report passes, and there is at least one
-    (nothing graded is not a pass)."""
-    return baseline.passed if baseline is not None else bool(reports) and all(r.passed for r in reports)
+    """Whether the run exits 0: its verdict is not fail (a policy difference passes unless --policy strict)."""
+    return bool(reports) and overall_verdict(reports, baseline) != "fail"
 
 
 def document(reports: Sequence[Report], baseline: BaselineCheck | None = None) -> dict[str, Any]:
     """The JSON report: the schema's version, agentlab's, the verdict, and every report in full."""
-    passed = overall_passed(reports, baseline)
+    verdict = overall_verdict(reports, baseline) if reports else "fail"
     out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "agentlab_version": agentlab_version(),
-                           "verdict": "pass" if passed else "fail", "reports": [r.to_dict() for r in reports]}
+                           "verdict": verdict, "reports": [r.to_dict() for r in reports]}
     if baseline is not None:
         out["baseline"] = baseline.to_dict()
     return out
@@ -161,7 +178,9 @@ def load_document(path: str | Path) -> list[Report]:
 def junit_xml(reports: Sequence[Report], baseline: BaselineCheck | None = None) -> str:
     """JUnit XML: a test suite per report, a test case per scenario × rule (``classname`` the scenario, ``name``
     the rule); a failed rule is a failure with its message, a rule whose branch was not reached is skipped, and
-    so is a failure the baseline accepts (its message says so)."""
+    so is a failure the baseline accepts (its message says so); a policy difference passes, its message in the
+    case's system-out (under --policy strict it is a failure). Messages are shown printable (XML 1.0 holds no
+    control characters)."""
     known = set(baseline.accepted) if baseline is not None else set()
     root = ET.Element("testsuites", name="agentlab grade")
     totals = {"tests": 0, "failures": 0, "skipped": 0}
@@ -177,16 +196,19 @@ def junit_xml(reports: Sequence[Report], baseline: BaselineCheck | None = None) 
                 case = ET.SubElement(suite, "testcase", classname=grade.scenario, name=result["rule"],
                                      time=f"{share:.3f}")
                 counts["tests"] += 1
+                message = printable(result["message"], newlines=False)
                 if result["status"] == "fail" and (grade.scenario, result["rule"]) in known:
-                    ET.SubElement(case, "skipped", message=f"known failure (baseline): {result['message']}")
+                    ET.SubElement(case, "skipped", message=f"known failure (baseline): {message}")
                     counts["skipped"] += 1
                 elif result["status"] == "fail":
-                    failure = ET.SubElement(case, "failure", message=result["message"], type=result["rule"])
-                    failure.text = _failure_text(grade, result["message"])
+                    failure = ET.SubElement(case, "failure", message=message, type=result["rule"])
+                    failure.text = _failure_text(grade, message)
                     counts["failures"] += 1
                 elif result["status"] == "not_reached":
-                    ET.SubElement(case, "skipped", message=result["message"])
+                    ET.SubElement(case, "skipped", message=message)
                     counts["skipped"] += 1
+                elif result["status"] == "policy":
+                    ET.SubElement(case, "system-out").text = f"{MARKS['policy']} {message}"
         suite.set("time", f"{time_s:.3f}")
         for key, value in counts.items():
             suite.set(key, str(value))
@@ -200,10 +222,10 @@ def junit_xml(reports: Sequence[Report], baseline: BaselineCheck | None = None) 
 
 
 def _failure_text(grade: Any, message: str) -> str:
-    lines = [message, f"scenario {grade.scenario}: {grade.requests} request(s), {grade.ending}"]
-    lines += [f"note: {n}" for n in grade.notes]
+    lines = [message, f"scenario {grade.scenario}: {grade.requests} request(s), {printable(grade.ending)}"]
+    lines += [f"note: {printable(n)}" for n in grade.notes]
     if grade.stderr and (grade.requests == 0 or grade.exit_code not in (0, None)):
-        lines.append("stderr: " + grade.stderr)
+        lines.append("stderr: " + printable(grade.stderr))
     return "\n".join(lines)
 
 

@@ -12,7 +12,25 @@ from typing import Any
 from ..backend.scenario import Scenario, load_scenario
 from ..core.errors import AgentlabError, ConfigError
 from ..core.extras import require
-from .grade_rules import RULES, UNIVERSAL, Check, Run, ending, plural
+from ..core.text import printable
+from .grade_rules import RULES, Check, Run, ending, plural
+from .grade_verdict import (
+    DEFAULT_POLICY,
+    MARKS,
+    POLICY_WORDS,
+    PolicyMode,
+    Verdict,
+    check_from_result,
+    counted_once,
+    counts_text,
+    judged,
+    passes,
+    policy_groups,
+    report_verdict,
+    rule_result,
+    rule_verdict,
+    scenario_verdict,
+)
 
 STRIPPED_ENV = ("ANTHROPIC_*", "CLAUDE*")  # removed from a graded command's environment (grade_serving)
 
@@ -32,60 +50,73 @@ class ScenarioGrade:
     exit_code: int | None = None      # the command's (None: a function, or stopped at the timeout)
     duration_s: float | None = None   # the run's wall time
     stderr: str = ""                  # the last lines the command wrote to stderr
-    # why the scenario's branch was not reached (a tool or thinking the client never offered or enabled, so the
-    # live API could not have sent the scripted reply): its branch rules do not count, either way
+    # why the scenario's own branch was not reached (a tool or thinking the client never offered or enabled, so
+    # the live API could not have sent the scripted reply): the rules some reply of the run reached still count
     not_reached: list[str] = field(default_factory=list)
     beyond_script: int = 0  # model requests sent after the script was used up
     side_requests: list[str] = field(default_factory=list)  # beside the loop: "1 title request", ...
+    policy: PolicyMode = DEFAULT_POLICY  # what a policy difference counts as (--policy)
+
+    @property
+    def verdict(self) -> Verdict:
+        """pass, fail, policy or not_reached (:func:`~agentlab.observatory.grade_verdict.scenario_verdict`)."""
+        return scenario_verdict(self.checks, branch_reached=not self.not_reached, mode=self.policy)
+
+    def rules_with(self, verdict: Verdict) -> list[str]:
+        """The rules whose verdict on this run is ``verdict``."""
+        return [c.rule for c in self.checks if rule_verdict(c, self.policy) == verdict]
 
     @property
     def failed(self) -> list[str]:
-        return [c.rule for c in self.checks if c.status == "fail"]
+        return self.rules_with("fail")
+
+    @property
+    def differs(self) -> list[str]:
+        """The rules where the run differs from the reference loop's choice (policy)."""
+        return self.rules_with("policy")
 
     @property
     def passed(self) -> bool:
-        """Every check holds, and there is at least one: a grade must show its work to pass."""
-        return bool(self.checks) and not self.failed
-
-    @property
-    def verdict(self) -> str:
-        return "pass" if self.passed else "fail"
+        """Whether the scenario leaves the exit status at 0: it has checks and none fails (a policy difference
+        or a branch not reached does not fail it)."""
+        return passes(self.verdict)
 
     @property
     def judged(self) -> bool:
-        """Whether any branch rule could judge the run (not only ``ends_on_its_own``, not only skips)."""
-        return any(c.status != "skip" and c.rule not in UNIVERSAL for c in self.checks)
+        """Whether any branch rule could judge the run (not only the universal rules, not only not_reached)."""
+        return judged(self.checks)
 
     @property
     def mark(self) -> str:
-        return "✗" if not self.passed else "–" if self.not_reached or not self.judged else "✓"
+        return MARKS[self.verdict]
 
     @property
     def reached(self) -> bool:
-        """Whether the run reached the scenario's branch: not when the live API could not have sent the scripted
-        reply (:attr:`not_reached`); else a failure counts, and so does any branch rule that could judge it
-        (:attr:`judged`). Not reached: nothing sent, or nothing any branch rule could read."""
-        return not self.not_reached and (bool(self.failed) or self.judged)
+        """Whether the run reached the scenario's own branch: not when the live API could not have sent the
+        scripted reply (:attr:`not_reached`), nor when no branch rule could judge the run and none failed."""
+        return not self.not_reached and (self.judged or self.verdict == "fail")
 
     def check(self, rule: str) -> Check | None:
         return next((c for c in self.checks if c.rule == rule), None)
 
     def rule_results(self) -> list[dict[str, str]]:
-        """Every rule, in the order of the decision table: ``pass`` or ``fail`` with its message, or
-        ``not_reached`` (the run never reached its branch, or the record cannot say: the message says why)."""
+        """Every rule, in the order of the decision table, as the JSON holds it
+        (:func:`~agentlab.observatory.grade_verdict.rule_result`); a rule that judged nothing is ``not_reached``
+        with the reason (the run never reached its branch)."""
         branches = {r.name: r.branch for r in RULES}
         names = [*branches, *(c.rule for c in self.checks if c.rule not in branches)]
         out = []
         for name in names:
             c = self.check(name)
-            status = "not_reached" if c is None or c.status == "skip" else c.status
-            message = c.why if c is not None else f"{NEVER_REACHED} ({branches.get(name, name)})"
-            out.append({"rule": name, "status": status, "message": message})
+            out.append(rule_result(c, self.policy) if c is not None else
+                       {"rule": name, "status": "not_reached",
+                        "message": f"{NEVER_REACHED} ({branches.get(name, name)})"})
         return out
 
     def to_dict(self) -> dict[str, Any]:
         """The scenario in the grade report's JSON (the schema: grade-report.schema.json)."""
         return {"name": self.scenario, "verdict": self.verdict, "reached": self.reached, "failed": self.failed,
+                "policy": self.differs,
                 "requests": self.requests, "ending": self.ending, "exit_code": self.exit_code,
                 "duration_s": self.duration_s, "stderr": self.stderr, "notes": list(self.notes),
                 "not_reached": list(self.not_reached), "beyond_script": self.beyond_script,
@@ -95,12 +126,11 @@ class ScenarioGrade:
     def from_dict(cls, item: dict[str, Any], legacy_checks: list[dict[str, Any]] | None = None) -> ScenarioGrade:
         """A scenario of a saved report: ``rules`` (this format) or a report's ``checks`` (the earlier one)."""
         if legacy_checks is not None:
-            checks = [Check(c["rule"], c["status"], c["why"]) for c in legacy_checks]
+            checks = [check_from_result(c) for c in legacy_checks]
         else:
-            # a rule not reached is kept when the grade said why (a skip); one never judged is not a check
-            checks = [Check(r["rule"], "skip" if r.get("status") == "not_reached" else r["status"], r["message"])
-                      for r in item.get("rules") or [] if r.get("status") in ("pass", "fail")
-                      or (r.get("status") == "not_reached" and not str(r.get("message")).startswith(NEVER_REACHED))]
+            # a rule not reached is kept when the grade said why; one that judged nothing is not a check
+            checks = [check_from_result(r) for r in item.get("rules") or []
+                      if not (r.get("status") == "not_reached" and str(r.get("message")).startswith(NEVER_REACHED))]
         checks += _saved_failures(item, checks)
         duration = item.get("duration_s")
         return cls(str(item["name"]), checks, int(item.get("requests") or 0), str(item.get("ending") or ""),
@@ -122,11 +152,8 @@ def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None)
         except AgentlabError:
             scenario = None
     run = Run(record, scenario)
-    checks = [c for rule in RULES if (c := rule.check(run)) is not None]
-    unreached = not_reached(record, scenario)
-    if unreached:  # the live API could not have sent the scripted branch: its rules neither pass nor fail
-        checks = [c if c.rule in UNIVERSAL or c.status != "fail" else Check(c.rule, "skip", f"not judged: {c.why}")
-                  for c in checks]
+    checks = judge(run)
+    unreached = not_reached(record, scenario)  # the scenario's own branch; every rule a reply reached still counts
     notes = [] if unreached else server_tool_notes(record, scenario)  # a server tool not offered: not reached
     notes += [f"request {r.get('n')} was answered, but the live API refuses it: {r['api_would_refuse']}"
               for r in run.requests if r.get("api_would_refuse")]
@@ -137,6 +164,11 @@ def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None)
                          exit_code=result.get("exit_code"), duration_s=wall if isinstance(wall, int | float) else None,
                          stderr=str(result.get("stderr") or ""), not_reached=unreached, beyond_script=beyond,
                          side_requests=side_requests(record))
+
+
+def judge(run: Run) -> list[Check]:
+    """Every rule on one run, each behaviour counted once (:func:`~agentlab.observatory.grade_verdict.counted_once`)."""
+    return counted_once([c for rule in RULES if (c := rule.check(run)) is not None])
 
 
 def side_requests(record: dict[str, Any]) -> list[str]:
@@ -184,15 +216,24 @@ class Report:
     subject: Any = field(default=None, repr=False, compare=False)  # what was graded (a function), not saved
     command: list[str] | None = None  # the command that was graded (with {prompt} where the prompt went)
     passed_env: list[str] = field(default_factory=list)  # variables given to it despite the stripping (--pass-env)
+    policy: PolicyMode = DEFAULT_POLICY  # what a policy difference counts as (--policy); under() sets it
+
+    def under(self, mode: PolicyMode) -> Report:
+        """The report with a policy difference counted as ``mode`` says (its grades too); returns itself."""
+        self.policy = mode
+        for g in self.grades:
+            g.policy = mode
+        return self
+
+    @property
+    def verdict(self) -> Verdict:
+        """fail when a scenario fails or nothing was graded, policy when one differs, else pass."""
+        return report_verdict([g.verdict for g in self.grades])
 
     @property
     def passed(self) -> bool:
-        """Every scenario passes, and there is at least one: a report with nothing graded does not pass."""
-        return bool(self.grades) and all(g.passed for g in self.grades)
-
-    @property
-    def verdict(self) -> str:
-        return "pass" if self.passed else "fail"
+        """Whether the report leaves the exit status at 0: something was graded and nothing fails."""
+        return passes(self.verdict)
 
     def grade(self, scenario: str) -> ScenarioGrade:
         """The grade of one scenario (KeyError naming the graded ones when it was not graded)."""
@@ -204,11 +245,15 @@ class Report:
     @property
     def failed(self) -> dict[str, list[str]]:
         """``{scenario: [failed rules]}`` for the scenarios that failed (``[NO_CHECKS]`` for one without checks)."""
-        return {g.scenario: g.failed or [NO_CHECKS] for g in self.grades if not g.passed}
+        return {g.scenario: g.failed or [NO_CHECKS] for g in self.grades if g.verdict == "fail"}
+
+    def policy_groups(self) -> list[tuple[str, str, list[str]]]:
+        """Each policy difference once: ``(rule, behaviour, [scenarios])``."""
+        return policy_groups((g.scenario, g.checks) for g in self.grades)
 
     def table(self, why: bool = False):
-        """A pandas DataFrame, one row per scenario, one column per rule that applied somewhere: ✓, ✗, – or
-        empty (the rule did not apply); with ``why=True`` the reasons instead of the marks."""
+        """A pandas DataFrame, one row per scenario, one column per rule that applied somewhere: its mark (✓, ✗,
+        ≠, –) or empty (the rule did not apply); with ``why=True`` the messages instead of the marks."""
         pd = require("pandas", "Report.table()")
 
         used = [r.name for r in RULES if any(g.check(r.name) for g in self.grades)]
@@ -217,7 +262,8 @@ class Report:
             row: dict[str, Any] = {"scenario": g.scenario, "verdict": g.mark}
             for name in used:
                 c = g.check(name)
-                row[name] = "" if c is None else (c.why if why else c.mark)
+                row[name] = "" if c is None else (rule_result(c, self.policy)["message"] if why else
+                                                  MARKS[rule_verdict(c, self.policy)])
             rows.append(row)
         return pd.DataFrame(rows, columns=["scenario", "verdict", *used]).set_index("scenario")
 
@@ -226,8 +272,11 @@ class Report:
         environment = None
         if self.command is not None:
             environment = {"removed": list(STRIPPED_ENV), "passed": list(self.passed_env)}
+        differences = [{"rule": rule, "behaviour": behaviour, "scenarios": scenarios}
+                       for rule, behaviour, scenarios in self.policy_groups()]
         return {"client": self.client, "verdict": self.verdict, "command": self.command,
-                "environment": environment, "scenarios": [g.to_dict() for g in self.grades]}
+                "environment": environment, "policy": {"mode": self.policy, "differences": differences},
+                "scenarios": [g.to_dict() for g in self.grades]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
@@ -243,12 +292,11 @@ class Report:
                    passed_env=[str(n) for n in env.get("passed") or []])
 
     def text(self) -> str:
-        """The report as the CLI prints it: per scenario its verdict and ending, then each rule with ✓/✗ and why."""
-        n_pass = sum(1 for g in self.grades if g.passed and not g.not_reached)
-        n_unreached = sum(1 for g in self.grades if g.passed and g.not_reached)
-        unreached = f", {n_unreached} not reached" if n_unreached else ""
-        lines = [f"{self.client}: {plural(len(self.grades), 'scenario')}, {n_pass} pass, "
-                 f"{len(self.grades) - n_pass - n_unreached} fail{unreached}"]
+        """The report as the CLI prints it: per scenario its verdict and ending, then each rule with its mark and
+        message; then what fails, and each policy difference once. Text from the client or the server is shown
+        printable (:func:`agentlab.core.text.printable`)."""
+        lines = [f"{printable(self.client, newlines=False)}: {plural(len(self.grades), 'scenario')}, "
+                 f"{counts_text(g.verdict for g in self.grades)}"]
         if self.command is not None:
             passed = f" (passed with --pass-env: {', '.join(self.passed_env)})" if self.passed_env else ""
             lines.append(f"environment: the command ran without the {' and '.join(STRIPPED_ENV)} variables{passed}; "
@@ -258,28 +306,49 @@ class Report:
         rule_width = max(len(c.rule) for g in self.grades for c in g.checks) if any(
             g.checks for g in self.grades) else 10
         for g in self.grades:
-            how = f"{plural(g.requests, 'request')}, {g.ending}" if g.ending else ""
-            if g.beyond_script:
-                how += f" ({g.beyond_script} beyond the end of the script)"
-            lines.append(f"{g.mark} {g.scenario:<{width}}  {how}".rstrip())
-            lines += [f"    not reached: {n}" for n in g.not_reached]
-            if g.side_requests:
-                lines.append(f"    side requests (answered without using a step): {'; '.join(g.side_requests)}")
-            for c in g.checks:
-                if c.rule in ("ends_on_its_own", "sends_the_prompt") and c.status == "pass":
-                    continue  # the scenario's line says how it ended and how many requests it sent
-                lines.append(f"    {c.mark} {c.rule:<{rule_width}}  {c.why}")
-            lines += [f"    note: {n}" for n in g.notes]
-            if g.requests == 0 and self.command is not None:
-                lines += nothing_sent(g)
+            lines += self._scenario_lines(g, width, rule_width)
         lines.append("")
-        if not self.grades:
-            lines.append("nothing graded: a report without scenarios does not pass")
-        elif self.passed:
-            lines.append(f"every rule holds ({sum(len(g.checks) for g in self.grades)} checks)")
-        else:
-            lines.append("fails: " + "; ".join(f"{s}: {', '.join(rules)}" for s, rules in self.failed.items()))
+        lines += self._summary()
         return "\n".join(lines)
+
+    def _scenario_lines(self, g: ScenarioGrade, width: int, rule_width: int) -> list[str]:
+        how = f"{plural(g.requests, 'request')}, {printable(g.ending, newlines=False)}" if g.ending else ""
+        if g.beyond_script:
+            how += f" ({g.beyond_script} beyond the end of the script)"
+        lines = [f"{g.mark} {g.scenario:<{width}}  {how}".rstrip()]
+        lines += [f"    not reached: {printable(n, newlines=False)}" for n in g.not_reached]
+        if g.side_requests:
+            lines.append(f"    side requests (answered without using a step): {'; '.join(g.side_requests)}")
+        for c in g.checks:
+            if c.rule in ("ends_on_its_own", "sends_the_prompt") and c.status == "pass":
+                continue  # the scenario's line says how it ended and how many requests it sent
+            result = rule_result(c, self.policy)
+            lines.append(f"    {MARKS[result['status']]} {c.rule:<{rule_width}}  "  # type: ignore[index]
+                         f"{printable(result['message'], newlines=False)}")
+        lines += [f"    note: {printable(n, newlines=False)}" for n in g.notes]
+        if g.requests == 0 and self.command is not None:
+            lines += nothing_sent(g)
+        return lines
+
+    def _summary(self) -> list[str]:
+        if not self.grades:
+            return ["nothing graded: a report without scenarios does not pass"]
+        lines = []
+        if self.failed:
+            lines.append("fails: " + "; ".join(f"{s}: {', '.join(rules)}" for s, rules in self.failed.items()))
+        groups = self.policy_groups()
+        if groups and self.policy != "ignore":
+            counted = "counted as failures: --policy strict" if self.policy == "strict" else \
+                "not failures; --policy strict counts them as failures"
+            lines.append(f"{POLICY_WORDS} ({plural(len(groups), 'behaviour')}, each listed once; {counted}):")
+            lines += [f"    {MARKS['policy']} {rule}: {behaviour} — {', '.join(scenarios)}"
+                      for rule, behaviour, scenarios in groups]
+        checks = sum(len(g.checks) for g in self.grades)
+        if self.verdict == "pass":
+            lines.append(f"every rule holds ({checks} checks)")
+        elif self.verdict == "policy":
+            lines.append(f"no rule fails ({checks} checks); the differences above are the reference loop's choices")
+        return lines
 
 
 def nothing_sent(grade: ScenarioGrade) -> list[str]:
@@ -290,7 +359,7 @@ def nothing_sent(grade: ScenarioGrade) -> list[str]:
              "$AGENTLAB_PROMPT (an option taking several values swallows a trailing prompt: end the options with "
              "--, or place {prompt})"]
     if grade.stderr:
-        lines.append("    stderr: " + grade.stderr.replace("\n", "\n            "))
+        lines.append("    stderr: " + printable(grade.stderr).replace("\n", "\n            "))
     else:
         lines.append("    stderr: (empty)")
     return lines
@@ -302,14 +371,14 @@ NO_CHECKS = "no checks (nothing shows that it passed)"
 
 def _saved_failures(item: dict[str, Any], checks: list[Check]) -> list[Check]:
     """The rules a saved scenario names as failed (``failed``, ``why``) that its checks do not hold as failed."""
-    failing = {c.rule for c in checks if c.status == "fail"}
+    failing = {c.rule for c in checks if c.status in ("fail", "policy")}  # a policy rule saved as failed (strict)
     saved_why = item.get("why")
     why: dict[str, Any] = saved_why if isinstance(saved_why, dict) else {}
     saved_failed = item.get("failed")
     named = [*(saved_failed if isinstance(saved_failed, list) else []), *why]
     added = [Check(str(rule), "fail", str(why.get(rule) or "failed in the saved report, which holds no check "
                                            "for it")) for rule in dict.fromkeys(map(str, named)) if rule not in failing]
-    if item.get("verdict", "pass") != "pass" and not failing and not added and checks:
+    if item.get("verdict") == "fail" and not failing and not added and checks:
         added.append(Check("saved_verdict", "fail", f"the saved report says {item.get('verdict')!r}, not 'pass', "
                                                     "and holds no failed check saying why"))
     return added
@@ -331,8 +400,7 @@ def grade_records(records: Iterable[dict[str, Any]], client: str | None = None,
             except AgentlabError:
                 cache[name] = None
         grades.append(grade_record(record, cache[name]) if cache[name] is not None else
-                      ScenarioGrade(name, [c for rule in RULES if (c := rule.check(Run(record, None))) is not None],
-                                    len(record.get("requests") or []), ending(record)))
+                      ScenarioGrade(name, judge(Run(record, None)), len(record.get("requests") or []), ending(record)))
     return Report(label, grades)
 
 

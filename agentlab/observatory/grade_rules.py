@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ..backend.scenario import Scenario
+from .grade_verdict import UNIVERSAL, Check, Verdict  # noqa: F401  (UNIVERSAL: re-exported)
 
 # -- the bounds the rules use -------------------------------------------------------------------------------
 
@@ -30,20 +31,12 @@ MAX_PAUSE_RESUMES = 5      # pause_turn: resumes in a row, at most
 MAX_STOP_BLOCKS = 8        # Stop hook: blocks fed back, at most (then the run ends)
 RECOVERY_STOPS = frozenset({"max_tokens", "pause_turn", "compaction", "refusal", "model_context_window_exceeded"})
 
-Status = Literal["pass", "fail", "skip"]
-
-
-@dataclass(frozen=True)
-class Check:
-    """One rule on one run: ``pass`` or ``fail`` with the reason, or ``skip`` when the record cannot say."""
-
-    rule: str
-    status: Status
-    why: str
-
-    @property
-    def mark(self) -> str:
-        return {"pass": "✓", "fail": "✗", "skip": "–"}[self.status]
+Status = Verdict  # what a check found: pass, fail, policy or not_reached (grade_verdict says what each counts as)
+# the builtin exceptions that are a bug in the loop's own code, not an ending it chose (ends_cleanly)
+CRASHES = frozenset({"AttributeError", "AssertionError", "IndexError", "KeyError", "NameError", "RecursionError",
+                     "TypeError", "UnboundLocalError", "ZeroDivisionError", "ImportError", "ModuleNotFoundError",
+                     "NotImplementedError", "UnicodeDecodeError", "JSONDecodeError"})
+SERVER_FAULTS = frozenset({"server_error", "scenario_error"})  # replies where the server failed, not the client
 
 
 @dataclass(frozen=True)
@@ -209,6 +202,12 @@ def _fail(rule: str, why: str) -> Check:
     return Check(rule, "fail", why)
 
 
+def _policy(rule: str, why: str, behaviour: str) -> Check:
+    """A choice where careful loops differ, not the reference loop's: ``behaviour`` names it in words that are
+    the same on every scenario it is seen in (the summary lists it once)."""
+    return Check(rule, "policy", why, behaviour)
+
+
 # -- the rules, in the order of the decision table -------------------------------------------------------------
 
 def sends_the_prompt(run: Run) -> Check | None:
@@ -257,10 +256,15 @@ def retry_with_backoff(run: Run) -> Check | None:
         streak += 1
         j = run.next_main(i)
         if j is None:
+            if streak == 1:
+                return _fail(name, f"request {run.n(i)} got {_got(r)}; {run.ended} without a retry — send a "
+                                   "transient error again, with backoff, before giving up")
             if streak - 1 < MIN_RETRIES:
-                return _fail(name, f"request {run.n(i)} got {_got(r)}; {run.ended} after "
-                                   f"{plural(streak - 1, 'retry', 'retries')} — retry a transient error at least "
-                                   f"{MIN_RETRIES} times, with backoff, before giving up")
+                return _policy(name, f"request {run.n(i)} got {_got(r)}; {run.ended} after "
+                                     f"{plural(streak - 1, 'retry', 'retries')}; the reference loop retries a "
+                                     f"transient error at least {MIN_RETRIES} times before giving up",
+                               f"gives up on a transient error after {plural(streak - 1, 'retry', 'retries')} "
+                               f"(the reference loop: at least {MIN_RETRIES})")
             gave_up = f", then gave up after {streak - 1} retries"
             break
         nxt = run.requests[j]
@@ -314,14 +318,24 @@ def fallback_after_overload(run: Run) -> Check | None:
             if streak == OVERLOADS_BEFORE_FALLBACK:
                 j = run.next_main(i)
                 if j is None:
-                    return _fail(name, f"request {run.n(i)} was the {streak}rd 529 in a row; {run.ended} instead "
-                                       f"of switching to the fallback model {fallback}")
+                    return _policy(name, f"request {run.n(i)} was the {streak}rd 529 in a row; {run.ended} instead "
+                                         f"of switching to the fallback model {fallback}",
+                                   f"ends after {OVERLOADS_BEFORE_FALLBACK} 529s in a row without switching to the "
+                                   "fallback model")
                 model = run.requests[j].get("model")
                 if model != fallback:
-                    return _fail(name, f"after {streak} 529s in a row, request {run.n(j)} still went to {model}, "
-                                       f"not to the fallback model {fallback}")
+                    return _policy(name, f"after {streak} 529s in a row, request {run.n(j)} still went to {model}, "
+                                         f"not to the fallback model {fallback}",
+                                   f"keeps the overloaded model after {OVERLOADS_BEFORE_FALLBACK} 529s in a row "
+                                   f"(the reference loop then switches to the fallback model)")
                 return _pass(name, f"after {streak} 529s in a row, request {run.n(j)} went to {fallback}")
         else:
+            if streak and r.get("model") == fallback:
+                return _policy(name, f"after {plural(streak, '529')} in a row, request {run.n(i)} went to the "
+                                     f"fallback model {fallback}; the reference loop switches after "
+                                     f"{OVERLOADS_BEFORE_FALLBACK}",
+                               f"switches to the fallback model after {plural(streak, '529')} in a row (the "
+                               f"reference loop: after {OVERLOADS_BEFORE_FALLBACK})")
             streak = 0
     return None
 
@@ -370,8 +384,10 @@ def bounded_compaction(run: Run) -> Check | None:
         if r.get("action") == "compacted":
             streak += 1
             if streak > MAX_COMPACTIONS:
-                return _fail(name, f"request {run.n(i)} is compaction number {streak} in a row; give up after "
-                                   f"{MAX_COMPACTIONS} that do not fit")
+                return _policy(name, f"request {run.n(i)} is compaction number {streak} in a row; the reference "
+                                     f"loop gives up after {MAX_COMPACTIONS} that do not fit",
+                               f"compacts more than {MAX_COMPACTIONS} times in a row (the reference loop gives up "
+                               f"after {MAX_COMPACTIONS})")
         overflow = _too_long(r) or _reply(r).get("stop_reason") == "model_context_window_exceeded"
         if not overflow:
             if _reply(r)["status"] == 200:
@@ -398,7 +414,7 @@ def bounded_compaction(run: Run) -> Check | None:
             return _fail(name, f"request {run.n(i)} got {_got(r)}; request {run.n(j)} kept nothing but the prompt: "
                                "all the work so far was thrown away. Keep a summary of it, or the latest turns")
     if not judged:
-        return Check(name, "skip", skipped) if skipped else None
+        return Check(name, "not_reached", skipped) if skipped else None
     summaries = sum(1 for r in run.requests if _is_summary(r))
     how = f" (with {plural(summaries, 'summary request')})" if summaries else ""
     each = "each " if judged > 1 else ""
@@ -543,7 +559,7 @@ def tool_result_pairing(run: Run) -> Check | None:
             return _fail(name, f"request {run.n(j)}: the tool results are split over several messages")
         answered += want
     if not answered and not told:
-        return Check(name, "skip", "; ".join(notes)) if notes else None
+        return Check(name, "not_reached", "; ".join(notes)) if notes else None
     labels = sorted({str(_reply(run.requests[i]).get("stop_reason")) for i in found} - {"tool_use"})
     extra_note = f" (also under the label {', '.join(labels)})" if labels else ""
     if told:  # the API accepts a history with no tool_use blocks; the texts tell the calls and their results
@@ -574,6 +590,12 @@ def bounded_max_tokens_recovery(run: Run) -> Check | None:
         j = run.next_main(i)
         recoveries = escalations + continuations
         if j is None:
+            if 0 < recoveries < MIN_RECOVERIES:
+                return _policy(name, f"request {run.n(i)} was cut off ({_got(r)}); {run.ended} after "
+                                     f"{plural(escalations, 'escalation')} and {plural(continuations, 'continuation')}"
+                                     f"; the reference loop recovers at least {MIN_RECOVERIES} times before giving up",
+                               f"gives up on a cut-off reply after {plural(recoveries, 'recovery', 'recoveries')} "
+                               f"(the reference loop: at least {MIN_RECOVERIES})")
             if recoveries < MIN_RECOVERIES:
                 remedy = ("ask the model to continue (max_tokens is already its model's ceiling)"
                           if _at_ceiling(r) else "raise max_tokens or ask the model to continue")
@@ -598,8 +620,10 @@ def bounded_max_tokens_recovery(run: Run) -> Check | None:
                                    f"of request {run.n(i)}")
             continuations += 1
             if continuations > MAX_CONTINUATIONS:
-                return _fail(name, f"request {run.n(j)} asks to continue for the {continuations}th time in a row; "
-                                   f"stop after {MAX_CONTINUATIONS}")
+                return _policy(name, f"request {run.n(j)} asks to continue for the {continuations}th time in a "
+                                     f"row; the reference loop stops after {MAX_CONTINUATIONS}",
+                               f"asks to continue more than {MAX_CONTINUATIONS} times in a row (the reference loop: "
+                               f"at most {MAX_CONTINUATIONS})")
             continue
         return _fail(name, f"request {run.n(i)} was cut off ({_got(r)}); request {run.n(j)} {_said(nxt)} instead of "
                            "raising max_tokens or asking to continue")
@@ -701,8 +725,10 @@ def pause_turn_resume(run: Run) -> Check | None:
                                    "from the reply's)")
         streak += 1
         if streak > MAX_PAUSE_RESUMES:
-            return _fail(name, f"request {run.n(j)} resumes a paused answer for the {streak}th time in a row; stop "
-                               f"after {MAX_PAUSE_RESUMES}")
+            return _policy(name, f"request {run.n(j)} resumes a paused answer for the {streak}th time in a row; "
+                                 f"the reference loop stops after {MAX_PAUSE_RESUMES}",
+                           f"resumes a paused turn more than {MAX_PAUSE_RESUMES} times in a row (the reference "
+                           f"loop: at most {MAX_PAUSE_RESUMES})")
     return _pass(name, f"{plural(len(found), 'paused answer')} sent back unchanged, nothing after "
                        f"{'it' if len(found) == 1 else 'them'}")
 
@@ -803,6 +829,12 @@ def stop_hook_feedback(run: Run) -> Check | None:
             return _fail(name, f"request {run.n(i)} got a final answer; request {run.n(j)} {_said(run.requests[j])} "
                                "without the hook's reason — only a blocking Stop hook's reason may follow a final "
                                "answer")
+    if spec.times == "always" and feedback and len(feedback) != blocks:
+        return _policy(name, f"the Stop hook always blocks; its reason was sent back "
+                             f"{plural(len(feedback), 'time')}, then the run ended; the reference loop stops after "
+                             f"{MAX_STOP_BLOCKS}",
+                       f"stops feeding back a Stop hook that always blocks after {plural(len(feedback), 'time')} "
+                       f"(the reference loop: after {MAX_STOP_BLOCKS})")
     if len(feedback) < blocks:
         return _fail(name, f"the Stop hook blocks {plural(blocks, 'time')}; its reason was sent back "
                            f"{plural(len(feedback), 'time')}, then the run ended")
@@ -823,6 +855,77 @@ def ends_on_its_own(run: Run) -> Check | None:
         within = f" within {limit:g} s" if isinstance(limit, int | float) else ""
         return _fail(name, f"did not end{within}; stopped after {plural(len(run.requests), 'request')}")
     return _pass(name, f"ended by itself ({ending(run.record)})")
+
+
+def _error_ending(result: dict[str, Any]) -> str | None:
+    """How a run ended with an error, in words ("the loop raised KeyError ('id')", "the command exited with
+    status 1"), or None when it did not (it returned, exited 0, or was stopped at the timeout)."""
+    if result.get("timed_out"):
+        return None
+    if result.get("raised"):
+        text = " ".join(str(result.get("text") or "").split())
+        return f"the loop raised {result['raised']}" + (f" ({text})" if text else "")
+    if result.get("signal"):
+        return f"the command was killed by signal {result['signal']}"
+    code = result.get("exit_code")
+    return f"the command exited with status {code}" if isinstance(code, int) and code != 0 else None
+
+
+def _crashed(result: dict[str, Any]) -> str | None:
+    """The builtin exception (a bug in the loop's own code) the run ended on: the one a function raised, or the
+    one a command's last line of stderr names (``KeyError: 'id'``, ``TypeError: x is not a function``)."""
+    raised = str(result.get("raised") or "")
+    if raised in CRASHES:
+        return raised
+    lines = str(result.get("stderr") or "").strip().splitlines()
+    match = re.match(r"\s*(?:Uncaught\s+)?([A-Za-z]+)(?::|$)", lines[-1]) if lines else None
+    return match.group(1) if match and match.group(1) in CRASHES and result.get("exit_code") else None
+
+
+def ends_cleanly(run: Run) -> Check | None:
+    """Every run that ends with an error (a raise, a nonzero exit, a signal): only where a careful loop ends with
+    one — after an error reply of the script (a 401 / 403 / 404 / other 400 no retry fixes; a transient error,
+    an overflow or a ceiling, where the branch's rule judges whether the loop tried enough first), a refusal, a
+    reply it could not recover (max_tokens, an overflow), or at max_turns. Ending with an error after a final
+    answer, after a reply the script did not send (the server refused a malformed request as the live API
+    would), or on a bug in the loop's own code (a KeyError, a TypeError, ...) is a crash and fails."""
+    name = "ends_cleanly"
+    error = _error_ending(run.result)
+    if error is None or not run.main:
+        return None
+    i = run.main[-1]
+    r = run.requests[i]
+    reply = _reply(r)
+    got = f"request {run.n(i)} got {_got(r)}"
+    bug = _crashed(run.result)
+    if bug:
+        return _fail(name, f"{got}; {error}: a {bug} is a bug in the loop's own code, not an ending it chose")
+    if r.get("kind") in SERVER_FAULTS or r.get("placeholder_reply"):
+        return Check(name, "not_reached", f"{got}, the server's own failure; {error}, which is not judged")
+    if _scripted_error(r):
+        if reply["status"] in TRANSIENT_STATUSES or _too_long(r) or _ceiling(r) is not None:
+            return _pass(name, f"{error} after {got}: giving up there is its branch's ending (the branch's rule "
+                               "judges whether the loop tried enough first)")
+        return _pass(name, f"{error} after {got}, which no retry can fix: ending with an error is right")
+    if reply["status"] >= 400:
+        said = " ".join(str(r.get("error") or "").split())[:200]
+        return _fail(name, f"{got}{f' ({said})' if said else ''}, which the scenario did not send: the server "
+                           f"refused the request, as the live API would; {error} on its own malformed request")
+    stop = reply.get("stop_reason")
+    limit = run.scenario.max_turns if run.scenario is not None else None
+    if stop == "refusal":
+        return _pass(name, f"{error} after {got}: ending with an error result after a refusal is right")
+    if stop in ("max_tokens", "model_context_window_exceeded", "pause_turn", "compaction"):
+        return _pass(name, f"{error} after {got}: ending there is its branch's to judge (the branch's rule says "
+                           "whether the loop tried enough first)")
+    if limit and run.message_replies() >= limit:
+        return _pass(name, f"{error} at max_turns {limit}: ending with an error result there is right")
+    if "tool_use" in _blocks(r):
+        return _fail(name, f"{got}; {error} with its tool calls unanswered")
+    if run.scenario is not None and run.scenario.stop_hook is not None:
+        return _pass(name, f"{error} after {got}, a final answer its Stop hook blocks: ending without the hook's "
+                           "approval is the hook branch's ending (stop_hook_feedback judges it)")
+    return _fail(name, f"{got}, a final answer; {error} — a run that has its answer ends by returning it")
 
 
 RULES: tuple[Rule, ...] = (
@@ -869,9 +972,12 @@ RULES: tuple[Rule, ...] = (
          stop_hook_feedback),
     Rule("ends_on_its_own", "—", "ends on its own",
          "ends by itself, within the time allowed", ends_on_its_own),
+    Rule("ends_cleanly", "—", "error ending",
+         "ends with an error (a raise, a nonzero exit) only where a careful loop does: after an error no retry "
+         "fixes, a refusal, a reply it gave up recovering, or at max_turns; never after a final answer",
+         ends_cleanly),
 )
 RULE_NAMES = tuple(rule.name for rule in RULES)
-UNIVERSAL = ("sends_the_prompt", "ends_on_its_own")   # judged on every run, whatever branch it reaches
 
 
 def ending(record: dict[str, Any]) -> str:

@@ -31,7 +31,7 @@ def branch_reached(record: dict[str, Any]) -> bool:
     grade = grade_record(record)
     if not rules:
         return grade.judged
-    return any(c.rule in rules and c.status != "skip" for c in grade.checks)
+    return any(c.rule in rules and c.status != "not_reached" for c in grade.checks)
 
 
 def options(records: list[dict[str, Any]]) -> str:

@@ -1059,15 +1059,20 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
                   title: str = "Careful-loop rules: scenarios passed per branch") -> PlotFigure:
     """Report cards side by side (``agentlab.observatory.grade.Report``): one row per client, one column per branch (a
     rule of the decision table), each cell the share of the client's scenarios where the rule held — green
-    all, red none, grey where the branch was never reached — with the count written in."""
+    all, red none, grey where the branch was never reached — with the count written in (``≠n``: n scenarios
+    where it differs from the reference loop's choice, counted as held unless ``--policy strict``). Every count
+    comes from ``agentlab.observatory.grade_verdict``: a rule reached in a scenario whose own branch was not
+    reached counts too."""
     import numpy as np
     from matplotlib.colors import LinearSegmentedColormap
 
     from ..observatory.grade import RULES
+    from ..observatory.grade_verdict import cell, counts
 
     reports = list(reports)
-    rules = [r for r in RULES if any(g.check(r.name) and g.check(r.name).status != "skip"
-                                     for rep in reports for g in rep.grades)]
+    cells = {(y, r.name): cell([c for g in rep.grades if (c := g.check(r.name)) is not None], rep.policy)
+             for y, rep in enumerate(reports) for r in RULES}
+    rules = [r for r in RULES if any(cells[(y, r.name)][3] for y in range(len(reports)))]
     cols = max(1, len(rules))
     fig = new_figure(1.6 + 0.78 * cols + 2.6, 1.9 + 0.5 * max(1, len(reports)), dpi)
     ax = place(fig, 2.6, 1.55, 0.78 * cols, 0.5 * max(1, len(reports)))
@@ -1077,13 +1082,12 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
         return _finish(fig, save)
     values = np.full((len(reports), cols), np.nan)
     labels: list[list[str]] = [["" for _ in rules] for _ in reports]
-    for y, rep in enumerate(reports):
+    for y in range(len(reports)):
         for x, rule in enumerate(rules):
-            checks = [c for g in rep.grades if (c := g.check(rule.name)) is not None and c.status != "skip"]
-            if checks:
-                held = sum(1 for c in checks if c.status == "pass")
-                values[y, x] = held / len(checks)
-                labels[y][x] = f"{held}/{len(checks)}"
+            held, _, differs, reached = cells[(y, rule.name)]
+            if reached:
+                values[y, x] = (held + differs) / reached
+                labels[y][x] = f"{held + differs}/{reached}" + (f"\n≠{differs}" if differs else "")
             else:
                 labels[y][x] = "–"
     cmap = LinearSegmentedColormap.from_list("grade", [ERROR_COLOR, "#F2D16B", OK_COLOR]).with_extremes(
@@ -1091,15 +1095,16 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
     ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0, vmax=1, aspect="auto")
     for y in range(len(reports)):
         for x in range(cols):
-            ax.text(x, y, labels[y][x], ha="center", va="center", fontsize=9,
+            ax.text(x, y, labels[y][x], ha="center", va="center", fontsize=9 if "\n" not in labels[y][x] else 7.5,
                     color="#555555" if np.isnan(values[y, x]) else "black")
     ax.set_xticks(range(cols))
     ax.set_xticklabels([f"{r.branch}\n{r.name}" for r in rules], rotation=40, ha="left", fontsize=8,
                        rotation_mode="anchor")
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(reports)))
-    ax.set_yticklabels([f"{rep.client}  ({sum(g.passed and g.judged for g in rep.grades)}/"
-                        f"{sum(g.judged or not g.passed for g in rep.grades)})" for rep in reports], fontsize=9)
+    tallies = [counts(g.verdict for g in rep.grades) for rep in reports]
+    ax.set_yticklabels([f"{rep.client}  ({n['pass'] + n['policy']}/{len(rep.grades) - n['not_reached']})"
+                        for rep, n in zip(reports, tallies, strict=True)], fontsize=9)
     ax.set_xticks(np.arange(-0.5, cols, 1), minor=True)
     ax.set_yticks(np.arange(-0.5, len(reports), 1), minor=True)
     ax.grid(which="minor", color="white", linewidth=2)
@@ -1107,9 +1112,9 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
     for side in ax.spines.values():
         side.set_visible(False)
     fig_w, fig_h = fig.get_size_inches()
-    fig.text(0.15 / fig_w, 0.12 / fig_h, "cell: scenarios where the rule held / scenarios that reached the branch;"
-             "  –: never reached;  (n/m) after a client: scenarios where every rule held / scenarios judged",
-             fontsize=8, color="#555555")
+    fig.text(0.15 / fig_w, 0.12 / fig_h, "cell: scenarios where the rule held / scenarios that reached it;  ≠n: n "
+             "of them differ from the reference loop's choice;  –: never reached;  (n/m) after a client: scenarios "
+             "with no failure / scenarios judged", fontsize=8, color="#555555")
     return _finish(fig, save)
 
 
