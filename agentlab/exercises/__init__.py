@@ -9,8 +9,9 @@ Every lesson's exercise follows one convention:
 
   * the answer is still the stub (it raises ``NotImplementedError``): the check prints
     ``Not solved yet: …what to do…`` and does **not** raise, so Run All carries on and never shows a pass;
-  * the answer is wrong: an ``AssertionError`` naming the case, what was expected, what came back and the
-    rule it breaks;
+  * the answer is wrong: a :class:`WrongAnswer` (an ``AssertionError``) naming the case, what was expected,
+    what came back and the rule it breaks; in a notebook it shows as that message alone, without the
+    checker's frames (``_render_traceback_``, which IPython reads in place of a traceback);
   * the answer is right: the check prints its pass line.
 
   The check returns a :class:`Verdict` (``solved``, ``message``) for code that wants the outcome.
@@ -48,7 +49,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, TypeVar
 
-__all__ = ["NotSolvedYet", "Verdict", "exercise", "hint", "lesson_module", "show_solution", "solution_source"]
+__all__ = ["NotSolvedYet", "Verdict", "WrongAnswer", "exercise", "hint", "lesson_module", "show_solution",
+           "solution_source"]
 
 Check = TypeVar("Check", bound=Callable[..., Any])
 
@@ -59,6 +61,23 @@ class NotSolvedYet(BaseException):
     It derives from ``BaseException`` so that a check's own ``except Exception`` (which turns a crashing answer
     into a readable wrong case) lets it through to :func:`exercise`, which reports "Not solved yet".
     """
+
+
+class WrongAnswer(AssertionError):
+    """A check's verdict on a wrong answer: its message names the case, what was expected, what came back and
+    the rule it breaks.
+
+    In a notebook it shows as that message only: IPython prints what ``_render_traceback_`` returns in place
+    of a traceback, and the checker's own frames say nothing about the learner's answer. Elsewhere (pytest, a
+    script) it is an ``AssertionError`` like any other.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        first, *rest = str(self).splitlines() or [""]
+        return [f"{_RED}Wrong answer{_RESET}: {first}", *rest]
+
+
+_RED, _RESET = "\x1b[0;31m", "\x1b[0m"   # IPython's colour for an error's name
 
 
 @dataclass(frozen=True)
@@ -105,7 +124,8 @@ def exercise(lesson: str, name: str, todo: str | None = None) -> Callable[[Check
     """Wrap a lesson's check: the stub prints "Not solved yet", a wrong answer raises, a right one prints a pass.
 
     The wrapped check receives the answer guarded (see :class:`NotSolvedYet`); it returns its pass line, and
-    raises ``AssertionError`` naming case, expected, got and rule when the answer is wrong.
+    raises ``AssertionError`` naming case, expected, got and rule when the answer is wrong, which reaches the
+    caller as a :class:`WrongAnswer` with the same message.
     """
     lesson = _lesson_name(lesson)
 
@@ -114,6 +134,10 @@ def exercise(lesson: str, name: str, todo: str | None = None) -> Callable[[Check
         def run(answer: Any, *args: Any, **kwargs: Any) -> Verdict:
             try:
                 message = check(_guard(answer), *args, **kwargs)
+            except WrongAnswer:
+                raise
+            except AssertionError as exc:
+                raise WrongAnswer(str(exc)) from None   # the message is the whole verdict; no checker frames
             except NotSolvedYet:
                 verdict = Verdict("not solved", not_solved_message(lesson, name, todo))
             else:
