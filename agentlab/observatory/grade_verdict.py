@@ -19,10 +19,9 @@ rule that some reply of the run did reach. A scenario's verdict is the worst of 
 with none failing or differing it is ``not_reached`` when its own branch was not reached or no rule but the
 universal ones judged it, else ``pass``. A scenario without any check fails (a grade shows its work).
 
-One behaviour is counted once: a run that ends with an error where the careful loop would not
-(``ends_cleanly``) fails that rule only when no other rule already failed or differed on the run (that rule's
-message then says how the run ended, and so does the scenario's line); a policy difference is listed once
-in the summary with the scenarios it was seen in.
+One behaviour is counted once: how a run ended with an error is judged by ``ends_cleanly`` only when no other
+rule failed or differed on the run (else the ending is that rule's: its message says how the run ended, and so
+does the scenario's line); a policy difference is listed once in the summary with the scenarios it was seen in.
 
 ``--policy`` (:data:`POLICY_MODES`) says what a policy difference counts as: ``report`` (the default) shows it
 as ≠ and leaves the exit status alone, ``strict`` counts it as a failure (exit 1, a JUnit failure, a failing
@@ -101,10 +100,10 @@ def rule_message(check: Check, mode: PolicyMode = DEFAULT_POLICY) -> str:
 
 
 def counted_once(checks: Sequence[Check]) -> list[Check]:
-    """The checks of one run with each behaviour counted once: the ending rule's failure is left out when another
-    rule already failed or differed (its message says how the run ended)."""
+    """The checks of one run with each behaviour counted once: when another rule already failed or differed, the
+    ending is that rule's (its message says how the run ended), and the ending rule's check is left out."""
     others = any(c.status in ("fail", "policy") for c in checks if c.rule != ENDING_RULE)
-    return [c for c in checks if not (others and c.rule == ENDING_RULE and c.status == "fail")]
+    return [c for c in checks if not (others and c.rule == ENDING_RULE)]
 
 
 # -- a scenario ------------------------------------------------------------------------------------------------

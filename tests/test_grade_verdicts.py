@@ -1,0 +1,298 @@
+"""grade's verdicts, proved with one small purpose-built loop on the raw SDK: done right it passes every rule it
+reaches; each behaviour broken on its own fails (or, for the reference loop's choices, differs on) exactly the
+rule it breaks, once per scenario, and nothing else. Every output (text, JSON, JUnit, baseline, heatmap) reads
+the same verdicts from agentlab.observatory.grade_verdict."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import anthropic
+import pytest
+
+from agentlab.observatory.grade import (
+    Check,
+    Report,
+    document,
+    grade_function,
+    gradeable_scenarios,
+    junit_xml,
+    scenario_verdict,
+)
+from agentlab.observatory.grade_output import failures
+from agentlab.observatory.grade_verdict import cell, counted_once, policy_groups, rule_verdict
+
+CONTINUE = "Output token limit hit. Continue exactly where you stopped."
+
+
+def careful_loop(*breaks: str):
+    """A careful loop on the raw SDK; each name in ``breaks`` breaks one behaviour: ``no_retry`` (a transient error
+    ends the run), ``two_retries`` (the SDK's default of 2, the reference loop's 3 not kept), ``no_compaction``
+    ("prompt is too long" raises), ``no_max_tokens_recovery`` (a cut-off text is returned as it is),
+    ``ignores_pause_turn`` (a paused turn is returned as the answer), ``no_nudge`` (an empty reply after tool
+    results ends the run), ``crash_after_answer`` (a KeyError once the answer is in), ``escapes`` (a final error
+    message full of terminal escape sequences)."""
+    unknown = set(breaks) - {"no_retry", "two_retries", "no_compaction", "no_max_tokens_recovery",
+                             "ignores_pause_turn", "no_nudge", "crash_after_answer", "escapes"}
+    assert not unknown, unknown
+    retries = 0 if "no_retry" in breaks else 2 if "two_retries" in breaks else 5
+
+    def loop(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
+        client = client.with_options(max_retries=retries)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+        state = {"max_tokens": 1024, "escalated": False, "continuations": 0, "compactions": 0, "nudged": False}
+        partial = ""
+        while True:
+            reply = _call(client, model, tools, messages, state, prompt, breaks)
+            if reply is None:
+                continue  # compacted or clamped: the same turn again
+            stop, content = reply.stop_reason, list(reply.content)
+            text = "".join(b.text for b in content if b.type == "text")
+            step = _step(stop, content, messages, state, breaks, run_tool)
+            if step == "again":
+                if stop == "max_tokens" and content[-1:] and content[-1].type == "text":
+                    partial += text
+                continue
+            if "crash_after_answer" in breaks:
+                raise KeyError("id")
+            return partial + text
+
+    loop.__name__ = "careful" + "".join(f"+{b}" for b in breaks)
+    return loop
+
+
+def _add_assistant(messages: list[dict[str, Any]], content: list[Any]) -> None:
+    if content and messages[-1]["role"] == "assistant":
+        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
+    elif content:
+        messages.append({"role": "assistant", "content": content})
+
+
+def _call(client, model, tools, messages, state, prompt, breaks):
+    """One model call; None when the request was changed to be sent again (compacted, clamped)."""
+    try:
+        with client.messages.stream(model=model, max_tokens=state["max_tokens"], tools=tools,
+                                    messages=messages) as stream:
+            return stream.get_final_message()
+    except anthropic.BadRequestError as exc:
+        ceiling = re.search(r"max_tokens: \d+ > (\d+)", str(exc))
+        if ceiling and state["max_tokens"] > int(ceiling.group(1)):
+            state["max_tokens"] = int(ceiling.group(1))
+            return None
+        if "prompt is too long" in str(exc) and "no_compaction" not in breaks and state["compactions"] < 3:
+            _compact(client, model, messages, prompt, state)
+            return None
+        if "escapes" in breaks:
+            raise RuntimeError("\x1b[2J\x1b]0;owned\x07gave up\x08\x1b[31m in red") from None
+        raise
+
+
+def _compact(client, model, messages, prompt, state) -> None:
+    ask = {"role": "user", "content": "Write a summary of this conversation so far. Answer in text only."}
+    summary = client.messages.create(model=model, max_tokens=4096, messages=[*messages, ask])
+    text = "".join(b.text for b in summary.content if b.type == "text")
+    messages[:] = [{"role": "user", "content": f"{prompt}\n\nWhat happened so far:\n{text}"}]
+    state["compactions"] += 1
+
+
+def _step(stop, content, messages, state, breaks, run_tool) -> str:
+    """What follows a reply: "again" (the messages were extended or the limit raised) or "done"."""
+    if stop == "max_tokens" and content and content[-1].type == "tool_use" and not state["escalated"]:
+        state["max_tokens"], state["escalated"] = 64000, True
+        return "again"
+    uses = [b for b in content if b.type == "tool_use"]
+    if uses:
+        _add_assistant(messages, content)
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u.id, "content": run_tool(u.name, u.input)} for u in uses]})
+        state["compactions"] = 0
+        return "again"
+    if stop == "max_tokens" and "no_max_tokens_recovery" not in breaks and state["continuations"] < 3:
+        if not state["escalated"]:
+            state["max_tokens"], state["escalated"] = 64000, True
+            return "again"
+        state["continuations"] += 1
+        _add_assistant(messages, content)
+        messages.append({"role": "user", "content": CONTINUE})
+        return "again"
+    if stop == "model_context_window_exceeded" and "no_compaction" not in breaks and state["compactions"] < 3:
+        messages[:] = [messages[0], {"role": "assistant", "content": "Summary: the work so far."},
+                       {"role": "user", "content": "Go on from the summary."}]
+        state["compactions"] += 1
+        return "again"
+    if stop in ("pause_turn", "compaction") and "ignores_pause_turn" not in breaks:
+        _add_assistant(messages, content)
+        return "again"
+    last = messages[-1]["content"]
+    after_results = isinstance(last, list) and any(isinstance(b, dict) and b.get("type") == "tool_result"
+                                                   for b in last)
+    if stop == "end_turn" and not content and after_results and not state["nudged"] and "no_nudge" not in breaks:
+        state["nudged"] = True
+        messages.append({"role": "user", "content": "Please continue."})
+        return "again"
+    return "done"
+
+
+FAST = [name for name in gradeable_scenarios() if name not in ("api_errors",)]  # api_errors waits ~5 s (retry-after)
+
+
+def _grade(*breaks: str, scenarios: list[str] | None = None) -> Report:
+    return grade_function(careful_loop(*breaks), scenarios or FAST, jobs=8, timeout=30)
+
+
+def _not_passing(report: Report) -> dict[tuple[str, str], str]:
+    """(scenario, rule) -> verdict, for every check that is neither pass nor not_reached."""
+    return {(g.scenario, c.rule): rule_verdict(c, report.policy) for g in report.grades for c in g.checks
+            if rule_verdict(c, report.policy) not in ("pass", "not_reached")}
+
+
+@pytest.fixture(scope="module")
+def correct() -> Report:
+    return grade_function(careful_loop(), gradeable_scenarios(), jobs=8, timeout=30)
+
+
+def test_a_careful_loop_passes_every_rule_it_reaches(correct):
+    assert _not_passing(correct) == {}, correct.text()
+    assert correct.verdict == "pass" and correct.passed
+    assert {g.verdict for g in correct.grades} <= {"pass", "not_reached"}
+    assert "every rule holds" in correct.text()
+
+
+def test_a_scenario_not_reached_keeps_its_reached_rules_and_never_says_pass(correct):
+    # the loop never enables thinking: the thinking scenarios' own branch is not reached, but their max_tokens
+    # and tool replies were, and those rules keep their verdicts everywhere
+    thinking = correct.grade("thinking_max_tokens")
+    assert thinking.not_reached and thinking.verdict == "not_reached" and not thinking.reached
+    held = thinking.check("bounded_max_tokens_recovery")
+    assert held is not None and held.status == "pass"
+    doc = document([correct])
+    item = next(s for r in doc["reports"] for s in r["scenarios"] if s["name"] == "thinking_max_tokens")
+    assert item["verdict"] == "not_reached"
+    assert {r["rule"]: r["status"] for r in item["rules"]}["bounded_max_tokens_recovery"] == "pass"
+    for s in doc["reports"][0]["scenarios"]:
+        assert not (s["not_reached"] and s["verdict"] == "pass"), s["name"]
+    block = correct.text().split("\n– thinking_max_tokens ", 1)[1].split("\n", 3)
+    assert block[1].startswith("    not reached: the request does not enable thinking")
+    assert block[2].startswith("    ✓ bounded_max_tokens_recovery ")  # shown under the – scenario, not hidden
+
+
+BROKEN = {
+    # break: (scenarios, the (scenario, rule) -> verdict it must give and nothing else)
+    "no_retry": (["api_errors", "end_turn"], {("api_errors", "retry_with_backoff"): "fail"}),
+    "two_retries": (["api_errors", "end_turn"], {("api_errors", "retry_with_backoff"): "policy"}),
+    "no_compaction": (FAST, {("prompt_too_long", "bounded_compaction"): "fail",
+                             ("context_window_exceeded", "bounded_compaction"): "fail",
+                             ("context_window_full", "bounded_compaction"): "fail"}),
+    "no_max_tokens_recovery": (FAST, {(s, "bounded_max_tokens_recovery"): "fail" for s in (
+        "max_tokens_clamp", "max_tokens_continue", "max_tokens_escalate", "max_tokens_give_up",
+        "thinking_max_tokens")}),  # thinking_max_tokens: its own branch not reached, its max_tokens reply was
+    "ignores_pause_turn": (FAST, {("pause_turn", "pause_turn_resume"): "fail",
+                                  ("redacted_thinking", "pause_turn_resume"): "fail"}),
+    "no_nudge": (FAST, {("empty_end_turn", "nudge_empty_turn"): "fail"}),
+}
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN))
+def test_each_broken_behaviour_fails_exactly_its_rule_once(broken, correct):
+    scenarios, expected = BROKEN[broken]
+    report = _grade(broken, scenarios=scenarios)
+    assert _not_passing(report) == expected, report.text()
+    for g in report.grades:  # once: no rule is listed twice on a scenario
+        assert len({c.rule for c in g.checks}) == len(g.checks), g.scenario
+        assert g.verdict == (max((expected.get((g.scenario, c.rule), "pass") for c in g.checks),
+                                 key=["pass", "policy", "fail"].index)
+                             if any(k[0] == g.scenario for k in expected) else correct.grade(g.scenario).verdict)
+
+
+def test_a_crash_after_the_answer_never_passes_and_fails_ends_cleanly_alone():
+    report = _grade("crash_after_answer", scenarios=["end_turn", "tool_use", "api_error_fatal", "refusal"])
+    assert _not_passing(report) == {(s, "ends_cleanly"): "fail" for s in ("end_turn", "tool_use", "refusal")}
+    assert "a KeyError is a bug in the loop's own code" in report.grade("end_turn").check("ends_cleanly").why
+    # a fatal 401 ending the run by raising is keeping no_retry_on_fatal, and the scenario says how it ended
+    fatal = report.grade("api_error_fatal")
+    assert fatal.verdict == "pass" and fatal.ending.startswith("raised AuthenticationError")
+    assert "which no retry can fix: ending with an error is right" in fatal.check("ends_cleanly").why
+    assert "✓ ends_cleanly" in report.text() and report.verdict == "fail"
+
+
+def test_a_raise_after_a_400_is_counted_once():
+    # no compaction, and the loop raises on the 400: bounded_compaction fails and says so; ends_cleanly, whose
+    # ending that is, is not charged again (nor shown beside it)
+    report = _grade("no_compaction", scenarios=["prompt_too_long"])
+    grade = report.grade("prompt_too_long")
+    assert grade.failed == ["bounded_compaction"] and grade.check("ends_cleanly") is None
+    assert "the loop raised BadRequestError" in grade.check("bounded_compaction").why
+
+
+def test_one_policy_behaviour_is_listed_once_whatever_the_scenarios():
+    checks = [Check("retry_with_backoff", "policy", f"request {n} ...", "gives up after 2 retries")
+              for n in (3, 4)]
+    groups = policy_groups([("api_errors", checks[:1]), ("tour", checks[1:]), ("end_turn", [])])
+    assert groups == [("retry_with_backoff", "gives up after 2 retries", ["api_errors", "tour"])]
+
+
+def test_policy_mode_changes_every_output_the_same_way():
+    report = _grade("two_retries", scenarios=["api_errors", "end_turn"])
+    key = ("api_errors", "retry_with_backoff")
+    for mode, verdict, exits_0 in (("report", "policy", True), ("strict", "fail", False), ("ignore", "pass", True)):
+        report.under(mode)
+        assert _not_passing(report) == ({key: verdict} if verdict != "pass" else {})
+        assert report.passed is exits_0
+        doc = json.loads(json.dumps(document([report])))
+        rules = {(s["name"], r["rule"]): r for s in doc["reports"][0]["scenarios"] for r in s["rules"]}
+        assert rules[key]["status"] == verdict and rules[key]["policy"].startswith("gives up on a transient error")
+        assert doc["verdict"] == {"report": "policy", "strict": "fail", "ignore": "pass"}[mode]
+        cases = ET.fromstring(junit_xml([report]).split("\n", 1)[1])
+        case = next(c for c in cases.iter("testcase") if (c.get("classname"), c.get("name")) == key)
+        assert (case.find("failure") is not None) is (verdict == "fail")
+        assert (key in failures([report])) is (verdict == "fail")  # a baseline records it only under strict
+        summary = "policy: differs from the reference loop's choice (1 behaviour, each listed once"
+        assert (summary in report.text()) is (mode != "ignore")
+    report.under("report")
+
+
+def test_a_saved_report_loads_back_with_the_same_verdicts_under_any_mode(tmp_path):
+    from agentlab.observatory.grade import load_document
+
+    report = _grade("two_retries", scenarios=["api_errors", "thinking_max_tokens"]).under("strict")
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(document([report])), encoding="utf-8")
+    (loaded,) = load_document(path)
+    for mode in ("report", "strict", "ignore"):
+        assert [g.verdict for g in loaded.under(mode).grades] == [g.verdict for g in report.under(mode).grades]
+        assert loaded.text() == report.text()
+
+
+def test_the_heatmap_counts_what_the_verdicts_count(correct):
+    pytest.importorskip("matplotlib")
+    from agentlab.ui.plots import grade_heatmap
+
+    fig = grade_heatmap([correct])
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    checks = [c for g in correct.grades if (c := g.check("bounded_max_tokens_recovery")) is not None]
+    held, _, differs, reached = cell(checks)
+    assert reached > len([g for g in correct.grades if g.scenario.startswith("max_tokens") and not g.not_reached])
+    assert f"{held + differs}/{reached}" in texts  # the thinking scenario's reached rule counts too
+
+
+def test_third_party_text_is_printed_without_escape_sequences():
+    report = _grade("escapes", "no_compaction", scenarios=["prompt_too_long"])
+    text = report.text()
+    assert "\x1b" not in text and "\x07" not in text and "\x08" not in text
+    assert "the loop raised RuntimeError (gave up^H in red)" in text
+    ET.fromstring(junit_xml([report]).split("\n", 1)[1])  # well-formed XML: no control characters in it
+
+
+def test_the_verdict_functions_agree_with_the_report():
+    checks = [Check("sends_the_prompt", "pass", "ok"), Check("stop_when_done", "pass", "ok")]
+    assert scenario_verdict(checks) == "pass"
+    assert scenario_verdict(checks, branch_reached=False) == "not_reached"
+    assert scenario_verdict(checks[:1]) == "not_reached"  # only a universal rule judged it
+    assert scenario_verdict([]) == "fail"  # a grade shows its work
+    crash = Check("ends_cleanly", "fail", "crashed")
+    assert counted_once([*checks, crash]) == [*checks, crash]
+    other = Check("bounded_compaction", "fail", "no")
+    assert counted_once([other, crash]) == [other]
