@@ -52,6 +52,26 @@ WATCH_NEXT_STEP = """() => {
 }"""
 
 
+# Installed before Run All: notes every text an output area ever shows that holds the stepper's plain-text
+# repr (the widget must be the only thing drawn; a repr flashing before it is what this catches).
+WATCH_REPR = """(repr) => {
+  const seen = [];
+  window.__agentlab_repr = seen;
+  const note = (node) => {
+    const text = (node && node.textContent) || '';
+    if (text.includes(repr) && !seen.includes(text)) { seen.push(text); }
+  };
+  // every node added and every text changed, read when it happens: a repr drawn and replaced at once counts
+  new MutationObserver((records) => {
+    for (const r of records) {
+      if (r.type === 'characterData') { note(r.target.parentNode); }
+      for (const node of r.addedNodes) { note(node); }
+    }
+  }).observe(document.body, {childList: true, subtree: true, characterData: true});
+  document.querySelectorAll('.jp-OutputArea-output').forEach(note);
+}"""
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -123,6 +143,20 @@ def lab(tmp_path_factory):
         log.close()
 
 
+def _store_outputs(path: Path) -> str:
+    """Run the notebook at ``path`` in a kernel and save it with its outputs, as the lessons are committed;
+    returns the stepper's stored plain text (what a reader sees until the cell runs again)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, kernel_name="python3", timeout=120).execute()
+    nbformat.write(nb, str(path))
+    (shown,) = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    return shown["data"]["text/plain"]
+
+
 def _screenshot_dir(tmp_path: Path) -> Path:
     target = Path(os.environ.get("AGENTLAB_SCREENSHOTS") or tmp_path)
     target.mkdir(parents=True, exist_ok=True)
@@ -135,6 +169,7 @@ def test_stepper_in_jupyterlab(lab, tmp_path, capsys):
 
     expected = {name: run_scenario(name).subtype for name in scenario_names()}
     started = time.monotonic()
+    fallback = _store_outputs(lab["root"] / NOTEBOOK.name)   # opened as a lesson is: with its stored outputs
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 2000})   # tall: the whole widget in view
@@ -142,6 +177,10 @@ def test_stepper_in_jupyterlab(lab, tmp_path, capsys):
             page.goto(f"{lab['url']}/lab/tree/{NOTEBOOK.name}?reset&token={lab['token']}")
             page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=60_000)
             # The execution indicator says idle before a kernel exists; the status bar text does not.
+            page.evaluate(WATCH_REPR, "Stepper('tour')")
+            # before the cell runs there is no widget model: JupyterLab draws the stored plain text, which must
+            # say what the widget is, not be its repr
+            expect(page.locator(".jp-OutputArea-output").first).to_have_text(fallback, timeout=30_000)
             expect(page.locator("#jp-main-statusbar")).to_contain_text(re.compile(r"\|\s*Idle"), timeout=60_000)
             page.locator("#jp-MainMenu .lm-MenuBar-item", has_text="Run").click()
             page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
@@ -153,6 +192,10 @@ def test_stepper_in_jupyterlab(lab, tmp_path, capsys):
             result = stepper.locator(".agentlab-result")
             expect(transcript).to_contain_text("Nothing yet", timeout=30_000)
             expect(plot).to_have_attribute("src", re.compile(r"^blob:|^data:"), timeout=30_000)
+            flashed = page.evaluate("() => window.__agentlab_repr")
+            assert flashed == [], f"the stepper's plain-text repr was drawn in the output area: {flashed}"
+            shown = page.locator(".jp-OutputArea-output").all_inner_texts()
+            assert not any(fallback in text for text in shown), f"the plain text stays beside the widget: {shown}"
             plot_before = plot.get_attribute("src")
             pixels_before = plot.screenshot()
 

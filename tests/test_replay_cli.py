@@ -205,11 +205,36 @@ def test_replay_table_of_a_trace_has_rows_costs_and_what_came_next(tmp_path):
     ran = agentlab("replay", str(trace))
     assert ran.code == 0, ran.stderr
     lines = ran.stdout.splitlines()
-    assert lines[0].startswith("agentlab ") and "agentlab-trace · 2 call(s) · ended: success" in lines[0]
+    from agentlab import __version__
+
+    assert lines[0] == (f"agentlab trace run.jsonl (read by agentlab {__version__}) · claude-sonnet-4-6 · prompt "
+                        "'What is 1234 + 5678?' · 2 call(s) · ended: success")
     first, second = lines[2].split(), lines[3].split()
     assert first[2:4] == ["tool_use", "2"] and first[-2:] == ["tool_use", "(RunTools)"] and first[-3].startswith("$")
     assert second[2:4] == ["end_turn", "11"] and second[-1] == "(Complete)"
     assert lines[-1].startswith("total $")
+
+
+def test_replay_of_a_trace_shows_each_failed_call_in_its_place(tmp_path):
+    trace = tmp_path / "errors.jsonl"
+    agentlab("run", "api_errors", "--trace", str(trace))
+    ran = agentlab("replay", str(trace))
+    assert ran.code == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert "· 4 call(s), 3 failed · ended: success" in lines[0]
+    rows = [line.split() for line in lines[2:6]]
+    assert [r[0] for r in rows] == ["1", "2", "3", "4"]
+    assert [" ".join(r[2:4]) for r in rows[:3]] == ["HTTP 529", "HTTP 429", "HTTP 500"]
+    assert [r[-2:] for r in rows[:3]] == [["api_retry", "(Retry)"]] * 3 and rows[3][2] == "end_turn"
+    fatal = tmp_path / "fatal.jsonl"
+    agentlab("run", "api_error_fatal", "--trace", str(fatal))
+    lines = agentlab("replay", str(fatal)).stdout.splitlines()
+    assert "· 1 call(s), 1 failed · ended: error_api" in lines[0]
+    assert lines[2].split()[2:5] == ["HTTP", "401", "authentication_error"] and lines[2].endswith("api_error (End)")
+    data = json.loads(agentlab("replay", str(fatal), "--json").stdout)
+    assert data["calls"] == [] and [(c["n"], c["status"], c["branch"]) for c in data["failed_calls"]] == [
+        (1, 401, "api_error")]
+    assert data["version"] is None and data["read_by"].startswith("agentlab ") and data["model"]
 
 
 def test_sessions_in_an_empty_folder_and_update_alone(tmp_path):

@@ -63,3 +63,41 @@ def test_the_session_plots_read_a_transcript():
     bars = plots.compaction_bars(trace).axes[0]
     heights = [p.get_height() for p in bars.patches]
     assert heights[0] > 200_000 and heights[1] < 3_000    # Claude Code's preTokens and postTokens
+
+
+def test_an_agentlab_run_saved_as_a_trace_replays_with_its_failed_calls(tmp_path):
+    from agentlab.lab import scenario_loop
+
+    path = tmp_path / "my_run.jsonl"
+    loop = scenario_loop("api_errors", trace=str(path))
+    loop.run()
+    for source in (path, loop, loop.trace):
+        s = ReplayStepper(source, show_plots=False)
+        assert s.call_count == 0
+        s.step_button.click()
+        assert s.call_count == 1 and "529" in s.transcript_pane.value   # the failed first call is a step
+        s.run_button.click()
+        assert s.call_count == 4 and s.done
+        header = html.unescape(s.header.value)
+        assert "agentlab run" in header and "claude-sonnet-4-6" in header and "4 model call(s), 3 failed" in header
+    assert repr(ReplayStepper(path)) == "ReplayStepper(agentlab run: my_run.jsonl, 4 call(s))"
+    assert "session" in dict(ReplayStepper(path).plot_picker.options).values()
+
+
+def test_the_display_text_of_a_replay_says_what_it_steps():
+    s = ReplayStepper(FIXTURES / "2.1.332" / "context_window_full.jsonl", show_plots=False)
+    assert s._repr_mimebundle_()["text/plain"] == (
+        "[the replay stepper on a Claude Code 2.1.332 session of 6 call(s): an interactive widget, drawn when "
+        "this cell runs in JupyterLab or Jupyter Notebook]")
+
+
+def test_a_sessions_window_is_its_models_from_the_model_table():
+    from agentlab.backend.models import model_limits
+    from agentlab.observatory.transcript_trace import session_to_trace
+
+    session = read_fixture("2.1.332", "context_window_full")
+    trace = session_to_trace(session)
+    window = model_limits(session.calls[0].model).context_window
+    assert window == 1_000_000
+    windows = {e.data.get("context_window") for e in trace if e.kind in ("start", "request", "response", "compaction")}
+    assert windows == {window}

@@ -244,10 +244,13 @@ def test_plots_update_on_each_step_and_on_a_new_choice():
     assert s.plot_image.value is third
 
 
-def test_repr_is_short_and_stable():
+def test_repr_is_short_and_the_display_text_says_what_the_widget_is():
     s = fresh()
+    assert repr(s) == "Stepper('tour')"
     bundle = s._repr_mimebundle_()
-    assert bundle["text/plain"] == "Stepper('tour')"
+    # what a notebook opened before its cells run (or a static page) shows in place of the widget
+    assert bundle["text/plain"] == ("[the stepper on the scenario tour: an interactive widget, drawn when this cell "
+                                    "runs in JupyterLab or Jupyter Notebook]")
     assert "application/vnd.jupyter.widget-view+json" in bundle
 
 

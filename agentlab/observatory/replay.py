@@ -35,7 +35,8 @@ from typing import Any
 
 from ..backend.scenario import Reply, Scenario, load_scenario
 from ..backend.scripted import choose_reply, reply_slug, build_message
-from ..core.compaction import DEFAULT_CONTEXT_WINDOW, estimate_tokens
+from ..backend.models import model_limits
+from ..core.compaction import estimate_tokens
 from ..core.errors import ConfigError, ScenarioError
 from ..core.events import (
     Append,
@@ -414,7 +415,10 @@ class _Replay:
             self.scenario = None
         self.who = client_label(record)
         self.requests: list[dict[str, Any]] = record["requests"]
-        self.window = (self.scenario.context_window if self.scenario else None) or DEFAULT_CONTEXT_WINDOW
+        # the window the server answered with: the scenario's, else the requested model's (data/models.yaml)
+        first_model = self.requests[0].get("model") if self.requests else None
+        self.window = (self.scenario.context_window if self.scenario else None) or \
+            model_limits(first_model).context_window
         self.trace = Trace()
         self.history: list[dict[str, Any]] = []
         self.base_history: list[dict[str, Any]] = []

@@ -24,7 +24,8 @@ from typing import Any
 
 from ..backend.scenario import Scenario, load_scenario
 from ..core.errors import ConfigError
-from ..core.events import ResultEvent, Response, Start, TransitionEvent
+from .. import __version__
+from ..core.events import ApiError, Request, ResultEvent, Response, Start, TransitionEvent
 from ..core.paths import data_dir
 from ..core.trace import Trace, redact
 from .observe import ClientOutcome, installed_claude_versions, machine_replacements, observe_scenario, \
@@ -256,28 +257,37 @@ def _secrets() -> tuple[str, ...]:
 
 def trace_summary(trace: Trace, kind: str, path: Path) -> dict[str, Any]:
     """The ``--json`` shape for an agentlab trace or a behaviour record (what ``Session.to_json`` gives for a
-    transcript): the client, its version, one entry per model reply, the compactions, errors, hook blocks."""
+    transcript): the client, its version, one entry per model reply (``calls``) and per failed request
+    (``failed_calls``: the HTTP status and error, and what was done next), the compactions, errors, hook blocks.
+    An agentlab trace does not say which agentlab wrote it: ``version`` is None and ``read_by`` names the agentlab
+    that read it."""
     start = next((e.payload for e in trace if isinstance(e.payload, Start)), None)
     extra = dict(start.extra) if start is not None else {}
     result = next((e.payload for e in trace if isinstance(e.payload, ResultEvent)), None)
-    calls = []
     decided: dict[int, list[TransitionEvent]] = {}
+    sent: dict[int, Request] = {}
     for e in trace:
         if isinstance(e.payload, TransitionEvent):
             decided.setdefault(e.call, []).append(e.payload)
+        elif isinstance(e.payload, Request):
+            sent[e.call] = e.payload
+    calls, failed = [], []
     for e in trace:
-        p = e.payload
+        p, after = e.payload, _decision(decided.get(e.call))
         if isinstance(p, Response):
-            found = decided.get(e.call)
-            last = found[-1] if found else None
             calls.append({"n": e.call, "model": p.model, "stop_reason": p.stop_reason, "usage": dict(p.usage),
-                          "cost_usd": p.cost_usd, "branch": last.branch if last else None,
-                          "row": last.row if last else None, "next": last.type if last else None,
-                          "purpose": p.purpose, "estimated": bool(p.extra.get("estimated"))})
+                          "cost_usd": p.cost_usd, **after, "purpose": p.purpose,
+                          "estimated": bool(p.extra.get("estimated"))})
+        elif isinstance(p, ApiError):
+            request = sent.get(e.call)
+            failed.append({"n": e.call, "model": request.model if request else None, "status": p.status,
+                           "error": p.error_type, "message": p.message, **after, "purpose": p.purpose})
     return {
         "client": extra.get("client") or "agentlab", "version": extra.get("version"), "kind": kind,
+        "read_by": f"agentlab {__version__}", "model": start.model if start else None,
+        "scenario": extra.get("scenario"), "prompt": start.prompt if start else None,
         "paths": [str(path)], "partial": result is None, "ending": result.subtype if result else "no result (cut?)",
-        "calls": calls,
+        "calls": calls, "failed_calls": failed,
         "compactions": [{"after_call": e.call, **e.data} for e in trace.of_kind("compaction")],
         "api_errors": [{"after_call": e.call, **e.data} for e in trace.of_kind("api_error")],
         "hook_blocks": [{"after_call": e.call, **e.data} for e in trace.of_kind("hook")
@@ -286,23 +296,59 @@ def trace_summary(trace: Trace, kind: str, path: Path) -> dict[str, Any]:
     }
 
 
+def _decision(found: list[TransitionEvent] | None) -> dict[str, Any]:
+    """The branch taken after a call (the last transition on it), its row and the transition's type."""
+    last = found[-1] if found else None
+    return {"branch": last.branch if last else None, "row": last.row if last else None,
+            "next": last.type if last else None}
+
+
+def source_line(summary: dict[str, Any]) -> str:
+    """Where a replayed run comes from, in words: an agentlab trace (the file, its model and prompt, the agentlab
+    that read it) or a behaviour record (the client, its version, the scenario)."""
+    model = f" · {summary['model']}" if summary.get("model") else ""
+    if summary["kind"] == "agentlab-trace":
+        prompt = summary.get("prompt") or ""
+        prompt = f" · prompt {prompt if len(prompt) <= 60 else prompt[:59] + '…'!r}" if prompt else ""
+        return f"agentlab trace {Path(summary['paths'][0]).name} (read by {summary['read_by']}){model}{prompt}"
+    return (f"{summary['client']} {summary.get('version') or '(version not recorded)'} · behaviour record of "
+            f"scenario {summary.get('scenario') or '?'}{model}")
+
+
+def _call_count(summary: dict[str, Any]) -> str:
+    failed = len(summary.get("failed_calls") or [])
+    total = len(summary["calls"]) + failed
+    return f"{total} call(s)" + (f", {failed} failed" if failed else "")
+
+
 def _summary_lines(summary: dict[str, Any]) -> list[str]:
-    out = [f"{summary['client']} {summary.get('version') or '?'} · {summary['kind']} · {len(summary['calls'])} "
-           f"call(s) · ended: {summary['ending']}"]
+    out = [f"{source_line(summary)} · {_call_count(summary)} · ended: {summary['ending']}"]
     out.append(f"{'call':>4}  {'model':20} {'stop_reason':30} {'row':>3}  {'input':>7} {'output':>7} "
                f"{'cache r':>7} {'cache w':>7} {'cost':>9}  next")
-    for c in summary["calls"]:
-        u = c["usage"]
-        cost = "—" if c.get("estimated") else "no price" if c["cost_usd"] is None else f"${c['cost_usd']:.4f}"
-        out.append(f"{c['n']:>4}  {str(c['model'])[:20]:20} {str(c['stop_reason'])[:30]:30} {c['row'] or '—':>3}  "
-                   f"{u.get('input_tokens', 0):>7} {u.get('output_tokens', 0):>7} "
-                   f"{u.get('cache_read_input_tokens', 0):>7} {u.get('cache_creation_input_tokens', 0):>7} "
-                   f"{cost:>9}  {c['branch']} ({c['next']})")
+    rows = [(c["n"], _reply_line(c)) for c in summary["calls"]]
+    rows += [(c["n"], _failed_line(c)) for c in summary.get("failed_calls") or []]
+    out += [line for _, line in sorted(rows, key=lambda row: row[0])]
     if any(c.get("estimated") for c in summary["calls"]):
         out.append("token counts estimated from the record (without the client's system prompt and tools)")
     if summary["cost_usd"] is not None:
         out.append(f"total ${summary['cost_usd']:.4f}")
     return out
+
+
+def _reply_line(c: dict[str, Any]) -> str:
+    u = c["usage"]
+    cost = "—" if c.get("estimated") else "no price" if c["cost_usd"] is None else f"${c['cost_usd']:.4f}"
+    return (f"{c['n']:>4}  {str(c['model'])[:20]:20} {str(c['stop_reason'])[:30]:30} {c['row'] or '—':>3}  "
+            f"{u.get('input_tokens', 0):>7} {u.get('output_tokens', 0):>7} "
+            f"{u.get('cache_read_input_tokens', 0):>7} {u.get('cache_creation_input_tokens', 0):>7} "
+            f"{cost:>9}  {c['branch']} ({c['next']})")
+
+
+def _failed_line(c: dict[str, Any]) -> str:
+    """A request that got no reply: its HTTP status and error where the stop_reason would be, no tokens."""
+    error = f"HTTP {c['status']} {c['error'] or ''}".strip() if c["status"] else (c["error"] or "no reply")
+    return (f"{c['n']:>4}  {str(c['model'])[:20]:20} {error[:30]:30} {c['row'] or '—':>3}  {'—':>7} {'—':>7} "
+            f"{'—':>7} {'—':>7} {'—':>9}  {c['branch']} ({c['next']})")
 
 
 def load_any(paths: list[str]) -> tuple[Session | None, Trace, dict[str, Any]]:
@@ -331,6 +377,17 @@ def load_any(paths: list[str]) -> tuple[Session | None, Trace, dict[str, Any]]:
     return None, trace, trace_summary(trace, kind, first)
 
 
+def _table(session: Session | None, summary: dict[str, Any]) -> list[str]:
+    return table_lines(session) if session is not None else _summary_lines(summary)
+
+
+def replay_lines(*paths: str | Path) -> list[str]:
+    """What ``agentlab replay PATH...`` prints: a transcript, an agentlab trace or a behaviour record, one line
+    per model call (a failed one too) under a line saying where the run comes from."""
+    session, _trace, summary = load_any([str(p) for p in paths])
+    return [redact(line, _secrets()) for line in _table(session, summary)]
+
+
 def replay_main(args: Any, *, plot: Callable[..., Any] | None = None, out: Callable[[str], None] = print) -> int:
     """``agentlab replay PATH... [--json] [--plot FILE.png]``: 0 when read (partial results are marked), 2 when
     nothing could be read."""
@@ -341,14 +398,14 @@ def replay_main(args: Any, *, plot: Callable[..., Any] | None = None, out: Calla
     if args.json:
         out(redact(json.dumps(summary, ensure_ascii=False, default=str), secrets))
     else:
-        lines = table_lines(session) if session is not None else _summary_lines(summary)
-        for line in lines:
+        for line in _table(session, summary):
             out(redact(line, secrets))
     if args.plot and plot is not None:
         ending = str(summary["ending"])
         ending = ending if len(ending) <= 50 else ending[:49] + "…"
-        plot(trace, save=args.plot, title=f"{summary['client']} {summary.get('version') or ''}: "
-                                          f"{len(summary['calls'])} call(s), ended: {ending}")
+        source = f"Claude Code {session.version or ''}".strip() if session is not None else \
+            source_line(summary).split(" · ")[0]
+        plot(trace, save=args.plot, title=f"{source}: {_call_count(summary)}, ended: {ending}")
         if not args.json:
             out(f"plot written to {args.plot}")
     return 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.compaction import DEFAULT_CONTEXT_WINDOW
+from ..backend.models import model_limits
 from ..core.events import (
     Append,
     ApiError,
@@ -41,7 +41,7 @@ def _response(call: Call, run_cost: float | None) -> Response:
         input_tokens=int(u.get("input_tokens") or 0), output_tokens=int(u.get("output_tokens") or 0),
         cache_read_input_tokens=int(u.get("cache_read_input_tokens") or 0),
         cache_creation_input_tokens=int(u.get("cache_creation_input_tokens") or 0),
-        cost_usd=call.cost_usd, run_cost_usd=run_cost, usage=dict(u), context_window=DEFAULT_CONTEXT_WINDOW,
+        cost_usd=call.cost_usd, run_cost_usd=run_cost, usage=dict(u), context_window=window_of(call.model),
         extra={} if call.usage_known else {"usage_unknown": "Claude Code wrote only this refused reply's id"})
 
 
@@ -57,6 +57,7 @@ class _Builder:
 
     def __init__(self, trace: Trace, session: Session) -> None:
         self.trace, self.session = trace, session
+        self.window = window_of(session.calls[0].model if session.calls else None)
         self.n = 0
         self.attempts = 0
 
@@ -105,7 +106,13 @@ class _Builder:
         after = int(e.data.get("post_tokens") or (next_call.prompt_tokens if next_call else 0))
         self.trace.emit(CompactionEvent(trigger=str(e.data.get("trigger") or "auto"), strategy="claude-code summary",
                                         tokens_before=before, tokens_after=after, context_before=before,
-                                        context_after=after, context_window=DEFAULT_CONTEXT_WINDOW), self.n)
+                                        context_after=after, context_window=self.window), self.n)
+
+
+def window_of(model: str | None) -> int:
+    """The context window of ``model`` in the model table (data/models.yaml; its default's for a model not in it),
+    the window a reply of that model filled: Claude Code writes no window of its own."""
+    return model_limits(model).context_window
 
 
 def _transition(call: Call, last: bool, ending: str, turns: int) -> TransitionEvent:
@@ -130,7 +137,8 @@ def session_to_trace(session: Session, *, secrets: tuple[str, ...] = ()) -> Trac
     trace = Trace(secrets=secrets)
     first = session.calls[0] if session.calls else None
     prompt = next((e.detail for e in session.events if e.name == "prompt"), None)
-    trace.emit(Start(model=first.model if first else None, prompt=prompt, context_window=DEFAULT_CONTEXT_WINDOW,
+    trace.emit(Start(model=first.model if first else None, prompt=prompt,
+                     context_window=window_of(first.model if first else None),
                      extra={"client": CLIENT, "version": session.version, "replay": True, "transcript": True}), 0)
     if prompt:
         trace.emit(Append(role="user", content=[{"type": "text", "text": prompt}], blocks="text"), 0)
@@ -141,7 +149,7 @@ def session_to_trace(session: Session, *, secrets: tuple[str, ...] = ()) -> Trac
         nxt = session.calls[i + 1] if i + 1 < len(session.calls) else None
         build.n += 1
         trace.emit(Request(model=call.model, max_tokens=call.max_tokens, context_tokens=call.prompt_tokens,
-                           context_window=DEFAULT_CONTEXT_WINDOW,
+                           context_window=window_of(call.model),
                            extra={"request_id": call.request_id, "reply": call.n}), build.n)
         if call.usage_known:
             run_cost = None if run_cost is None or call.cost_usd is None else run_cost + call.cost_usd

@@ -48,7 +48,7 @@ from ..core.events import (
     TransitionEvent,
 )
 from ..core.compaction import DEFAULT_CONTEXT_WINDOW
-from ..core.trace import Event
+from ..core.trace import Event, Trace
 from ..core.transitions import ROWS
 from ..lab import scenario_loop
 from ..observatory.replay import client_label, load_record, record_to_trace, step_ends
@@ -356,15 +356,31 @@ def render_error(error: str | None) -> str:
 # --- the widget ------------------------------------------------------------------------------------------
 
 class WidgetView:
-    """Shows ``self.view`` in a notebook, with the object's repr as its plain-text form (stable for nbval)."""
+    """Shows ``self.view`` in a notebook.
+
+    The plain-text form of the display is what a reader sees where the widget cannot be drawn: a notebook
+    opened with its stored outputs before its cells run (JupyterLab has no widget model for them yet and shows
+    the text), a static page of the lesson, a terminal. It says what the widget is and how to get it, and is
+    never the object's repr (``Stepper('tour')`` tells a reader nothing); it is the same on every run, so nbval
+    can compare it.
+    """
 
     view: Any
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = self.view._repr_mimebundle_(**kwargs)
         if isinstance(bundle, dict):
-            bundle["text/plain"] = repr(self)
+            bundle["text/plain"] = self.fallback_text()
         return bundle
+
+    def shown_as(self) -> str:
+        """What the widget shows, in a few words (the start of :meth:`fallback_text`)."""
+        return repr(self)
+
+    def fallback_text(self) -> str:
+        """The display's plain-text form: what this is, and that running the cell draws it."""
+        return (f"[{self.shown_as()}: an interactive widget, drawn when this cell runs in JupyterLab or "
+                "Jupyter Notebook]")
 
 
 class Stepper(WidgetView):
@@ -464,6 +480,9 @@ class Stepper(WidgetView):
 
     def __repr__(self) -> str:
         return f"Stepper({self.scenario_picker.value!r})"
+
+    def shown_as(self) -> str:
+        return f"the stepper on the scenario {self.scenario_picker.value}"
 
     # -- handlers ---------------------------------------------------------------------------------------
     def _guarded(self, action: Callable[[], Any], *, on_change: bool = False) -> Callable[..., None]:
@@ -756,6 +775,19 @@ def _transcript(source: Any) -> Session | None:
     return None
 
 
+def _agentlab_run(source: Any) -> tuple[Trace, str] | None:
+    """An agentlab run and where it came from, when ``source`` is a Trace, an AgentLoop (its trace) or an
+    agentlab trace file (``agentlab run --trace FILE``, ``scenario_loop(..., trace=FILE)``); None otherwise."""
+    if isinstance(source, AgentLoop):
+        return source.trace, "a loop of this kernel"
+    if isinstance(source, Trace):
+        return source, "a trace of this kernel"
+    if isinstance(source, (str, Path)) and str(source).endswith(".jsonl") and Path(source).is_file() \
+            and detect_kind(source) == "agentlab-trace":
+        return Trace.load(source), Path(source).name
+    return None
+
+
 class ReplayStepper(WidgetView):
     """Step through a recorded client run, one model call at a time, with the Stepper's panes and plots.
 
@@ -766,19 +798,26 @@ class ReplayStepper(WidgetView):
     ``run_to_end()`` and ``reset()`` or the buttons; display it as the last expression of a cell.
     """
 
-    def __init__(self, record_or_path: dict[str, Any] | str | Path, *, plot: str = "path",
+    def __init__(self, record_or_path: dict[str, Any] | str | Path | Trace | AgentLoop, *, plot: str = "path",
                  show_plots: bool = True) -> None:
         self.session = _transcript(record_or_path)
+        run = None if self.session is not None else _agentlab_run(record_or_path)
+        self.run_source: str | None = run[1] if run else None   # an agentlab run: where its trace came from
+        self.record: dict[str, Any] = {}
         if self.session is not None:
             import os
 
-            self.record: dict[str, Any] = {}
             self.trace = session_to_trace(self.session, secrets=tuple(
                 v for v in (os.environ.get("ANTHROPIC_API_KEY"),) if v))
-            plot = plot if plot in {value for _, value in SESSION_PLOTS} else "path"
+        elif run is not None:
+            self.trace = run[0]
         else:
+            assert not isinstance(record_or_path, Trace | AgentLoop)   # _agentlab_run took those
             self.record = load_record(record_or_path)
             self.trace = record_to_trace(self.record)
+        real_tokens = not self.record
+        if real_tokens:
+            plot = plot if plot in {value for _, value in SESSION_PLOTS} else "path"
         self.segments = step_ends(self.trace.events)
         self.shown = 0                       # events revealed
         self.show_plots = show_plots
@@ -790,7 +829,7 @@ class ReplayStepper(WidgetView):
                                           tooltip="reveal the next recorded model call and what the client did")
         self.run_button = widgets.Button(description="Run to end", icon="fast-forward")
         self.reset_button = widgets.Button(description="Reset", icon="undo")
-        self.plot_picker = widgets.Dropdown(options=SESSION_PLOTS if self.session else REPLAY_PLOTS, value=plot,
+        self.plot_picker = widgets.Dropdown(options=SESSION_PLOTS if real_tokens else REPLAY_PLOTS, value=plot,
                                             description="plot",
                                             layout=widgets.Layout(width="330px"))
         self.result_pane = widgets.HTML()
@@ -815,7 +854,21 @@ class ReplayStepper(WidgetView):
     def __repr__(self) -> str:
         if self.session is not None:
             return f"ReplayStepper(claude-code {self.session.version} session, {len(self.session.calls)} call(s))"
+        if self.run_source is not None:
+            return f"ReplayStepper(agentlab run: {self.run_source}, {self._requests()} call(s))"
         return f"ReplayStepper({self.record['client']}/{self.record['version']}/{self.record['scenario']})"
+
+    def shown_as(self) -> str:
+        if self.session is not None:
+            return (f"the replay stepper on a Claude Code {self.session.version or ''} session of "
+                    f"{len(self.session.calls)} call(s)").replace("  ", " ")
+        if self.run_source is not None:
+            return f"the replay stepper on an agentlab run ({self.run_source}) of {self._requests()} call(s)"
+        return (f"the replay stepper on {self.record['client']} {self.record['version']}, scenario "
+                f"{self.record['scenario']}")
+
+    def _requests(self) -> int:
+        return sum(1 for e in self.trace.events if e.kind == "request")
 
     def _do(self, action: Callable[[], None]) -> None:
         action()
@@ -857,6 +910,8 @@ class ReplayStepper(WidgetView):
         prompt = next((e.payload.prompt for e in self.trace.events if isinstance(e.payload, Start)), None)
         if self.session is not None:
             self.header.value = _pane(_session_header(self.session, prompt))
+        elif self.run_source is not None:
+            self.header.value = _pane(_run_header(self.trace, self.run_source, prompt, self._requests()))
         else:
             self.header.value = _pane(
                 f'<div style="font-size:13px"><b>replay</b> of a recorded run · {_e(client_label(record))} · '
@@ -880,6 +935,16 @@ class ReplayStepper(WidgetView):
         self.plot_image.value = _plot_png(self._live, kind, 64 if kind == "overview" else 72, events)
         self._plot_key = key
 
+
+
+def _run_header(trace: Trace, source: str, prompt: str | None, requests: int) -> str:
+    start = next((e.payload for e in trace.events if isinstance(e.payload, Start)), None)
+    failed = sum(1 for e in trace.events if e.kind == "api_error")
+    model = f" · <code>{_e(start.model)}</code>" if start is not None and start.model else ""
+    return (f'<div style="font-size:13px"><b>replay</b> of an agentlab run · {_e(source)}{model} · '
+            f'{requests} model call(s){f", {failed} failed" if failed else ""}'
+            f'{" · prompt: <i>" + _e(prompt[:200]) + "</i>" if prompt else ""} · token counts as the server '
+            f'reported them</div>')
 
 
 def _session_header(session: Session, prompt: str | None) -> str:
