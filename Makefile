@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SCENARIO ?= tour
 
-.PHONY: lab test test-times site site-test demo bench bench-docs lint clean claude-code node-clients grade record
+.PHONY: lab test test-times site site-test demo bench bench-docs lint clean claude-code node-clients grade grade-docs record
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +85,11 @@ grade: $(STAMP)
 	$(BIN)/agentlab grade --observed --load $(GRADE_DIR)/naive-loop.json \
 		--heatmap docs/images/grade_heatmap.png > $(GRADE_DIR)/combined.txt; test $$? -le 1
 	@echo "make grade: agentlab passes, the naive loop fails; heatmap in docs/images/grade_heatmap.png"
+
+# docs/grade.md's sample reports, written again from what `agentlab grade` prints for the committed records
+# (tests/test_grade_docs.py fails when they are out of date)
+grade-docs: $(STAMP)
+	$(BIN)/python tests/test_grade_docs.py
 
 # The Claude Code CLI, project-local, one folder per version (tool/claude-code/<version>); the records in
 # data/observed/claude-code/ are of these versions

@@ -147,10 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a client that is not installed here is skipped with the reason (exit 0)")
     grade = sub.add_parser("grade", help="grade an agent (any command) or recorded clients on the careful-loop rules",
                            description="Serve each scenario, run the agent against it, judge the requests it sent "
-                                       "against the careful-loop rules of docs/conformance.md. Exit 0 when every "
-                                       "rule holds, 1 when any fails, 2 for bad usage.")
+                                       "against the careful-loop rules of docs/conformance.md (the verdicts: "
+                                       "docs/grade.md). Exit 0 when no rule fails, 1 when any fails, 2 for bad usage.")
     grade.add_argument("scenarios", nargs="*", help="scenario names (default: every scenario a client can be "
-                                                     "graded on from its prompt alone)")
+                                                     "graded on from its prompt alone); without --command, the "
+                                                     "scenarios of --observed and --load to show (put them first)")
     grade.add_argument("--command", dest="agent_command",
                        help="the agent: \"CMD ARGS\"; the scenario's prompt goes where {prompt} stands, else it is "
                             "appended as the last argument; ANTHROPIC_BASE_URL, a dummy ANTHROPIC_API_KEY and "

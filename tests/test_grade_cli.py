@@ -291,6 +291,16 @@ def test_observed_agentlab_alone_exits_0(capsys):
     assert data["verdict"] == "pass" and all(s["verdict"] == "pass" for s in scenarios(data))
 
 
+def test_scenario_names_pick_scenarios_of_the_records(capsys):
+    code, out, data = grade(capsys, "refusal", "end_turn", "--observed", "agentlab", "--json")
+    assert code == 0, out
+    assert [s["name"] for s in scenarios(data)] == ["refusal", "end_turn"]
+    assert "agentlab 0.1.0: 2 scenarios, 2 pass, 0 fail" in out
+    code = main(["grade", "no_such_scenario", "--observed", "agentlab"])
+    assert code == 2
+    assert "no_such_scenario: not in the reports graded here; they hold api_error_fatal, " in capsys.readouterr().err
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to see whether a process is alive")
 def test_alive_helper_sees_this_process():
     assert _alive(os.getpid())

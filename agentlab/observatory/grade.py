@@ -154,12 +154,27 @@ def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = Non
     reports: list[Report] = observed_reports(clients=args.observed or None) if args.observed is not None else []
     for path in args.load or []:
         reports += load_document(path)
+    if not args.agent_command and args.scenarios:
+        reports = _only(reports, args.scenarios)
     if args.agent_command:
         reports.append(_grade_the_command(args))
     reports = [report.under(mode) for report in reports]
     checked = check_baseline(args.baseline, known, reports) if known is not None else None
     _write_outputs(args, reports, checked, heatmap)
     return 0 if overall_passed(reports, checked) else 1
+
+
+def _only(reports: list[Report], names: list[str]) -> list[Report]:
+    """Scenario names without --command: only those scenarios of the records and loaded reports, in the order
+    given (a name no report holds is an error naming the ones they do)."""
+    held = {g.scenario for r in reports for g in r.grades}
+    unknown = [n for n in names if n not in held]
+    if unknown:
+        raise ConfigError(f"{', '.join(unknown)}: not in the reports graded here; they hold "
+                          f"{', '.join(sorted(held)) or 'no scenario'}")
+    for report in reports:
+        report.grades = [g for n in names for g in report.grades if g.scenario == n]
+    return [r for r in reports if r.grades]
 
 
 def _policy_mode(args: Any) -> PolicyMode:
@@ -174,8 +189,6 @@ def _check_usage(args: Any) -> None:
         raise ConfigError("nothing to grade: give --command \"CMD ARGS\" (your agent; the prompt is appended, or "
                           "put where {prompt} stands), --observed [CLIENT ...] (the committed records) or "
                           "--load REPORT.json")
-    if args.scenarios and not args.agent_command:
-        raise ConfigError("scenario names go with --command (records are graded on the scenarios they hold)")
     if args.jobs < 1:
         raise ConfigError(f"--jobs: expected at least 1, got {args.jobs}")
     if (args.baseline or args.write_baseline or args.keep) and not args.agent_command:
