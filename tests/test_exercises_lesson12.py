@@ -5,15 +5,16 @@ scenario; wrong loops fail with an AssertionError naming the scenario, the rule 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import anthropic
 import pytest
 
-from agentlab.exercises import lesson12, solution_source
+from agentlab.exercises import WrongAnswer, lesson12, solution_source
 from agentlab.exercises.lesson12 import STUB, card_summary, check_agent_loop, failed_beyond, grade_loop, side_by_side
-from agentlab.observatory.grade import Check, Report, ScenarioGrade, grade_function, gradeable_scenarios
+from agentlab.observatory.grade import RULES, Check, Report, ScenarioGrade, grade_function, gradeable_scenarios
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "12_your_loop_graded.ipynb"
 FEW = ["pause_turn", "mislabel_end_turn", "max_tokens_give_up", "end_turn"]
@@ -146,8 +147,9 @@ def test_the_check_reads_a_report_of_the_same_function_only(capsys):
     stub = _notebook_stub()
     report = grade_loop(stub)
     (api_errors,) = [g for g in report.grades if g.scenario == "api_errors"]
-    # the SDK's two retries: the reference loop's choice differs (policy), which is no failure
-    assert api_errors.verdict == "policy" and api_errors.differs == ["retry_with_backoff"] and not api_errors.failed
+    # the SDK's two retries differ from the reference loop's choice (policy): the lesson counts that as failing
+    assert api_errors.check("retry_with_backoff").status == "policy"
+    assert api_errors.verdict == "fail" and api_errors.failed == ["retry_with_backoff"] and report.policy == "strict"
     (pause,) = [g for g in report.grades if g.scenario == "pause_turn"]
     assert pause.failed == ["pause_turn_resume"]
     failing = len(report.failed)
@@ -213,10 +215,11 @@ def test_card_summary_counts_and_names_what_a_later_version_adds(capsys):
     assert failed_beyond(old, new) == {}
     card_summary([old, new, _card("other 1.0", {})])
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "claude-code 1.0: 1 of 2 judged scenarios pass every rule; not judged (–): door_code"
+    assert out[0] == "claude-code 1.0: 3 scenarios, 1 pass, 1 fail, 1 not reached; not reached (–): door_code"
+    assert out[0].split(": ", 1)[1].startswith(old.text().splitlines()[0].split(": ", 1)[1])  # the report's words
     assert "    ✗ pause_turn_resume: pause_turn" in out
     assert "    fails beyond claude-code 1.0: refusal (no_resend_after_refusal)" in out
-    assert "other 1.0: 1 of 1 judged scenarios pass every rule" in out
+    assert "other 1.0: 1 scenarios, 1 pass, 0 fail" in out
     assert sum(line.startswith("    fails beyond") for line in out) == 1  # only a later version of one client
 
 
@@ -225,3 +228,103 @@ def test_the_recorded_claude_code_versions_differ_by_three_checks():
     assert failed_beyond(cards["claude-code 2.1.332"], cards["claude-code 2.1.197"]) == {
         "refusal": ["no_resend_after_refusal"], "refusal_fallback": ["no_resend_after_refusal"],
         "unsupported_field": ["no_retry_on_fatal"]}
+
+
+# -- every rule the capstone grades, and a loop with one bug planted for each ------------------------------------
+
+SOURCE = solution_source("lesson12")
+
+# rule -> (the bug, a line of the solution, what it becomes): each loop is the solution with that one change
+PLANTED: dict[str, tuple[str, str, str]] = {
+    "sends_the_prompt": ("sends another prompt", 'messages = [{"role": "user", "content": prompt}]',
+                         'messages = [{"role": "user", "content": "Hello."}]'),
+    "retry_with_backoff": ("no retry", "client.with_options(max_retries=5)", "client.with_options(max_retries=0)"),
+    "no_retry_on_fatal": ("resends a 400 unchanged", "                continue\n            raise\n",
+                          "                continue\n            continue\n"),
+    "bounded_compaction": ("no compaction", 'if stop == "model_context_window_exceeded":', "if False:"),
+    "escalate_cut_tool_call": ("runs the cut-off tool call",
+                               'if stop == "max_tokens" and content and content[-1].type == "tool_use":', "if False:"),
+    "tool_result_pairing": ("decides on the label", "if uses:", 'if uses and stop == "tool_use":'),
+    "bounded_max_tokens_recovery": ("gives up after 2 recoveries", "if continuations == 3:", "if continuations == 1:"),
+    "clamp_max_tokens": ("no clamp", "if ceiling and max_tokens > int(ceiling.group(1)):", "if False:"),
+    "no_resend_after_refusal": ("asks the refusing model again",
+                                'raise RuntimeError(f"the model refused ({details}); not sent again")', "continue"),
+    "pause_turn_resume": ("no pause_turn resume", 'if stop in ("pause_turn", "compaction"):', "if False:"),
+    "stop_when_done": ("answers a tool_use label without a tool call", "if uses:",
+                       "if uses or stop == 'tool_use':"),
+    "nudge_empty_turn": ("no nudge", "and after_results and not nudged:", "and False:"),
+    "ends_on_its_own": ("hangs after the answer", "        return partial + text",
+                        "        __import__('threading').Event().wait(3)"),
+    "ends_cleanly": ("raises after the answer", "        return partial + text",
+                     "        raise RuntimeError(partial + text)"),
+}
+# more bugs the capstone names, each failing the rule given
+MORE: dict[str, tuple[str, str, str, str]] = {
+    "raise_after_400": ("clamp_max_tokens", "raises on every 400", "        except anthropic.BadRequestError as exc:\n",
+                        "        except anthropic.BadRequestError as exc:\n            raise\n"),
+    "no_prompt_too_long": ("bounded_compaction", "raises on 'prompt is too long'",
+                           'if "prompt is too long" in str(exc) and compactions < 3:', "if False:"),
+    "continues_forever": ("bounded_max_tokens_recovery", "continues past 3", "if continuations == 3:",
+                          "if continuations == 30:"),
+    "no_max_tokens_recovery": ("bounded_max_tokens_recovery", "returns the cut-off text",
+                               '        if stop == "max_tokens":\n            if not escalated:',
+                               '        if False:\n            if not escalated:'),
+    "text_after_results": ("tool_result_pairing", "text after the tool results", "for u in uses]})",
+                           "for u in uses] + [{'type': 'text', 'text': 'Here they are.'}]})"),
+    "pause_with_a_user_message": ("pause_turn_resume", "adds a user message to a paused turn",
+                                  "add_assistant(content)                             "
+                                  "# unchanged, and nothing after it",
+                                  "add_assistant(content); messages.append({'role': 'user', 'content': 'Go on.'})"),
+}
+
+
+def _planted(old: str, new: str):
+    assert SOURCE.count(old) == 1, f"the solution no longer has the line to plant a bug in: {old!r}"
+    namespace: dict[str, Any] = {}
+    exec(compile(SOURCE.replace(old, new), "<planted bug>", "exec"), namespace)
+    return namespace["agent_loop"]
+
+
+@pytest.fixture(scope="module")
+def reference_report():
+    return grade_loop(lesson12.SOLUTION)
+
+
+def test_the_reference_solution_passes_every_rule_it_reaches(reference_report):
+    assert reference_report.failed == {} and reference_report.verdict == "pass"
+    assert not reference_report.policy_groups()   # not even a difference from the reference loop's choices
+
+
+def test_every_rule_the_capstone_grades_has_a_planted_bug(reference_report):
+    judged = {c.rule for g in reference_report.grades for c in g.checks if c.status != "not_reached"}
+    assert judged == set(PLANTED)
+    cells = _cells()
+    recipes = next("".join(c["source"]) for c in cells if "".join(c["source"]).startswith("### A recipe per rule"))
+    rows = "\n".join(line for line in recipes.split("|---|---|", 1)[1].splitlines() if line.startswith("|"))
+    named = set(re.findall(r"`([a-z_]+)`", rows)) & {r.name for r in RULES}
+    assert len(named) >= 10
+    assert named <= judged, f"the recipes name rules the capstone does not grade: {sorted(named - judged)}"
+
+
+def _scenarios_of(report, rule: str) -> list[str]:
+    return [g.scenario for g in report.grades if (c := g.check(rule)) is not None and c.status != "not_reached"]
+
+
+# a bug after the final answer shows where the reference answers; it raises only where it gives up
+ON = {"ends_cleanly": ["end_turn", "tool_use"]}
+
+
+@pytest.mark.parametrize("rule", list(PLANTED))
+def test_each_planted_bug_fails_the_rule_it_breaks(rule, reference_report):
+    _bug, old, new = PLANTED[rule]
+    scenarios = ON.get(rule) or _scenarios_of(reference_report, rule)
+    with pytest.raises(WrongAnswer) as caught:
+        check_agent_loop(_planted(old, new), scenarios=scenarios, timeout=0.8 if rule == "ends_on_its_own" else 30)
+    assert re.search(rf"\b{rule}\b", str(caught.value)), f"{rule} not named: {caught.value}"
+
+
+@pytest.mark.parametrize("name", list(MORE))
+def test_more_planted_bugs_fail(name, reference_report):
+    rule, _bug, old, new = MORE[name]
+    with pytest.raises(WrongAnswer, match=rf"\b{rule}\b"):
+        check_agent_loop(_planted(old, new), scenarios=_scenarios_of(reference_report, rule))

@@ -17,10 +17,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..observatory.grade import RULES, Report, grade_function, gradeable_scenarios, observed_reports
-from . import Verdict
+from ..observatory.grade_verdict import PolicyMode, counts_text, rule_result
+from . import Verdict, WrongAnswer
 
-__all__ = ["HINT", "SOLUTION", "STUB", "card_summary", "check_agent_loop", "failed_beyond", "grade_loop",
-           "naive_loop", "report_cards", "side_by_side"]
+# The lesson teaches the reference loop's choices (at least 3 retries and 3 recoveries, at most 3 compactions
+# and continuations in a row, ...) as rules: every report card of the lesson counts a difference from them as a
+# failure, as `agentlab grade --policy strict` does. All its counts come from the reports in this mode.
+POLICY: PolicyMode = "strict"
+
+__all__ = ["HINT", "POLICY", "SOLUTION", "STUB", "card_summary", "check_agent_loop", "failed_beyond", "grade_loop",
+           "naive_loop", "recorded_clients", "report_cards", "side_by_side"]
 
 STUB = '''\
 def agent_loop(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
@@ -158,8 +164,10 @@ SOLUTION = agent_loop
 
 def grade_loop(fn: Callable[..., Any], scenarios: Sequence[str] | None = None, *, timeout: float = 30.0) -> Report:
     """Grade an agent loop ``fn(client, prompt, tools, run_tool)`` on ``scenarios`` (default: every scenario
-    a client can be graded on from its prompt alone), each against a fresh server."""
-    return grade_function(fn, scenarios, timeout=timeout, label=f"your {getattr(fn, '__name__', 'loop')}")
+    a client can be graded on from its prompt alone), each against a fresh server, under the lesson's
+    :data:`POLICY`."""
+    return grade_function(fn, scenarios, timeout=timeout,
+                          label=f"your {getattr(fn, '__name__', 'loop')}").under(POLICY)
 
 
 def _code_key(code: Any) -> tuple:
@@ -172,14 +180,16 @@ def _is_stub(fn: Callable[..., Any]) -> bool:
 
 
 def check_agent_loop(agent_loop: Callable[..., Any], report: Report | None = None,
-                     scenarios: Sequence[str] | None = None) -> Verdict:
+                     scenarios: Sequence[str] | None = None, *, timeout: float = 30.0) -> Verdict:
     """Grade ``agent_loop`` (or read ``report``, when it is ``grade_loop``'s report of this very function on
     the default scenarios). The untouched naive loop: "Not solved yet", naming the rules it fails (no
-    exception). Any other loop that fails a rule: AssertionError naming the scenario, the rule, what a careful
-    loop does and what yours did. Every rule holding: the pass line."""
+    exception). Any other loop that fails a rule: :class:`WrongAnswer` naming the scenario, the rule, what a
+    careful loop does and what yours did. Every rule holding: the pass line. A difference from the reference
+    loop's choice fails (:data:`POLICY`), whatever mode ``report`` was made in."""
     reusable = report is not None and report.subject is agent_loop and scenarios is None and \
         [g.scenario for g in report.grades] == gradeable_scenarios()
-    report = report if reusable and report is not None else grade_loop(agent_loop, scenarios)
+    report = report.under(POLICY) if reusable and report is not None else \
+        grade_loop(agent_loop, scenarios, timeout=timeout)
     failed = report.failed
     checks = sum(len(g.checks) for g in report.grades)
     if not failed:
@@ -200,8 +210,8 @@ def check_agent_loop(agent_loop: Callable[..., Any], report: Report | None = Non
     others = sum(len(v) for v in failed.values()) - 1
     listing = "; ".join(f"{name}: {', '.join(rules)}" for name, rules in failed.items())
     more = f" (all failed checks: {listing})" if others else ""
-    raise AssertionError(f"{scenario} · rule {rule.name} (row {rule.row}): a careful loop {rule.statement}; "
-                         f"yours: {check.why}{more}")
+    raise WrongAnswer(f"{scenario} · rule {rule.name} (row {rule.row}): a careful loop {rule.statement}; "
+                      f"yours: {rule_result(check, POLICY)['message']}{more}")
 
 
 def _say(verdict: Verdict) -> Verdict:
@@ -212,8 +222,19 @@ def _say(verdict: Verdict) -> Verdict:
 # -- the recorded clients --------------------------------------------------------------------------------------
 
 def report_cards(clients: Sequence[str] | None = None) -> list[Report]:
-    """The report cards of the committed records (data/observed), one per client and version."""
-    return observed_reports(clients=clients)
+    """The report cards of the committed records (data/observed), one per client and version, under the
+    lesson's :data:`POLICY`."""
+    return [report.under(POLICY) for report in observed_reports(clients=clients)]
+
+
+def recorded_clients(reports: Sequence[Report]) -> str:
+    """"N report cards of M clients: a 1.0, b 2.0 and 2.1, ..." — the clients and versions of ``reports``."""
+    versions: dict[str, list[str]] = {}
+    for report in reports:
+        name, _, version = report.client.rpartition(" ")
+        versions.setdefault(name or version, []).append(version if name else "")
+    listing = "; ".join(f"{name} {' and '.join(v for v in found if v)}".strip() for name, found in versions.items())
+    return f"{len(reports)} report cards of {len(versions)} clients: {listing}"
 
 
 def side_by_side(reports: Sequence[Report]):
@@ -246,18 +267,16 @@ def failed_beyond(report: Report, base: Report) -> dict[str, list[str]]:
 
 
 def card_summary(reports: Sequence[Report]) -> None:
-    """Per report card: how many of the judged scenarios pass, which were not judged (–), and each failed rule
-    with the scenarios it failed on; a later version of the same client also lists what fails in it and not in
-    the version before it."""
+    """Per report card: its scenarios counted by verdict (the words and numbers of its report's own first line),
+    the scenarios not reached (–), and each failed rule with the scenarios it failed on; a later version of the
+    same client also lists what fails in it and not in the version before it."""
     rank = [r.name for r in RULES]
     previous: dict[str, Report] = {}
     for k, report in enumerate(reports):
-        judged = [g for g in report.grades if g.judged]
-        passed = sum(1 for g in judged if g.passed)
-        unjudged = [g.scenario for g in report.grades if not g.judged]
-        line = f"{report.client}: {passed} of {len(judged)} judged scenarios pass every rule"
-        if unjudged:
-            line += f"; not judged (–): {', '.join(unjudged)}"
+        line = f"{report.client}: {len(report.grades)} scenarios, {counts_text(g.verdict for g in report.grades)}"
+        unreached = [g.scenario for g in report.grades if g.verdict == "not_reached"]
+        if unreached:
+            line += f"; not reached (–): {', '.join(unreached)}"
         print(("\n" if k else "") + line)
         by_rule: dict[str, list[str]] = {}
         for scenario, rules in report.failed.items():
