@@ -1026,10 +1026,18 @@ def draw_cumulative_cost(ax, run: Run, prices: Any = None) -> None:
                 label=f"same tokens, no caching (derived): ${total_plain:.4f}")
     _mark_compactions(ax, run, label=False)
     ax.set_ylim(0, max(paid + plain) * 1.25)
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"${v:.3f}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(_dollars(max(paid + plain))))
     ax.set_ylabel("US dollars")
     _call_axis(ax, run)
     ax.legend(loc="upper left", fontsize=8, frameon=False)
+
+
+def _dollars(top: float) -> Callable[[float, Any], str]:
+    """A tick label in dollars with enough decimals that the ticks up to ``top`` read apart ($0.0002 runs too)."""
+    import math
+
+    decimals = 3 if top <= 0 or top >= 0.01 else min(8, 1 - math.floor(math.log10(top)))
+    return lambda v, _p: f"${v:.{decimals}f}"
 
 
 def cache_tokens(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
