@@ -27,10 +27,16 @@ ESCAPE_SEQUENCE = re.compile(
     r"|(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
     r"|\x1b[\x20-\x2f]*[\x30-\x7e]?")
 
+# any character printable() changes: a C0 control but tab and newline, DEL, a C1 control, a bidirectional control
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
 
 def printable(text: str, *, newlines: bool = True) -> str:
     """``text`` without escape sequences, its other control characters in caret notation (``^M``, ``^?``,
     ``M-^[``) and bidirectional controls as ``<U+202E>``; tab and newline kept (``newlines=False``: a newline
     as ``^J``). Letters of any script, emoji and the report's own marks pass unchanged."""
-    shown = _caret(ESCAPE_SEQUENCE.sub("", str(text)))
+    text = str(text)
+    if _CONTROL.search(text) is None:  # most text: one scan, nothing to change
+        return text if newlines or "\n" not in text else text.replace("\n", "^J")
+    shown = _caret(ESCAPE_SEQUENCE.sub("", text))
     return shown if newlines else shown.replace("\n", "^J")

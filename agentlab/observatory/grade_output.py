@@ -19,7 +19,7 @@ from ..core.errors import ConfigError
 from ..core.extras import DISTRIBUTION
 from ..core.text import printable
 from .grade_report import Report, ScenarioGrade
-from .grade_verdict import MARKS, Verdict, run_verdict
+from .grade_verdict import MARKS, Verdict, rule_message, rule_verdict, run_verdict
 
 # 2: a rule's status may be "policy", a scenario's verdict "policy" or "not_reached" (never "pass" for a scenario
 # whose branch was not reached), a report's and the run's "policy"; each report has "policy" (the mode, and each
@@ -76,8 +76,8 @@ def _keys(keys: list[Key]) -> str:
 
 def failures(reports: Sequence[Report]) -> dict[Key, str]:
     """Every failed rule of the reports (its verdict, under the report's --policy), with its message."""
-    return {(g.scenario, c["rule"]): c["message"] for r in reports for g in r.grades for c in g.rule_results()
-            if c["status"] == "fail"}
+    return {(g.scenario, c.rule): rule_message(c, g.policy) for r in reports for g in r.grades for c in g.checks
+            if rule_verdict(c, g.policy) == "fail"}
 
 
 def split_by_baseline(grade: ScenarioGrade, known: set[Key]) -> tuple[list[str], list[str]]:

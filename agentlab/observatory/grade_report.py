@@ -103,15 +103,10 @@ class ScenarioGrade:
         """Every rule, in the order of the decision table, as the JSON holds it
         (:func:`~agentlab.observatory.grade_verdict.rule_result`); a rule that judged nothing is ``not_reached``
         with the reason (the run never reached its branch)."""
-        branches = {r.name: r.branch for r in RULES}
-        names = [*branches, *(c.rule for c in self.checks if c.rule not in branches)]
-        out = []
-        for name in names:
-            c = self.check(name)
-            out.append(rule_result(c, self.policy) if c is not None else
-                       {"rule": name, "status": "not_reached",
-                        "message": f"{NEVER_REACHED} ({branches.get(name, name)})"})
-        return out
+        checks = {c.rule: c for c in reversed(self.checks)}  # the first check of a rule, as check() finds it
+        out = [rule_result(c, self.policy) if (c := checks.pop(r.name, None)) is not None else
+               {"rule": r.name, "status": "not_reached", "message": _NEVER_REACHED[r.name]} for r in RULES]
+        return out + [rule_result(c, self.policy) for c in self.checks if checks.pop(c.rule, None) is not None]
 
     def to_dict(self) -> dict[str, Any]:
         """The scenario in the grade report's JSON (the schema: grade-report.schema.json)."""
@@ -366,6 +361,7 @@ def nothing_sent(grade: ScenarioGrade) -> list[str]:
 
 
 NEVER_REACHED = "the run never reached this branch"
+_NEVER_REACHED = {r.name: f"{NEVER_REACHED} ({r.branch})" for r in RULES}
 NO_CHECKS = "no checks (nothing shows that it passed)"
 
 
