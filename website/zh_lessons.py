@@ -43,8 +43,10 @@ OUT = NOTEBOOKS / "zh"
 CATALOG = Path(__file__).resolve().parent / "i18n" / "zh"
 LESSON_NAME = re.compile(r"^\d\d_[A-Za-z0-9_]+\.ipynb$")
 ENGLISH_LINK = "\n\n*英文原版：[{name}]({target})*"
-CATALOG_HEADER = ("# Chinese markdown of notebooks/{lesson}.ipynb, one entry per markdown cell (website/zh_lessons.py).\n"
-                  "# sha and en: the English source the zh translates; --stamp writes them, --todo shows what changed.\n")
+CATALOG_HEADER = ("# Chinese markdown of notebooks/{lesson}.ipynb, one entry per markdown cell "
+                  "(website/zh_lessons.py).\n"
+                  "# sha and en: the English source the zh translates; --stamp writes them, "
+                  "--todo shows what changed.\n")
 
 
 class CatalogError(Exception):
@@ -120,8 +122,9 @@ def _entry(item: object, where: str) -> Entry:
 def _block(key: str, text: str) -> str:
     """``key: |-`` and the text as a literal block, or a quoted scalar where a block would not read back the same."""
     indicator = "2" if text[:1] in (" ", "\n") else ""
-    block = f"  {key}: |{indicator}-\n" + "".join(f"    {line}\n" if line else "\n" for line in text.split("\n"))
-    if text and not text.endswith("\n") and "\r" not in text and yaml.safe_load("- id: x\n" + block) == [{"id": "x", key: text}]:
+    chomp, body = ("+", text[:-1]) if text.endswith("\n") else ("-", text)
+    block = f"  {key}: |{indicator}{chomp}\n" + "".join(f"    {line}\n" if line else "\n" for line in body.split("\n"))
+    if text and "\r" not in text and yaml.safe_load("- id: x\n" + block) == [{"id": "x", key: text}]:
         return block
     return f"  {key}: {json.dumps(text, ensure_ascii=False)}\n"
 
@@ -141,7 +144,7 @@ def dump_catalog(lesson: str, entries: list[Entry]) -> str:
 def first_change(old: str, new: str) -> str:
     """The first line where ``new`` differs from ``old``, as 'line N: was ..., now ...'."""
     old_lines, new_lines = old.split("\n"), new.split("\n")
-    for number, (before, after) in enumerate(zip(old_lines, new_lines), 1):
+    for number, (before, after) in enumerate(zip(old_lines, new_lines, strict=False), 1):
         if before != after:
             return f"line {number}: was {before!r}, now {after!r}"
     number = min(len(old_lines), len(new_lines)) + 1
@@ -165,6 +168,27 @@ def problems(lesson: str, english: dict, entries: dict[str, Entry]) -> list[str]
                          f"{first_change(entry.en, text)}")
     found += [f"{lesson}, cell {cell_id}: translation of a markdown cell the English lesson no longer has"
               for cell_id in entries if cell_id not in markdown]
+    return found
+
+
+def differences(lesson: str, english: dict, chinese: dict) -> list[str]:
+    """Where the Chinese notebook is not the English one outside markdown sources: the cells (count, order, ids,
+    types), every non-markdown cell whole (source, outputs, execution count, metadata), a markdown cell's fields
+    other than its source, and the notebook's own metadata."""
+    found = []
+    ids = [c.get("id") for c in english["cells"]], [c.get("id") for c in chinese["cells"]]
+    if ids[0] != ids[1]:
+        return [f"{lesson}: the cells are not the English ones (ids {ids[1]} where the English has {ids[0]})"]
+    if {k: v for k, v in chinese.items() if k != "cells"} != {k: v for k, v in english.items() if k != "cells"}:
+        found.append(f"{lesson}: the notebook's metadata or format differs from the English")
+    for ours, theirs in zip(chinese["cells"], english["cells"], strict=True):
+        where = f"{lesson}, cell {theirs.get('id')}"
+        if theirs["cell_type"] != "markdown":
+            if json.dumps(ours, sort_keys=True) != json.dumps(theirs, sort_keys=True):
+                changed = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
+                found.append(f"{where}: the {theirs['cell_type']} cell differs from the English in {changed}")
+        elif {k: v for k, v in ours.items() if k != "source"} != {k: v for k, v in theirs.items() if k != "source"}:
+            found.append(f"{where}: the markdown cell differs from the English outside its source")
     return found
 
 
@@ -245,6 +269,8 @@ def check() -> list[str]:
         english = read_notebook(NOTEBOOKS / f"{lesson}.ipynb")
         found += problems(lesson, english, load_catalog(catalog_path(lesson)))
         path = OUT / f"{lesson}.ipynb"
+        if path.exists():
+            found += differences(lesson, english, read_notebook(path))
         if not path.exists() or path.read_text(encoding="utf-8") != generated(lesson):
             found.append(f"{lesson}: notebooks/zh/{lesson}.ipynb is not what the catalog and the English lesson give "
                          "(run website/zh_lessons.py)")

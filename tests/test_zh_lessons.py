@@ -1,0 +1,191 @@
+"""The Chinese lessons (notebooks/zh/): generated from the English ones and the catalog in website/i18n/zh/.
+
+nbval does not run notebooks/zh (``make test`` ignores the folder): its code cells and their stored outputs are
+the English ones, byte for byte, which is what these tests prove, so nbval would judge them exactly as it
+judges the English lessons it runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("zh_lessons", REPO / "website" / "zh_lessons.py")
+zh = sys.modules.setdefault("zh_lessons", importlib.util.module_from_spec(_spec))
+_spec.loader.exec_module(zh)
+
+LESSONS = zh.lessons()
+CJK = re.compile(r"[\u4e00-\u9fff]")
+FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+
+
+def english(lesson: str) -> dict:
+    return zh.read_notebook(REPO / "notebooks" / f"{lesson}.ipynb")
+
+
+def chinese(lesson: str) -> dict:
+    return zh.read_notebook(REPO / "notebooks" / "zh" / f"{lesson}.ipynb")
+
+
+def links(markdown: str) -> set[str]:
+    found = set()
+    zh.rewrite_links(markdown, lambda target: found.add(target) or target)
+    return found
+
+
+def test_there_are_fifteen_lessons_and_a_chinese_one_each():
+    assert len(LESSONS) == 15, LESSONS
+    assert sorted(p.stem for p in (REPO / "notebooks" / "zh").glob("*.ipynb")) == LESSONS
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_the_chinese_notebook_is_what_the_generator_writes(lesson):
+    """Regenerating from the catalog and the English lesson gives the committed file, byte for byte."""
+    committed = (REPO / "notebooks" / "zh" / f"{lesson}.ipynb").read_text(encoding="utf-8")
+    assert committed == zh.generated(lesson), (
+        f"notebooks/zh/{lesson}.ipynb is out of date: run .venv/bin/python website/zh_lessons.py")
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_code_cell_is_the_english_one(lesson):
+    """The committed Chinese notebook has the English cells in the same order with the same ids; every cell but
+    markdown is the English cell whole (source, outputs, execution count, metadata); so is the notebook's
+    metadata. nbval would judge it exactly as it judges the English lesson."""
+    assert zh.differences(lesson, english(lesson), chinese(lesson)) == []
+
+
+def test_every_english_markdown_cell_has_a_current_translation():
+    """A translation records the sha of the English it translates; when the English changes the test names the
+    lesson, the cell and the first changed line (``website/zh_lessons.py --todo`` shows the whole change)."""
+    found = [p for lesson in LESSONS
+             for p in zh.problems(lesson, english(lesson), zh.load_catalog(zh.catalog_path(lesson)))]
+    assert not found, "\n".join(found)
+
+
+def _entries():
+    for lesson in LESSONS:
+        sources = {c.get("id"): zh.source_of(c) for c in english(lesson)["cells"] if c["cell_type"] == "markdown"}
+        for entry in zh.load_catalog(zh.catalog_path(lesson)).values():
+            if entry.id in sources:
+                yield lesson, entry, sources[entry.id]
+
+
+def test_translations_are_chinese_with_the_english_links_and_code():
+    """Each translation is in Chinese, links to what the English cell links to, and keeps its code blocks."""
+    wrong = []
+    for lesson, entry, source in _entries():
+        where = f"{lesson}, cell {entry.id}"
+        if not CJK.search(entry.zh):
+            wrong.append(f"{where}: no Chinese in the translation")
+        if links(entry.zh) != links(source):
+            wrong.append(f"{where}: links {sorted(links(entry.zh) ^ links(source))} differ from the English")
+        if FENCE.findall(entry.zh) != FENCE.findall(source):
+            wrong.append(f"{where}: its code blocks are not the English ones")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_relative_link_works_from_notebooks_zh(lesson):
+    """In JupyterLab a link is resolved from the notebook's folder: each relative link names a file there."""
+    folder = REPO / "notebooks" / "zh"
+    for cell in chinese(lesson)["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        for target in links(zh.source_of(cell)):
+            if "://" in target or target.startswith(("#", "mailto:")):
+                continue
+            path = (folder / target.split("#")[0]).resolve()
+            assert path.is_file(), f"{lesson}, cell {cell.get('id')}: {target} is not a file from notebooks/zh/"
+
+
+# --- the generator on a notebook of its own ----------------------------------------------------------------
+
+def _notebook(*markdown: str) -> dict:
+    cells = [{"cell_type": "markdown", "id": f"m{i}", "metadata": {}, "source": text.splitlines(keepends=True)}
+             for i, text in enumerate(markdown)]
+    cells.insert(1, {"cell_type": "code", "id": "c", "execution_count": 1, "metadata": {},
+                     "outputs": [{"name": "stdout", "output_type": "stream", "text": ["4\n"]}], "source": ["2 + 2"]})
+    return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def _stamped(cell_id: str, zh_text: str, en: str):
+    return zh.Entry(cell_id, zh_text, en, zh.digest(en))
+
+
+def test_a_stale_translation_names_the_lesson_the_cell_and_the_first_changed_line():
+    notebook = _notebook("# Title\n\nSeven stop reasons.\nMore.", "See [the glossary](../docs/glossary.md).")
+    entries = {"m0": _stamped("m0", "# 标题\n\n七种停止原因。", "# Title\n\nSix stop reasons.\nMore."),
+               "m1": _stamped("m1", "见[术语表](../docs/glossary.md)。", "See [the glossary](../docs/glossary.md).")}
+    assert zh.problems("99_demo", notebook, entries) == [
+        "99_demo, cell m0: stale, the English changed since it was translated, "
+        "line 3: was 'Six stop reasons.', now 'Seven stop reasons.'"]
+    del entries["m1"]
+    entries["gone"] = _stamped("gone", "旧", "old")
+    assert zh.problems("99_demo", notebook, entries)[1:] == [
+        "99_demo, cell m1: no translation",
+        "99_demo, cell gone: translation of a markdown cell the English lesson no longer has"]
+
+
+def test_first_change_of_lines_added_and_removed():
+    assert zh.first_change("a\nb", "a\nb\nc") == "line 3: added 'c'"
+    assert zh.first_change("a\nb\nc", "a\nb") == "line 3: removed 'c'"
+
+
+def test_the_generated_notebook_copies_code_and_rewrites_links_one_folder_deeper():
+    notebook = _notebook("# Title", "[glossary](../docs/glossary.md#token), [next](04_refusal.ipynb), "
+                                    "[site](https://example.com/a.md), [here](#top)")
+    entries = {"m0": _stamped("m0", "# 标题", "# Title"),
+               "m1": _stamped("m1", "[术语表](../docs/glossary.md#token)、[下一课](04_refusal.ipynb)、"
+                                    "[网站](https://example.com/a.md)、[这里](#top)", "unused")}
+    out = zh.zh_notebook("03_demo", notebook, entries)
+    assert out["cells"][1] == notebook["cells"][1]
+    assert zh.source_of(out["cells"][0]) == "# 标题\n\n*英文原版：[03_demo.ipynb](../03_demo.ipynb)*"
+    assert zh.source_of(out["cells"][2]) == ("[术语表](../../docs/glossary.md#token)、[下一课](04_refusal.ipynb)、"
+                                             "[网站](https://example.com/a.md)、[这里](#top)")
+    untranslated = zh.zh_notebook("03_demo", notebook, {}, english_link=False)
+    assert zh.source_of(untranslated["cells"][0]) == "# Title"
+    assert zh.source_of(untranslated["cells"][2]).startswith("[glossary](../../docs/glossary.md#token), [next](04_")
+
+
+def test_the_catalog_reads_back_what_it_wrote(tmp_path):
+    texts = ["# 标题\n\n- a: b\n  continued", "  leading spaces", "ends with a newline\n", "",
+             "tab\there #not a comment", "| a | b |\n|---|---|\n\n\nthree lines apart",
+             '"quoted" and \'single\' and: colon']
+    entries = [_stamped(f"c{i}", text, text[::-1]) for i, text in enumerate(texts)]
+    path = tmp_path / "99_demo.yaml"
+    path.write_text(zh.dump_catalog("99_demo", entries), encoding="utf-8")
+    assert list(zh.load_catalog(path).values()) == entries
+
+
+def test_a_catalog_whose_en_was_edited_by_hand_is_refused(tmp_path):
+    entry = _stamped("c0", "中文", "English")
+    entry.en = "English, edited"
+    path = tmp_path / "99_demo.yaml"
+    path.write_text(zh.dump_catalog("99_demo", [entry]), encoding="utf-8")
+    with pytest.raises(zh.CatalogError, match=r"99_demo.yaml, entry 1 \(c0\): sha .* en was edited by hand"):
+        zh.load_catalog(path)
+    path.write_text("lesson: x\ncells:\n- id: a\n  zh: 一\n- id: a\n  zh: 二\n", encoding="utf-8")
+    with pytest.raises(zh.CatalogError, match="entry 2: cell id 'a' appears twice"):
+        zh.load_catalog(path)
+
+
+def test_differences_names_each_way_a_chinese_notebook_can_leave_the_english():
+    notebook = _notebook("# Title", "Text")
+    assert zh.differences("99_demo", notebook, zh.zh_notebook("99_demo", notebook, {})) == []
+    changed = json.loads(json.dumps(zh.zh_notebook("99_demo", notebook, {})))
+    changed["cells"][1]["outputs"][0]["text"] = ["5\n"]
+    changed["cells"][2]["metadata"] = {"tags": ["x"]}
+    changed["metadata"] = {"language_info": {"name": "python"}}
+    assert zh.differences("99_demo", notebook, changed) == [
+        "99_demo: the notebook's metadata or format differs from the English",
+        "99_demo, cell c: the code cell differs from the English in ['outputs']",
+        "99_demo, cell m1: the markdown cell differs from the English outside its source"]
+    changed["cells"].reverse()
+    assert zh.differences("99_demo", notebook, changed) == [
+        "99_demo: the cells are not the English ones (ids ['m1', 'c', 'm0'] where the English has ['m0', 'c', 'm1'])"]
