@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/scaling.py
 	$(BIN)/python bench/compaction.py
 	$(BIN)/python bench/notebooks.py
+	$(BIN)/python bench/grade.py
 	$(BIN)/python bench/render.py
 
 # The figures in README.md and docs/benchmarks.md, written again from bench/results/*.json

@@ -23,7 +23,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 RESULTS = BENCH / "results"
 DOCUMENTS = (REPO / "README.md", REPO / "docs" / "benchmarks.md")
-NAMES = ("overhead", "scaling", "compaction", "stepper", "notebooks", "make_test", "make_lab")
+NAMES = ("overhead", "scaling", "compaction", "stepper", "notebooks", "make_test", "make_lab", "grade")
 NOT_MEASURED = "not measured"
 BLOCK = re.compile(r"(<!-- bench:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.DOTALL)
 
@@ -138,6 +138,15 @@ def _make_lab_cell(doc: dict[str, Any] | None) -> str:
             f"JupyterLab start {fig(get(doc, 'start_s'), '{:.1f} s')}; pip's download cache warm)")
 
 
+def _grade_cell(doc: dict[str, Any] | None) -> str:
+    ratio = get(doc, "ratio_to_reference") or {}
+    cpu = get(doc, "cpu_s") or {}
+    return (f"one client graded live on every gradeable scenario {fig(cpu.get('live'), '{:.2f} s', True)} CPU "
+            f"(/reference {fig(ratio.get('live'), '{:.2f}')}); every committed record graded again and written as "
+            f"text, JSON and JUnit {fig(cpu.get('records'), '{:.3f} s', True)} CPU (/reference "
+            f"{fig(ratio.get('records'), '{:.2f}')}); medians of {fig(get(doc, 'rounds'))} rounds")
+
+
 ROWS: tuple[tuple[str, str, Callable[[dict[str, Any] | None], str]], ...] = (
     ("overhead", "one 20-turn tool transcript: agentlab vs bare `messages.create` replaying the same requests vs "
      "the SDK's beta tool runner", _overhead_cell),
@@ -148,6 +157,8 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any] | None], str]], ...] = (
     ("notebooks", "every lesson executed in a fresh kernel", _notebooks_cell),
     ("make_test", "a warm `make test`: every test and every lesson, one pytest run", _make_test_cell),
     ("make_lab", "a fresh clone to an open JupyterLab with `make lab`", _make_lab_cell),
+    ("grade", "`agentlab grade`: lesson 12's careful loop graded live, and every committed record graded again",
+     _grade_cell),
 )
 
 

@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
-SCRIPTS = ("overhead", "scaling", "compaction", "stepper", "notebooks", "make_test", "make_lab")
+SCRIPTS = ("overhead", "scaling", "compaction", "stepper", "notebooks", "make_test", "make_lab", "grade")
 
 
 def script(name: str) -> ModuleType:
@@ -236,3 +236,11 @@ def test_an_unknown_block_is_named():
     render = script("render")
     with pytest.raises(SystemExit, match="bench:nonsense"):
         render.render_text("<!-- bench:nonsense -->\n<!-- /bench:nonsense -->", {})
+
+
+def test_grade_quick(tmp_path):
+    figures = _quick("grade", tmp_path)
+    assert figures["rounds"] == 1
+    assert set(figures["cpu_s"]) == {"live", "records", "reference"}
+    assert all(value > 0 for value in figures["cpu_s"].values())
+    assert set(figures["ratio_to_reference"]) == {"live", "records"}
