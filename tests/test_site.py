@@ -206,3 +206,93 @@ def test_every_link_of_every_page_resolves(site):
     assert glossary_links >= 10, f"lesson 00 links the glossary's headings {glossary_links} times"
     assert checked > 1000, checked
     assert not broken, f"{len(broken)} links that lead nowhere:\n" + "\n".join(broken[:20])
+
+
+# --- the site in two languages ------------------------------------------------------------------------------
+
+def _zh_lessons():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("zh_lessons", REPO / "website" / "zh_lessons.py")
+    module = sys.modules.setdefault("zh_lessons", importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)
+    return module
+
+
+def _html_lang(page: Path) -> str:
+    return re.search(r'<html[^>]*\blang="([^"]+)"', page.read_text(encoding="utf-8")).group(1)
+
+
+def _switch(page: Path) -> Path:
+    """Where the page's language switch leads: exactly one switch, to a file that exists."""
+    targets = re.findall(r'class="agentlab-language-link" href="([^"]+)"', page.read_text(encoding="utf-8"))
+    assert len(targets) == 1, f"{page}: {len(targets)} language switches"
+    target = (page.parent / targets[0]).resolve()
+    assert target.is_file(), f"{page}: its language switch leads to {targets[0]}, which is not a page"
+    return target
+
+
+def test_the_site_is_built_in_english_and_in_chinese(site):
+    """zh/ is the Chinese site: every lesson in Chinese (its title, its widget picture's caption), lang zh-CN,
+    and a front page listing every lesson; the English pages say lang en."""
+    zh = _zh_lessons()
+    front = (site / "zh" / "index.html").read_text(encoding="utf-8")
+    assert _html_lang(site / "zh" / "index.html") == "zh-CN" and _html_lang(site / "index.html") == "en"
+    for lesson in LESSONS:
+        page = site / "zh" / "notebooks" / f"{lesson}.html"
+        assert _html_lang(page) == "zh-CN", lesson
+        assert _html_lang(site / "notebooks" / f"{lesson}.html") == "en", lesson
+        title = zh.title(zh.read_notebook(REPO / "notebooks" / "zh" / f"{lesson}.ipynb"))
+        assert re.search(r"[\u4e00-\u9fff]", title), f"{lesson}: the Chinese lesson's title {title!r} has no Chinese"
+        text = re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8"))
+        assert html_unescape(re.sub(r"[`*]", "", title)) in html_unescape(text), f"{lesson}: {title!r} not on its page"
+        caption = re.search(r"<figcaption[^>]*>(.*?)</figcaption>", stepper_picture(site / "zh", lesson), re.DOTALL)
+        assert caption and "绘制时没有 kernel" in caption.group(1), f"{lesson}: {caption and caption.group(1)!r}"
+        assert f'href="notebooks/{lesson}.html"' in front, f"the Chinese front page has no link to {lesson}"
+
+
+def html_unescape(text: str) -> str:
+    import html
+
+    return " ".join(html.unescape(text).split())
+
+
+def test_every_page_links_the_same_page_in_the_other_language(site):
+    """Each page of either build has one language switch: to the same page in the other language, whose switch
+    leads back, or, where the other language has no such page (docs, observed clients), to its front page."""
+    english = [site / "index.html", *(site / folder / f"{p.stem}.html" for folder in ("notebooks", "docs", "observed")
+                                      for p in sorted((site / folder).glob("*.html")))]
+    chinese = [site / "zh" / "index.html", *sorted((site / "zh" / "notebooks").glob("*.html"))]
+    assert len(chinese) == len(LESSONS) + 2, [p.name for p in chinese]     # the lessons, the glossary, the front page
+    for page in english + chinese:
+        ours, theirs = (site, site / "zh") if page in english else (site / "zh", site)
+        counterpart = theirs / page.relative_to(ours)
+        target = _switch(page)
+        if counterpart.exists():
+            assert target == counterpart, f"{page.relative_to(site)} switches to {target}"
+            assert _switch(target) == page, f"{target.relative_to(site)} does not switch back to {page.name}"
+        else:
+            assert target == theirs / "index.html", f"{page.relative_to(site)} switches to {target}"
+
+
+def test_the_language_switch_in_chromium(site):
+    """Clicking the switch on an English lesson opens the Chinese one, drawn, and its switch brings the reader
+    back."""
+    sync_playwright = _require_browser()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            english = (site / "notebooks" / "02_max_tokens.html").as_uri()
+            page.goto(english)
+            page.locator("a.agentlab-language-link").click()
+            page.wait_for_load_state("load")
+            assert page.url == (site / "zh" / "notebooks" / "02_max_tokens.html").as_uri(), page.url
+            assert page.locator("html").get_attribute("lang") == "zh-CN"
+            assert "放弃之前先恢复" in page.locator("article h1").inner_text()
+            assert page.locator("article img").count() >= figures_in("02_max_tokens")
+            page.locator("a.agentlab-language-link").click()
+            page.wait_for_load_state("load")
+            assert page.url == english, page.url
+        finally:
+            browser.close()

@@ -189,3 +189,20 @@ def test_differences_names_each_way_a_chinese_notebook_can_leave_the_english():
     changed["cells"].reverse()
     assert zh.differences("99_demo", notebook, changed) == [
         "99_demo: the cells are not the English ones (ids ['m1', 'c', 'm0'] where the English has ['m0', 'c', 'm1'])"]
+
+
+def test_the_language_switch_leads_to_the_same_page_or_the_other_front_page():
+    spec = importlib.util.spec_from_file_location("site_languages", REPO / "website" / "languages.py")
+    languages = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(languages)
+    pages = {"index", "notebooks/03_context_window"}
+    assert languages.other_page_uri("notebooks/03_context_window", "en", "zh", pages) == (
+        "../zh/notebooks/03_context_window.html")
+    assert languages.other_page_uri("notebooks/03_context_window", "zh", "en", pages) == (
+        "../../notebooks/03_context_window.html")
+    assert languages.other_page_uri("index", "en", "zh", pages) == "zh/index.html"
+    assert languages.other_page_uri("index", "zh", "en", pages) == "../index.html"
+    assert languages.other_page_uri("observed/claude-code-2.1.197", "en", "zh", pages) == "../zh/index.html"
+    switch = languages.switch_html("docs/grade", {"language": "en", "other": "zh", "other_pages": [],
+                                                  "switch_label": "Also in ", "other_front": "the Chinese lessons"})
+    assert 'href="../zh/index.html" hreflang="zh-CN"' in switch and "中文 (the Chinese lessons)" in switch

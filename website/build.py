@@ -9,6 +9,10 @@ output needs a kernel, so each one is replaced by a static picture of the widget
 code is run again on its own (or after the cells before it, when it needs their names) and the widget's panes,
 controls and plot are written out as HTML (``agentlab.ui.widgets.static_html``). Each recorded client in
 ``data/observed`` gets a page saying what it did on every scenario.
+
+The site is built twice, in English at the root and in Chinese in ``zh/`` (the lessons from website/zh_lessons.py,
+the widgets' pictures taken once, for both), and every page links its counterpart in the other language
+(website/languages.py).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import ast
 import contextlib
 import io
 import html
+import json
 import re
 import shutil
 import subprocess
@@ -33,6 +38,10 @@ from agentlab.observatory.compare import describe
 from agentlab.observatory.observe import load_records
 from agentlab.observatory.replay import client_label, ending
 from agentlab.ui.widgets import static_html
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import languages  # noqa: E402 - website/, beside this file
+import zh_lessons  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
@@ -229,27 +238,47 @@ def toctree(caption: str, entries: list[str]) -> str:
 
 
 def build(out: Path) -> Path:
+    """The English site in ``out``, the Chinese one in ``out/zh``, each page linking the other language's."""
     out = out.resolve()
     with tempfile.TemporaryDirectory(prefix="agentlab-site-src-") as folder:
-        return _build(Path(folder), out)
+        src, zh_src = Path(folder) / "en", Path(folder) / "zh"
+        src.mkdir()
+        english = _sources(src)
+        chinese = zh_lessons.site_sources(src, zh_src, site_links)
+        shutil.rmtree(out, ignore_errors=True)
+        _sphinx(src, out, "en", "zh", chinese)
+        _sphinx(zh_src, out / "zh", "zh", "en", english)
+        return out
 
 
-def _build(src: Path, out: Path) -> Path:
-    shutil.copy(HERE / "conf.py", src / "conf.py")
+SWITCH = {"en": ("Also in ", "the Chinese lessons"), "zh": ("本页也有：", "英文网站首页")}
+
+
+def _sphinx(src: Path, out: Path, language: str, other: str, other_pages: list[str]) -> None:
+    for name in ("conf.py", "languages.py"):
+        shutil.copy(HERE / name, src / name)
+    label, front = SWITCH[language]
+    (src / languages.SETTINGS).write_text(json.dumps({
+        "language": language, "other": other, "other_pages": other_pages, "switch_label": label,
+        "other_front": front}, ensure_ascii=False), encoding="utf-8")
+    options = {"en": ["-D", "language=en"], "zh": ["-D", "language=zh_CN", "-D", f"html_title={zh_lessons.SITE_TITLE}"]}
+    done = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-j", "auto",
+                           *options[language], str(src), str(out)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SiteError(f"sphinx-build ({language}) failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    if done.stderr.strip():
+        print(done.stderr.strip(), file=sys.stderr)
+
+
+def _sources(src: Path) -> list[str]:
+    """The English site's sources in ``src``; returns its page names."""
     entries = {"Lessons": lessons(src), "Docs": lesson_docs(src) + docs(src), "Observed clients": observed_pages(src)}
     front = (REPO / "README.md").read_text(encoding="utf-8")
     linked_files(front, src)
     (src / "index.md").write_text(front + "\n" + "".join(toctree(k, v) for k, v in entries.items()),
                                   encoding="utf-8")
-    shutil.rmtree(out, ignore_errors=True)
-    done = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-j", "auto",
-                           str(src), str(out)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SiteError(f"sphinx-build failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    if done.stderr.strip():
-        print(done.stderr.strip(), file=sys.stderr)
-    return out
+    return ["index", *(page for pages in entries.values() for page in pages)]
 
 
 def main() -> int:
@@ -258,10 +287,10 @@ def main() -> int:
     args = parser.parse_args()
     try:
         out = build(Path(args.out))
-    except SiteError as exc:
+    except (SiteError, zh_lessons.CatalogError) as exc:
         print(f"make site: {exc}", file=sys.stderr)
         return 1
-    print(f"site written to {out}/index.html")
+    print(f"site written to {out}/index.html (in Chinese: {out}/zh/index.html)")
     return 0
 
 

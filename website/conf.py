@@ -1,7 +1,11 @@
 # Sphinx configuration of the lesson website; website/build.py lays out the sources and runs Sphinx.
+import os
+import sys
+
 project = "agentlab"
 author = "agentlab"
-extensions = ["myst_nb"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # languages.py, copied here by website/build.py
+extensions = ["myst_nb", "languages"]                            # languages: the switch to the other language
 nb_execution_mode = "off"                 # the lessons' committed outputs, as executed by nbval
 nb_merge_streams = True
 myst_enable_extensions = ["colon_fence"]

@@ -30,6 +30,7 @@ import hashlib
 import json
 import posixpath
 import re
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -244,6 +245,89 @@ def render(notebook: dict) -> str:
 def generated(lesson: str) -> str:
     english = read_notebook(NOTEBOOKS / f"{lesson}.ipynb")
     return render(zh_notebook(lesson, english, load_catalog(catalog_path(lesson))))
+
+
+# --- the Chinese site --------------------------------------------------------------------------------------
+
+SITE_INDEX = ("# agentlab（中文）\n\n"
+              "agentlab 是一个 Jupyter 工作台，专讲 agent 循环中最难的部分：每次模型调用之后，决定是运行工具、"
+              "恢复、压缩、继续、停止，还是让 hook 否决这次停止。\n\n"
+              "这里是全部 {count} 课的中文版。课程中的代码单元格及其输出与英文版一字不差，只有说明文字译成了中文；"
+              "API 名称、`stop_reason` 的取值和代码标识符保留英文。[术语表](notebooks/glossary.md)和其余文档为英文。"
+              "在自己的机器上运行：`make lab`，然后在 JupyterLab 中打开 `zh/` 文件夹。\n\n"
+              "## 课程\n\n{lessons}\n")
+SITE_TITLE = "agentlab：agent 的一轮何时结束"
+SITE_TOCTREE = "\n```{{toctree}}\n:hidden:\n:caption: {caption}\n\n{entries}\n```\n"
+SNAPSHOT_CAPTION = re.compile(r'(<figcaption[^>]*>)A picture of the widget (?P<point>.*?), drawn without a kernel\. '
+                              r"Open the notebook in JupyterLab \(<code>make lab</code>\) to click through it "
+                              r"yourself\.(</figcaption>)")
+SNAPSHOT_POINT = {r"after <b>Run to end</b>": "按下 <b>Run to end</b> 之后",
+                  r"after (\d+) press(?:es)? of <b>Step</b>": r"按 \1 次 <b>Step</b> 之后",
+                  r"as the cell shows it": "单元格所显示的样子"}
+SNAPSHOT_ZH = ("小部件{point}的静态图，绘制时没有 kernel。在 JupyterLab 中打开这个 notebook（<code>make lab</code>），"
+               "就能亲手点击它。")
+
+
+def title(notebook: dict) -> str:
+    """The first heading of a notebook's first markdown cell."""
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            for line in source_of(cell).splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    raise CatalogError("the notebook has no '# ' heading in its markdown")
+
+
+def zh_snapshot_caption(text: str, where: str) -> str:
+    """A site picture's caption (website/build.py's SNAPSHOT_NOTE) in Chinese."""
+    def one(match: re.Match) -> str:
+        for pattern, point in SNAPSHOT_POINT.items():
+            if re.fullmatch(pattern, match["point"]):
+                return match[1] + SNAPSHOT_ZH.format(point=re.sub(pattern, point, match["point"])) + match[3]
+        raise CatalogError(f"{where}: no Chinese for the widget picture's point {match['point']!r}")
+    translated = SNAPSHOT_CAPTION.sub(one, text)
+    if "agentlab-snapshot" in translated and "绘制时没有 kernel" not in translated:
+        raise CatalogError(f"{where}: a widget picture whose caption is not website/build.py's SNAPSHOT_NOTE")
+    return translated
+
+
+def site_notebook(lesson: str, english: dict, links: Callable[[str], str]) -> dict:
+    """The Chinese lesson for the site, from the English one as the site shows it (widgets already drawn as
+    pictures): links as the English has them (the Chinese site has the English layout), ``links`` applied to
+    each markdown cell, the pictures' captions in Chinese; the language switch stands for the link to the
+    English lesson."""
+    notebook = zh_notebook(lesson, english, load_catalog(catalog_path(lesson)), target_for=lambda t: t,
+                           english_link=False)
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            cell["source"] = links(source_of(cell))
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if "agentlab-snapshot" in source_of({"source": data.get("text/html", "")}):
+                data["text/html"] = zh_snapshot_caption(source_of({"source": data["text/html"]}), lesson)
+    return notebook
+
+
+def site_sources(english_src: Path, zh_src: Path, links: Callable[[str], str]) -> list[str]:
+    """Lay out the Chinese site's sources in ``zh_src`` from the English site's in ``english_src``: each
+    lesson in Chinese, the glossary (in English, for the lessons link it), and a front page in Chinese listing
+    the lessons. Returns the page names, as Sphinx names them."""
+    (zh_src / "notebooks").mkdir(parents=True)
+    names, lines = [], []
+    for lesson in lessons():
+        english = read_notebook(english_src / "notebooks" / f"{lesson}.ipynb")
+        notebook = site_notebook(lesson, english, links)
+        (zh_src / "notebooks" / f"{lesson}.ipynb").write_text(render(notebook), encoding="utf-8")
+        names.append(f"notebooks/{lesson}")
+        lines.append(f"- [{title(notebook)}](notebooks/{lesson}.ipynb)")
+    glossary = [f"notebooks/{p.stem}" for p in sorted((english_src / "notebooks").glob("*.md"))]
+    for page in glossary:
+        shutil.copy(english_src / f"{page}.md", zh_src / f"{page}.md")
+    front = SITE_INDEX.format(count=len(names), lessons="\n".join(lines))
+    front += SITE_TOCTREE.format(caption="课程", entries="\n".join(names))
+    front += SITE_TOCTREE.format(caption="参考（英文）", entries="\n".join(glossary))
+    (zh_src / "index.md").write_text(front, encoding="utf-8")
+    return ["index", *names, *glossary]
 
 
 # --- the command -------------------------------------------------------------------------------------------
