@@ -100,6 +100,8 @@ def steps(draw) -> dict[str, Any]:
         step["unknown_stop_reason"] = True
     if stop_reason == "stop_sequence":
         step["stop_sequence"] = "END"
+    if stop_reason == "model_context_window_exceeded":  # as the API sends it: the window is full
+        step["usage"] = {"fills_window": True}
     if stop_reason == "refusal" and draw(st.booleans()):
         step["stop_details"] = {"type": "refusal", "category": "cyber", "explanation": "Could cause harm."}
     return step
