@@ -11,8 +11,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[lab,test,site]'
+# the workbench and agentlab-grade (grade/, a member of the workspace: the pytest plugin, the heatmap), editable
+$(STAMP): $(BIN)/python pyproject.toml grade/pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[lab,test,site]' -e './grade[heatmap]'
 	touch $(STAMP)
 
 LAB_ARGS ?=

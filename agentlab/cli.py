@@ -277,14 +277,19 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _heatmap_maker():
-    """``grade --heatmap``: the figure maker, or a clear error before anything runs when matplotlib (the lab
-    extra) is not installed."""
+    """``grade --heatmap``: the figure maker (agentlab_grade.heatmap, in the agentlab-grade distribution), or a
+    clear error before anything runs when agentlab-grade or matplotlib (its heatmap extra) is not installed."""
     from .core.extras import MissingExtra
 
     try:
-        from .ui.plots import grade_heatmap
+        from agentlab_grade.heatmap import grade_heatmap
     except MissingExtra as exc:
         raise ConfigError(f"--heatmap: {exc}") from None
+    except ModuleNotFoundError as exc:
+        if exc.name != "agentlab_grade":
+            raise
+        raise ConfigError("--heatmap: the grade heatmap comes with agentlab-grade: "
+                          "pip install 'agentlab-grade[heatmap]'") from None
     return grade_heatmap
 
 

@@ -366,7 +366,7 @@ def test_with_test_paths_given_the_plugin_runs_them_too(tmp_path):
 def test_a_scenario_not_reached_is_skipped(tmp_path):
     # the grading is replaced by a report whose run reached no branch rule (nothing any rule could judge)
     (tmp_path / "conftest.py").write_text(textwrap.dedent("""
-        import pytest_agentlab
+        import agentlab_grade.pytest_plugin as pytest_agentlab
         from agentlab.observatory.grade import Check, Report, ScenarioGrade
 
         def grade(self, name):
@@ -409,13 +409,13 @@ def test_without_the_option_the_plugin_imports_nothing_of_agentlab(tmp_path):
     script = textwrap.dedent("""
         import sys, pytest
         code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly", "test_one.py"])
-        plugin = [p for p in sys.modules if p == "pytest_agentlab"]
+        plugin = sorted(p for p in sys.modules if p.startswith("agentlab_grade"))
         print("RESULT", code, plugin, sorted(m for m in sys.modules if m == "agentlab" or m.startswith("agentlab.")))
     """)
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": ""})
     line = next(line for line in done.stdout.splitlines() if line.startswith("RESULT"))
-    assert line == "RESULT 0 ['pytest_agentlab'] []", done.stdout + done.stderr
+    assert line == "RESULT 0 ['agentlab_grade', 'agentlab_grade.pytest_plugin'] []", done.stdout + done.stderr
 
 
 def test_report_round_trip_keeps_the_command():

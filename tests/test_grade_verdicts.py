@@ -268,7 +268,7 @@ def test_a_saved_report_loads_back_with_the_same_verdicts_under_any_mode(tmp_pat
 
 def test_the_heatmap_counts_what_the_verdicts_count(correct):
     pytest.importorskip("matplotlib")
-    from agentlab.ui.plots import grade_heatmap
+    from agentlab_grade import grade_heatmap
 
     fig = grade_heatmap([correct])
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]

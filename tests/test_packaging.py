@@ -120,8 +120,10 @@ def test_console_script_is_declared_and_installed():
 
 @pytest.fixture
 def fresh_checkout(tmp_path) -> Path:
-    """The Makefile and pyproject.toml in a folder without a .venv, as on a fresh clone."""
-    for name in ("Makefile", "pyproject.toml"):
+    """The Makefile and the two pyproject.toml (the workbench's, agentlab-grade's) in a folder without a .venv, as
+    on a fresh clone."""
+    (tmp_path / "grade").mkdir()
+    for name in ("Makefile", "pyproject.toml", "grade/pyproject.toml"):
         shutil.copy(REPO / name, tmp_path / name)
     return tmp_path
 
@@ -171,3 +173,19 @@ def test_ci_builds_and_checks_the_site():
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     recipe = re.search(r"^site-test:.*\n((?:\t.*\n?)+)", makefile, re.MULTILINE)
     assert recipe and re.search(r"pytest\b.*-m site\b", recipe.group(1)), "site-test does not run the site tests"
+
+
+def test_agentlab_grade_is_a_workspace_member_installed_with_the_workbench():
+    """grade/ is a member of the uv workspace and takes the workbench from it; environment.yml and the Makefile
+    install both editable; its heatmap extra's matplotlib is the lab extra's."""
+    assert pyproject()["tool"]["uv"]["workspace"]["members"] == ["grade"]
+    grade = tomllib.loads((REPO / "grade" / "pyproject.toml").read_text(encoding="utf-8"))
+    assert grade["tool"]["uv"]["sources"] == {"agentlab-workbench": {"workspace": True}}
+    assert grade["project"]["dependencies"] == [f"agentlab-workbench=={pyproject()['project']['version']}"]
+    assert grade["project"]["version"] == pyproject()["project"]["version"]
+    heatmap = bounds(grade["project"]["optional-dependencies"]["heatmap"], "grade/pyproject.toml")
+    assert heatmap == {"matplotlib": pyproject_requirements()["matplotlib"]}
+    env = yaml.safe_load((REPO / "environment.yml").read_text(encoding="utf-8"))
+    pip = next(e["pip"] for e in env["dependencies"] if isinstance(e, dict))
+    assert pip[:2] == ["-e .", "-e ./grade[heatmap]"], pip
+    assert "-e '.[lab,test,site]' -e './grade[heatmap]'" in (REPO / "Makefile").read_text(encoding="utf-8")

@@ -92,8 +92,8 @@ def test_no_command_imports_the_notebook_stack_and_features_name_the_extra(tmp_p
     assert out["codes"] == {"scenarios": 0, "run": 0, "run --json": 0, "serve": 0, "serve --mode grade": 0,
                             "observe --list": 0, "observe": 0, "grade": 0, "grade --baseline": 0,
                             "grade --observed": 0, "grade --load": 0, "grade --heatmap": 2}, done.stderr[-3000:]
-    assert ("agentlab: --heatmap: agentlab.ui.plots (the plots) needs matplotlib, which comes with the 'lab' extra: "
-            "pip install 'agentlab-workbench[lab]'") in done.stderr
+    assert ("agentlab: --heatmap: the grade heatmap (agentlab_grade.heatmap) needs matplotlib, which comes with the "
+            "'heatmap' extra: pip install 'agentlab-grade[heatmap]'") in done.stderr
     said = out["said"]
     assert said["to_frame"] == ("MissingExtra: Trace.to_frame() needs pandas, which comes with the 'lab' extra: "
                                 "pip install 'agentlab-workbench[lab]' (in the checkout: make lab)")
@@ -120,13 +120,26 @@ def test_the_plain_install_leaves_the_notebook_stack_to_the_lab_extra():
     assert not names & {"pandas", "matplotlib", "ipywidgets", "jupyterlab"}, names
     assert {"pandas", "matplotlib", "ipywidgets", "jupyterlab"} <= lab
     assert project["name"] == "agentlab-workbench"
-    assert project["entry-points"]["pytest11"] == {"agentlab": "pytest_agentlab"}
+    # the pytest plugin is agentlab-grade's (grade/pyproject.toml): installing the workbench loads nothing in pytest
+    assert "pytest11" not in project.get("entry-points", {}), project.get("entry-points")
+    grade = tomllib.loads((REPO / "grade" / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert grade["entry-points"]["pytest11"] == {"agentlab": "agentlab_grade.pytest_plugin"}
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
-    assert "pip install --quiet -e '.[lab,test,site]'" in makefile
+    assert "pip install --quiet -e '.[lab,test,site]' -e './grade[heatmap]'" in makefile
+
+
+def top_imports(path: Path) -> list[str]:
+    """The import lines of a module at its top level, read as text: importing it here would not tell (agentlab is
+    loaded in this process already)."""
+    source = path.read_text(encoding="utf-8")
+    return [line for line in source.splitlines() if line.startswith(("import ", "from "))]
 
 
 def test_the_plugin_module_imports_no_agentlab_at_the_top():
-    source = (REPO / "pytest_agentlab.py").read_text(encoding="utf-8")
-    top = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
-    # read as text: importing it here would not tell (agentlab is loaded in this process already)
+    package = REPO / "grade" / "agentlab_grade"
+    top = top_imports(package / "pytest_plugin.py")
     assert top == ["from __future__ import annotations", "from typing import Any", "import pytest"], top
+    # importing the plugin imports its package first: the re-exports there are loaded on first use
+    top = top_imports(package / "__init__.py")
+    assert top == ["from __future__ import annotations", "import importlib",
+                   "from typing import TYPE_CHECKING, Any"], top

@@ -9,14 +9,16 @@ network, and would test pip rather than this wheel. Only the path line is shared
 check`` then confirms that the wheel's declared requirements are met by what the venv sees.
 
 The plain install is checked apart, in a second venv (``slim``): the wheel and its declared requirements only
-(no ``lab`` extra), installed by pip from the package index (pip's cache makes it some ten seconds), and
-pytest, to run the pytest plugin there as a framework's CI would.
+(no ``lab`` extra), installed by pip from the package index (pip's cache makes it some ten seconds), with the
+agentlab-grade wheel (grade/, released together: the pytest plugin, the agentlab-grade command) and pytest, to
+run the plugin there as a framework's CI would. Both wheels go into both venvs (the lessons draw the grade heatmap).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tomllib
 import re
 import subprocess
 import sys
@@ -26,6 +28,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
@@ -54,7 +57,61 @@ def wheel(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def fresh(tmp_path_factory, wheel) -> dict:
+def grade_wheel(tmp_path_factory) -> Path:
+    """agentlab-grade's wheel, built from grade/ as the workbench's is."""
+    out = tmp_path_factory.mktemp("dist-grade")
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+         "-w", str(out), str(REPO / "grade")], cwd=out, env=os.environ.copy())
+    wheels = list(out.glob("agentlab_grade-*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+def wheel_metadata(path: Path) -> tuple[set[str], str, str]:
+    """A wheel's file names, its METADATA and its entry_points.txt ("" when it has none)."""
+    with zipfile.ZipFile(path) as z:
+        names = set(z.namelist())
+        info = next(n for n in names if n.endswith(".dist-info/METADATA")).rsplit("/", 1)[0]
+        points = f"{info}/entry_points.txt"
+        return names, z.read(f"{info}/METADATA").decode(), z.read(points).decode() if points in names else ""
+
+
+def metadata_field(metadata: str, field: str) -> list[str]:
+    return [line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith(f"{field}: ")]
+
+
+def test_the_workbench_wheel_registers_no_pytest_plugin(wheel):
+    names, _, points = wheel_metadata(wheel)
+    assert "[pytest11]" not in points and "[console_scripts]\nagentlab = agentlab.cli:main" in points, points
+    assert not [n for n in names if "pytest_agentlab" in n or n.startswith("agentlab_grade/")]
+
+
+def test_the_grade_wheel_has_the_plugin_the_command_and_the_heatmap(grade_wheel):
+    names, metadata, points = wheel_metadata(grade_wheel)
+    assert "[pytest11]\nagentlab = agentlab_grade.pytest_plugin" in points, points
+    assert "agentlab-grade = agentlab_grade.cli:main" in points, points
+    assert {"agentlab_grade/__init__.py", "agentlab_grade/pytest_plugin.py", "agentlab_grade/heatmap.py",
+            "agentlab_grade/cli.py", "agentlab_grade/py.typed"} <= names, sorted(names)
+    assert not [n for n in names if n.startswith("agentlab/")]
+    assert "heatmap" in metadata_field(metadata, "Provides-Extra")
+
+
+def test_the_two_distributions_are_released_together(wheel, grade_wheel):
+    """The same version, and agentlab-grade requires exactly that version of the workbench (the heatmap extra's
+    matplotlib range is the lab extra's)."""
+    (workbench_version,) = metadata_field(wheel_metadata(wheel)[1], "Version")
+    grade_metadata = wheel_metadata(grade_wheel)[1]
+    assert metadata_field(grade_metadata, "Version") == [workbench_version]
+    requires = [Requirement(r) for r in metadata_field(grade_metadata, "Requires-Dist")]
+    assert [str(r) for r in requires if r.marker is None] == [f"agentlab-workbench=={workbench_version}"]
+    lab = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    (matplotlib,) = [r for r in requires if r.name == "matplotlib"]
+    assert str(matplotlib.marker) == 'extra == "heatmap"' and Requirement(
+        next(r for r in lab["lab"] if r.startswith("matplotlib"))).specifier == matplotlib.specifier
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory, wheel, grade_wheel) -> dict:
     """A venv in a temporary folder with the wheel installed; returns its bin folder, a cwd and an env."""
     root = tmp_path_factory.mktemp("fresh")
     venv = root / "venv"
@@ -67,7 +124,7 @@ def fresh(tmp_path_factory, wheel) -> dict:
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["MPLBACKEND"] = "Agg"
     run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
-         "--ignore-installed", str(wheel)], cwd=root, env=env)
+         "--ignore-installed", str(wheel), str(grade_wheel)], cwd=root, env=env)
     work = root / "elsewhere"
     work.mkdir()
     return {"bin": venv / "bin", "site": site, "cwd": work, "env": env}
@@ -159,8 +216,8 @@ CONTRAST = ["pause_turn", "max_tokens_give_up", "end_turn"]
 
 
 @pytest.fixture(scope="module")
-def slim(tmp_path_factory, wheel) -> dict:
-    """A venv with the wheel installed with its requirements and no extra, and pytest: nothing else."""
+def slim(tmp_path_factory, wheel, grade_wheel) -> dict:
+    """A venv with the two wheels installed with their requirements and no extra, and pytest: nothing else."""
     root = tmp_path_factory.mktemp("slim")
     venv = root / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=root, env=os.environ.copy())
@@ -168,7 +225,7 @@ def slim(tmp_path_factory, wheel) -> dict:
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["COLUMNS"] = "250"  # pytest's short summary lines are not cut
     run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", str(wheel),
-         "pytest>=8,<10"], cwd=root, env=env, timeout=600)
+         str(grade_wheel), "pytest>=8,<10"], cwd=root, env=env, timeout=600)
     work = root / "elsewhere"
     work.mkdir()
     return {"bin": venv / "bin", "cwd": work, "env": env}
@@ -184,12 +241,14 @@ def test_the_plain_install_says_which_extra_the_heatmap_needs(slim):
     done = subprocess.run([str(slim["bin"] / "agentlab"), "grade", "--observed", "agentlab", "--heatmap", "h.png"],
                           cwd=slim["cwd"], env=slim["env"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "needs matplotlib, which comes with the 'lab' extra: pip install 'agentlab-workbench[lab]'" in done.stderr
+    assert ("needs matplotlib, which comes with the 'heatmap' extra: pip install 'agentlab-grade[heatmap]'"
+            in done.stderr)
     assert "Traceback" not in done.stderr
 
 
-def test_the_plain_install_grades_from_the_command_line(slim):
-    done = subprocess.run([str(slim["bin"] / "agentlab"), "grade", "--command", "agentlab run --tools demo --prompt",
+@pytest.mark.parametrize("grade", [["agentlab", "grade"], ["agentlab-grade"]])
+def test_the_plain_install_grades_from_the_command_line(slim, grade):
+    done = subprocess.run([str(slim["bin"] / grade[0]), *grade[1:], "--command", "agentlab run --tools demo --prompt",
                            "end_turn", "--json", "--junit", "grade.xml"], cwd=slim["cwd"], env=slim["env"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

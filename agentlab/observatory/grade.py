@@ -146,7 +146,8 @@ def grade_main(args: Any, *, heatmap: Callable[[list[Report]], Any] | None = Non
     """``agentlab grade``: exit 0 when every rule holds (with --baseline: every failure is a known one), 1 when
     any fails, 2 for bad usage (via ConfigError).
 
-    ``heatmap(reports)`` draws the figure ``--heatmap`` saves (the CLI passes ``agentlab.ui.plots.grade_heatmap``).
+    ``heatmap(reports)`` draws the figure ``--heatmap`` saves (the CLI passes agentlab-grade's
+    ``agentlab_grade.heatmap.grade_heatmap``).
     """
     mode = _policy_mode(args)
     _check_usage(args)

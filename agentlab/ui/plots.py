@@ -1063,69 +1063,6 @@ def cost_overview(frame: Any, *, save: str | os.PathLike | None = None, dpi: int
     return _finish(fig, save)
 
 
-def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = None, dpi: int = DPI,
-                  title: str = "Careful-loop rules: scenarios passed per branch") -> PlotFigure:
-    """Report cards side by side (``agentlab.observatory.grade.Report``): one row per client, one column per branch (a
-    rule of the decision table), each cell the share of the client's scenarios where the rule held — green
-    all, red none, grey where the branch was never reached — with the count written in (``≠n``: n scenarios
-    where it differs from the reference loop's choice, counted as held unless ``--policy strict``). Every count
-    comes from ``agentlab.observatory.grade_verdict``: a rule reached in a scenario whose own branch was not
-    reached counts too."""
-    import numpy as np
-    from matplotlib.colors import LinearSegmentedColormap
-
-    from ..observatory.grade import RULES
-    from ..observatory.grade_verdict import cell, counts
-
-    reports = list(reports)
-    cells = {(y, r.name): cell([c for g in rep.grades if (c := g.check(r.name)) is not None], rep.policy)
-             for y, rep in enumerate(reports) for r in RULES}
-    rules = [r for r in RULES if any(cells[(y, r.name)][3] for y in range(len(reports)))]
-    cols = max(1, len(rules))
-    fig = new_figure(1.6 + 0.78 * cols + 2.6, 1.9 + 0.5 * max(1, len(reports)), dpi)
-    ax = place(fig, 2.6, 1.55, 0.78 * cols, 0.5 * max(1, len(reports)))
-    _heading(fig, 0.15, 0.12, title, fontsize=12, fontweight="bold")
-    if not reports or not rules:
-        _empty(ax, "nothing graded")
-        return _finish(fig, save)
-    values = np.full((len(reports), cols), np.nan)
-    labels: list[list[str]] = [["" for _ in rules] for _ in reports]
-    for y in range(len(reports)):
-        for x, rule in enumerate(rules):
-            held, _, differs, reached = cells[(y, rule.name)]
-            if reached:
-                values[y, x] = (held + differs) / reached
-                labels[y][x] = f"{held + differs}/{reached}" + (f"\n≠{differs}" if differs else "")
-            else:
-                labels[y][x] = "–"
-    cmap = LinearSegmentedColormap.from_list("grade", [ERROR_COLOR, "#F2D16B", OK_COLOR]).with_extremes(
-        bad="#E6E6E6")
-    ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0, vmax=1, aspect="auto")
-    for y in range(len(reports)):
-        for x in range(cols):
-            ax.text(x, y, labels[y][x], ha="center", va="center", fontsize=9 if "\n" not in labels[y][x] else 7.5,
-                    color="#555555" if np.isnan(values[y, x]) else "black")
-    ax.set_xticks(range(cols))
-    ax.set_xticklabels([f"{r.branch}\n{r.name}" for r in rules], rotation=40, ha="left", fontsize=8,
-                       rotation_mode="anchor")
-    ax.xaxis.tick_top()
-    ax.set_yticks(range(len(reports)))
-    tallies = [counts(g.verdict for g in rep.grades) for rep in reports]
-    ax.set_yticklabels([f"{rep.client}  ({n['pass'] + n['policy']}/{len(rep.grades) - n['not_reached']})"
-                        for rep, n in zip(reports, tallies, strict=True)], fontsize=9)
-    ax.set_xticks(np.arange(-0.5, cols, 1), minor=True)
-    ax.set_yticks(np.arange(-0.5, len(reports), 1), minor=True)
-    ax.grid(which="minor", color="white", linewidth=2)
-    ax.tick_params(which="both", length=0)
-    for side in ax.spines.values():
-        side.set_visible(False)
-    fig_w, fig_h = fig.get_size_inches()
-    fig.text(0.15 / fig_w, 0.12 / fig_h, "cell: scenarios where the rule held / scenarios that reached it;  ≠n: n "
-             "of them differ from the reference loop's choice;  –: never reached;  (n/m) after a client: scenarios "
-             "with no failure / scenarios judged", fontsize=8, color="#555555")
-    return _finish(fig, save)
-
-
 PLOTS = {
     "overview": overview,
     "cost": cost_overview,

@@ -1,4 +1,5 @@
-"""The pytest plugin of ``agentlab grade`` (registered as ``pytest11``: loaded by every pytest run once installed).
+"""The pytest plugin of ``agentlab grade`` (agentlab-grade registers it as ``pytest11``: loaded by every pytest run
+once agentlab-grade is installed; the workbench alone registers no plugin).
 
     pytest --agentlab-grade "python my_agent.py" [--agentlab-scenarios a,b] [--agentlab-baseline FILE]
 
@@ -13,8 +14,9 @@ runs once per scenario, as ``agentlab grade --command`` runs it (the prompt wher
 Given no test paths, only the scenarios are collected; with paths, the tests there run too. pytest's own
 ``--junitxml`` reports them.
 
-This module lives outside the ``agentlab`` package: without ``--agentlab-grade`` it only adds the options, and
-imports nothing of agentlab (whose package imports the SDK).
+Without ``--agentlab-grade`` it only adds the options and imports nothing of agentlab (whose package imports the
+SDK): its imports of agentlab are inside the functions that grade, and ``agentlab_grade/__init__.py`` loads its
+re-exports on first use.
 """
 
 from __future__ import annotations
