@@ -421,3 +421,14 @@ def test_no_request_carries_empty_content(case):
     assert run.bodies, "no request was sent"
     for k, body in enumerate(run.bodies):
         assert not empty_content_problems(body.get("messages") or []), k
+
+
+def test_a_turn_resumed_after_compaction_is_no_prefill_when_resent():
+    """A compaction stop's turn is sent back as the last message; resent with more max_tokens after the next
+    reply is cut off, it is still a resumption (the live API accepts it), not a prefill the model refuses."""
+    done = [{"type": "text", "text": "Done."}]
+    case = build_case([{"content": done, "stop_reason": "compaction"}, {"content": done, "stop_reason": "max_tokens"}],
+                      max_tokens=64)
+    for stream in (False, True):
+        kinds = [r.kind for r in run_case(case, stream=stream).loop.engine.requests]
+        assert "invalid_request" not in kinds, kinds

@@ -140,6 +140,9 @@ class ScenarioEngine:
     # reported, so the request's size is what it would be with the real reply in it.
     stand_ins: dict[str, int] = field(default_factory=dict)
     last_stop_reason: str | None = None   # of the last message this engine answered with
+    # a pause_turn or compaction reply was served in this run: its turn, sent back as the last message, is a
+    # resumption and no prefill, also in a request resent after a later reply (a max_tokens retry, an error)
+    paused: bool = False
     cache: PromptCache = field(default_factory=PromptCache)
     # Applied to a request before its size is estimated and its cache prefix read: an observation replaces
     # what differs from machine to machine (temporary folders, the OS release, the date a client writes into
@@ -165,6 +168,7 @@ class ScenarioEngine:
         self.next_step = 0
         self.previous_tokens = None
         self.last_stop_reason = None
+        self.paused = False
         self.cache.clear()
         self.stand_ins.clear()
         self.main_model = None
@@ -217,7 +221,7 @@ class ScenarioEngine:
         invalid = request_problem(request, count_tokens=route.endswith("count_tokens"))
         if invalid is None and not route.endswith("count_tokens"):  # what the requested model refuses
             invalid = model_problem(normalise_request(request),
-                                    resuming=self.last_stop_reason in ("pause_turn", "compaction"))
+                                    resuming=self.paused)
         if invalid is not None:  # answered as the API does, and no scenario step is used up
             return self._record(method, path, request, bool(request.get("stream") is True), None,
                                 _error(400, "invalid_request_error", invalid), kind="invalid_request")
@@ -388,7 +392,7 @@ class ScenarioEngine:
                 return (f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
                         f"`{first}`. When `thinking` is enabled, a final `assistant` message must start with a "
                         "thinking block (preceding the lastmost set of `tool_use` and `tool_result` blocks).")
-        if messages[-1].get("role") == "assistant" and self.last_stop_reason not in ("pause_turn", "compaction"):
+        if messages[-1].get("role") == "assistant" and not self.paused:
             return ("assistant message prefill is not supported when thinking is enabled: end the request with "
                     "a user message")
         return None
@@ -401,6 +405,7 @@ class ScenarioEngine:
 
     def _wire(self, message: dict[str, Any], reply: Reply, stream: bool) -> WireReply:
         self.last_stop_reason = reply.stop_reason
+        self.paused = self.paused or reply.stop_reason in ("pause_turn", "compaction")
         if stream:
             return WireReply(200, {"content-type": "text/event-stream", "cache-control": "no-cache"},
                              sse_body(message, reply, self.text_chunk), "stream")
