@@ -80,3 +80,17 @@ def test_error_text_comes_from_the_fields_not_str():
     assert sdk_error_text(anthropic.APITimeoutError(request)) == "the request timed out"
     assert sdk_error_text(anthropic.APIConnectionError(request=request)) == "the connection to the server failed"
     assert sdk_error_text(ValueError("plain")) == "plain"
+
+
+def test_another_librarys_status_error_keeps_its_own_words():
+    """litellm's errors carry a status but no parsed body: their message is all that says what happened."""
+    class InternalServerError(Exception):  # the shape of litellm.InternalServerError
+        def __init__(self, message: str):
+            super().__init__(message)
+            self.status_code, self.body = 500, None
+    exc = InternalServerError('AnthropicError - {"type": "error", "error": {"type": "overloaded_error"}}')
+    assert sdk_error_text(exc) == 'HTTP 500: AnthropicError - {"type": "error", "error": {"type": "overloaded_error"}}'
+    import httpx2
+    silent = anthropic.InternalServerError("Error code: 500", response=httpx2.Response(
+        500, request=httpx2.Request("POST", "http://127.0.0.1/v1/messages")), body=None)
+    assert sdk_error_text(silent) == "HTTP 500"

@@ -19,7 +19,8 @@ def sdk_error_text(exc: BaseException) -> str:
     """An SDK error in words built from its own fields, never from ``str(exc)``, whose wording the SDK changes
     between releases ("Error code: 500 - {...}" up to anthropic 2.16, "500 Internal server error (request_id:
     ..., path: ..., type: ...)" from 2.17). An API status error reads "HTTP 500 api_error: Internal server error
-    [request req_...]"; a timeout and a connection error are named by their kind; anything else is its ``str``.
+    [request req_...]"; a timeout and a connection error are named by their kind; anything else, and a status error whose body
+    says nothing (another library's, litellm's), is its ``str``.
     Read by attribute, so this module imports no SDK."""
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and hasattr(exc, "body"):
@@ -33,6 +34,9 @@ def sdk_error_text(exc: BaseException) -> str:
         request_id = getattr(exc, "request_id", None)
         if not request_id and isinstance(body, dict) and isinstance(body.get("request_id"), str):
             request_id = body["request_id"]
+        foreign = not type(exc).__module__.startswith("anthropic")
+        if foreign and kind is None and message is None and str(exc).strip():
+            message = str(exc).strip()  # not an Anthropic SDK error (litellm's): its own words are all it has
         text = f"HTTP {status}" + (f" {kind}" if kind else "") + (f": {message}" if message else "")
         return text + (f" [request {request_id}]" if request_id else "")
     names = {c.__name__ for c in type(exc).__mro__}
