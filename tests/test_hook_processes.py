@@ -212,3 +212,42 @@ def test_async_a_cancelled_hook_is_killed_with_what_it_started(tmp_path) -> None
     asyncio.run(fire_then_cancel())
     shell, child = pids(pidfile)
     assert gone(shell) and gone(child), "the hook or its child outlived the cancellation"
+
+
+def _daemon_hook(pidfile: Path) -> str:
+    """A hook that answers at once and leaves a daemon: a ``setsid`` process, its pipes its own, outside the
+    hook's group and (its parent, a subshell, has exited) outside its tree."""
+    return (f"(setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' </dev/null >/dev/null 2>&1 &); "
+            f"while [ ! -s {pidfile} ]; do sleep 0.01; done; exit 0")  # it answers once the daemon is on its own
+
+
+def test_a_daemon_a_hook_left_is_ended_with_the_run(tmp_path) -> None:
+    from agentlab import scenario_loop
+
+    pidfile = tmp_path / "pids"
+    loop = scenario_loop("tool_use", hooks=Hooks(settings(_daemon_hook(pidfile), event="PostToolUse")))
+    loop.step()  # the tool ran, then its PostToolUse hook, which answered and left the daemon
+    daemon = psutil.Process(pids(pidfile)[0])
+    assert daemon.is_running() and daemon.status() != psutil.STATUS_ZOMBIE, "the daemon lives while the run does"
+    result = loop.run()
+    assert result.subtype == "success"
+    assert gone(daemon.pid), "a hook's setsid daemon outlived the run"
+
+
+def test_async_a_daemon_a_hook_left_is_ended_with_the_run(tmp_path) -> None:
+    import asyncio
+
+    from agentlab import scenario_loop
+
+    pidfile = tmp_path / "pids"
+    loop = scenario_loop("end_turn", hooks=Hooks(settings(_daemon_hook(pidfile))), asynchronous=True)
+    result = asyncio.run(loop.arun())
+    assert result.subtype == "success"
+    assert gone(pids(pidfile)[0]), "a hook's setsid daemon outlived the run"
+
+
+def test_hooks_that_left_nothing_cost_no_look_at_the_process_table() -> None:
+    hooks = Hooks(settings("exit 0"))
+    assert hooks.end_leftovers() == 0  # no hook has run: nothing to look for
+    hooks.run("Stop", {})
+    assert hooks.end_leftovers() == 0 and hooks._answered == set()

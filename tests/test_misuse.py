@@ -138,6 +138,40 @@ def test_escape_sequences_reach_a_terminal_printable_and_the_trace_real(tmp_path
     assert "\x1b]0;pwned\x07" in Trace.load(tmp_path / "t.jsonl").of_kind("result")[0].data["result"]
 
 
+def test_a_hooks_and_a_models_escape_sequences_never_reach_a_pipe_raw(tmp_path) -> None:
+    """A CI log is a pipe that a browser renders as a terminal: what agentlab prints there has no escape sequence
+    (the hook's error line, the model's reply), while the trace keeps each byte."""
+    hook = tmp_path / "esc.sh"
+    hook.write_text("#!/bin/sh\ncat >/dev/null\nprintf 'bad \\033[2J\\033]8;;http://x\\007link\\033]8;;\\007 "
+                    "over\\n' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    settings = tmp_path / "s.json"
+    settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": str(hook)}]}]}}))
+    scenario = tmp_path / "esc.yaml"
+    scenario.write_text('description: x\nprompt: hi\nsteps:\n  - content: [{type: text, text: "t \\e]0;pwned\\a '
+                        'c \\e[31mred\\e[0m end"}]\n    stop_reason: end_turn\n')
+    done = subprocess.run([sys.executable, "-m", "agentlab", "run", str(scenario), "--settings", str(settings),
+                           "--trace", str(tmp_path / "t.jsonl")], capture_output=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout + done.stderr
+    assert b"\x1b" not in shown and b"\x07" not in shown
+    assert b"Stop [command] error: exit code 1 (non-blocking): bad link" in done.stdout
+    assert done.stdout.rstrip().endswith(b"t  c red end")
+    hook_run = Trace.load(tmp_path / "t.jsonl").of_kind("hook")[0].data
+    assert "\x1b]8;;http://x\x07link" in hook_run["stderr"]
+
+
+def test_grade_json_on_a_pipe_is_the_same_document(tmp_path) -> None:
+    """``grade --json`` keeps an agent's escape sequences, escaped in the JSON, so the document reads back whole."""
+    agent = tmp_path / "agent.py"
+    agent.write_text("import sys\nsys.stderr.write('\\x1b[2Jcleared \\x9b31m')\nsys.exit(3)\n")
+    done = subprocess.run([sys.executable, "-m", "agentlab", "grade", "--command", f"{sys.executable} {agent}",
+                           "end_turn", "--json"], capture_output=True, cwd=tmp_path, timeout=120)
+    assert b"\x1b" not in done.stdout and "\x9b".encode() not in done.stdout
+    doc = json.loads(done.stdout)
+    assert doc["reports"][0]["scenarios"][0]["stderr"] == "\x1b[2Jcleared \x9b31m", doc["reports"][0]["scenarios"][0]
+
+
 # --- no file overwritten ----------------------------------------------------------------------------------
 
 def test_grade_save_onto_the_graded_scenario_is_refused_and_the_scenario_kept(tmp_path, capsys) -> None:

@@ -3,6 +3,8 @@ every other control character."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agentlab.core.text import printable
@@ -28,3 +30,12 @@ def test_other_controls_are_shown_and_text_is_kept():
     assert printable("a\u202eb") == "a<U+202E>b"
     assert printable("tab\tand\nnewline ✓ ✗ – café 模型") == "tab\tand\nnewline ✓ ✗ – café 模型"
     assert printable("two\nlines", newlines=False) == "two^Jlines"
+
+
+def test_a_json_document_passes_a_printable_stream_unchanged_and_reads_back_the_same():
+    from agentlab.core.text import json_text
+    doc = {"stderr": "x\x1b[2J\x9b31m\u202eevil\x7f café 模型", "n": 1}
+    line = json_text(doc)
+    assert printable(line) == line and "\n" not in line
+    assert json.loads(line) == doc
+    assert "café 模型" in line  # readable letters stay letters

@@ -3,7 +3,9 @@ write, and one writer per file.
 
 - :func:`printable` shows text as ``cat -v`` does (``ESC`` as ``^[``): a model's reply, a server's error or a
   hook's output can neither retitle nor clear the user's terminal. :func:`terminal_safe` wraps a stream so that
-  everything written to a terminal goes through it; a file or a pipe gets the real text, and so does the trace.
+  everything written to a terminal goes through it; what goes to a file or a pipe (a CI log, which a browser
+  renders as a terminal) loses its escape sequences whole (:func:`agentlab.core.text.printable`). The trace keeps
+  the real text, and a JSON document printed keeps it too, escaped (:func:`agentlab.core.text.json_text`).
 - :func:`redact_value` removes secrets from a JSON-like value before it is encoded, so a key holding ``"``,
   ``\\`` or a control character is found whatever the encoding does to it.
 - :func:`check_outputs` refuses an output path that is one of the run's inputs (by any path, a link too).
@@ -18,7 +20,7 @@ import fcntl
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -53,13 +55,15 @@ def printable(text: str) -> str:
 
 
 class _TerminalSafe:
-    """A text stream whose writes reach the terminal printable-only; everything else is the stream's own."""
+    """A text stream whose writes reach the terminal printable-only (``shown``: :func:`printable` by default);
+    everything else is the stream's own."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], shown: Callable[[str], str] = printable) -> None:
         self._stream = stream
+        self._shown = shown
 
     def write(self, text: str) -> int:
-        self._stream.write(printable(text))
+        self._stream.write(self._shown(text))
         return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:
@@ -79,12 +83,13 @@ def _is_terminal(stream: Any) -> bool:
 
 @contextmanager
 def terminal_safe() -> Iterator[None]:
-    """While inside, ``sys.stdout`` and ``sys.stderr`` show only printable text when they are a terminal."""
+    """While inside, ``sys.stdout`` and ``sys.stderr`` show only printable text: on a terminal as ``cat -v``
+    shows it, in a file or a pipe without escape sequences (a CI log is rendered as a terminal too)."""
+    from .text import printable as without_escapes
+
     saved = sys.stdout, sys.stderr
-    if _is_terminal(sys.stdout):
-        sys.stdout = _TerminalSafe(sys.stdout)
-    if _is_terminal(sys.stderr):
-        sys.stderr = _TerminalSafe(sys.stderr)
+    sys.stdout, sys.stderr = (_TerminalSafe(stream) if _is_terminal(stream) else _TerminalSafe(stream, without_escapes)
+                              for stream in saved)
     try:
         yield
     finally:

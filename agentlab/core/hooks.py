@@ -62,7 +62,7 @@ from typing import Any
 from .errors import ConfigError
 from .paths import FileTooLarge, NotAFile, read_small_file
 from .processes import Talk as _Talk
-from .processes import kill_group, kill_tree, tagged, tagged_env, talk
+from .processes import kill_carrying, kill_group, kill_tree, tagged, tagged_env, talk
 from .trace import without_lone_surrogates
 
 HOOK_EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact")
@@ -178,6 +178,7 @@ class Hooks:
         self._clock = clock
         self.ignored_events: list[str] = []
         self._live: set[subprocess.Popen[bytes]] = set()  # hook processes running now
+        self._answered: set[str] = set()  # the tags of hooks that answered: what they left running ends with the run
         self._live_lock = threading.Lock()
         data, source = _read_settings(settings)
         self._hooks: list[_Hook] = _parse_settings(data, source, self.ignored_events)
@@ -286,6 +287,8 @@ class Hooks:
         except BaseException:  # cancelled while the hook runs: nothing it started outlives the run
             _kill_tree(proc)
             raise
+        with self._live_lock:
+            self._answered.add(tag)
         return self._command_answer(hook, proc.returncode, talk, timeout, start)
 
     def _select(self, event: str, target: str | None) -> list[_Hook]:
@@ -356,6 +359,7 @@ class Hooks:
         finally:
             with self._live_lock:
                 self._live.discard(proc)
+                self._answered.add(tag)
         return self._command_answer(hook, proc.returncode, talk, timeout, start)
 
     def _command_answer(self, hook: _Hook, returncode: int | None, talk: _Talk, timeout: float,
@@ -378,11 +382,21 @@ class Hooks:
         return run, answer
 
     def kill_running(self) -> None:
-        """Kill every hook still running, with what it started (the run was interrupted)."""
+        """Kill every hook still running, with what it started (the run was interrupted), and what the hooks that
+        answered left behind."""
         with self._live_lock:
             live = list(self._live)
         for proc in live:
             _kill_tree(proc)
+        self.end_leftovers()
+
+    def end_leftovers(self) -> int:
+        """The run has ended: kill what the hooks that answered left running outside their process group (a
+        ``setsid`` daemon; what stayed in the group went when the hook answered). One look at the process table
+        for every hook of the run; returns how many processes were killed. The loop calls it when its run ends."""
+        with self._live_lock:
+            tags, self._answered = set(self._answered), set()
+        return kill_carrying(tags)
 
 
 # -- reading a hook's answer --------------------------------------------------------------------------

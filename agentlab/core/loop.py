@@ -401,6 +401,7 @@ class AgentLoop:
                 effect = steps.send(answer)
             except StopIteration as stop:
                 report: StepReport = stop.value
+                self._end_hooks()
                 return report
             answer = self._perform(effect)
 
@@ -412,6 +413,11 @@ class AgentLoop:
             steps += 1
         assert self.result is not None
         return self.result
+
+    def _end_hooks(self) -> None:
+        """When the run has ended, nothing a hook started outlives it (:meth:`HookRunner.end_leftovers`)."""
+        if self.done and self.hooks is not None and hasattr(self.hooks, "end_leftovers"):
+            self.hooks.end_leftovers()
 
     def __iter__(self) -> Iterator[StepReport]:
         while not self.done:
@@ -450,6 +456,7 @@ class AgentLoop:
                 effect = steps.send(answer)
             except StopIteration as stop:
                 report: StepReport = stop.value
+                self._end_hooks()
                 return report
             answer = await self._aperform(effect)
 

@@ -27,7 +27,7 @@ from typing import IO, Any, cast
 
 import psutil
 
-__all__ = ["TAG_PREFIX", "Talk", "carrying", "kill_group", "kill_tree", "tag_of", "tagged", "tagged_env", "talk"]
+__all__ = ["TAG_PREFIX", "Talk", "carrying", "kill_carrying", "kill_group", "kill_tree", "tag_of", "tagged", "tagged_env", "talk"]
 
 TAG_PREFIX = "AGENTLAB_PROCESS_"
 _TAGS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
@@ -77,19 +77,32 @@ def kill_tree(proc: Any) -> None:
         _kill_all(found)
 
 
-def carrying(tag: str) -> list[psutil.Process]:
-    """The live processes whose environment holds ``tag`` (those this user may read)."""
+def carrying(tag: str | set[str]) -> list[psutil.Process]:
+    """The live processes whose environment holds ``tag`` (or any of a set of tags), those this user may read."""
+    tags = {tag} if isinstance(tag, str) else tag
     me = os.getpid()
     found = []
     for proc in psutil.process_iter():
         if proc.pid == me:
             continue
         try:
-            if tag in proc.environ() and proc.status() != psutil.STATUS_ZOMBIE:
+            if not tags.isdisjoint(proc.environ()) and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except (psutil.Error, OSError):  # gone, another user's, or a kernel thread
             continue
     return found
+
+
+def kill_carrying(tags: set[str]) -> int:
+    """Kill every process carrying one of ``tags`` (what commands that have exited left running); how many."""
+    killed = 0
+    for _ in range(_ROUNDS if tags else 0):
+        found = carrying(tags)
+        if not found:
+            break
+        _kill_all(found)
+        killed += len(found)
+    return killed
 
 
 def _kill_all(procs: list[psutil.Process]) -> None:

@@ -12,11 +12,13 @@ are kept; with ``newlines=False`` a newline is shown as ``^J`` too, for text tha
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from .guard import printable as _caret
 
-__all__ = ["ESCAPE_SEQUENCE", "printable"]
+__all__ = ["ESCAPE_SEQUENCE", "json_text", "printable"]
 
 # ECMA-48 (ISO 6429): a control string (OSC, DCS, SOS, PM, APC; ESC-introduced or 8-bit) runs to ST (ESC \ or
 # U+009C) or, for OSC as xterm accepts it, BEL; a string never terminated runs to the end of the text. A control
@@ -40,3 +42,14 @@ def printable(text: str, *, newlines: bool = True) -> str:
         return text if newlines or "\n" not in text else text.replace("\n", "^J")
     shown = _caret(ESCAPE_SEQUENCE.sub("", text))
     return shown if newlines else shown.replace("\n", "^J")
+
+
+# what json.dumps(ensure_ascii=False) leaves as it is and printable() would change: DEL, C1, bidirectional controls
+_JSON_UNESCAPED = re.compile("[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def json_text(value: Any) -> str:
+    """``value`` as one line of JSON, readable letters kept as they are (``ensure_ascii=False``) but every
+    character :func:`printable` would change escaped as ``\\uXXXX``: the same document, lossless, that passes a
+    printable-only stream untouched."""
+    return _JSON_UNESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))

@@ -35,6 +35,7 @@ from typing import Any
 from ..backend.scenario import load_scenario
 from ..core.errors import ConfigError
 from ..core.guard import check_outputs
+from ..core.text import json_text
 from ..core.paths import observed_dir
 from .grade_output import (  # noqa: F401  (re-exported: agentlab.observatory.grade keeps every name)
     SCHEMA_PATH,
@@ -304,4 +305,4 @@ def _write_outputs(args: Any, reports: list[Report], checked: BaselineCheck | No
     if notes:
         print("\n" + "\n".join(notes), file=sys.stderr if args.json else sys.stdout, flush=True)
     if args.json:
-        print(json.dumps(doc, ensure_ascii=False), flush=True)
+        print(json_text(doc), flush=True)

@@ -19,11 +19,12 @@ from ..core.events import (
     TransitionEvent,
     Waiting,
 )
+from ..core.text import printable
 from ..core.trace import Event
 
 
 def _clip(text: Any, width: int = 70) -> str:
-    text = " ".join(str(text).split())
+    text = " ".join(printable(str(text)).split())  # escape sequences go before the cut, never half of one
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -57,7 +58,14 @@ def cache_note(d: Response) -> str:
 
 
 def format_event(e: Event, staged: str | None = None) -> str | None:
-    """One line for an event; ``staged`` (why a scenario stages this call's usage) is shown next to the numbers."""
+    """One line for an event; ``staged`` (why a scenario stages this call's usage) is shown next to the numbers.
+    What a model, a tool, a hook or a server wrote is shown printable (:func:`agentlab.core.text.printable`):
+    its escape sequences removed, its other control characters in caret notation."""
+    line = _event_line(e, staged)
+    return None if line is None else printable(line, newlines=False)
+
+
+def _event_line(e: Event, staged: str | None) -> str | None:
     head = f"{e.call:>3} {e.kind:<10}"
     note = f" (staged: {staged})" if staged else ""
     match e.payload:

@@ -48,6 +48,7 @@ from ..core.events import (
     TransitionEvent,
 )
 from ..core.compaction import DEFAULT_CONTEXT_WINDOW
+from ..core.text import printable
 from ..core.trace import Event, Trace
 from ..core.transitions import ROWS
 from ..lab import scenario_loop
@@ -77,7 +78,8 @@ BLOCK_STYLES = {
 
 
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """``value`` for the page: printable (a model's, a tool's or a hook's escape sequences removed), then escaped."""
+    return html.escape(printable(str(value)), quote=True)
 
 
 def _clip(text: str, limit: int = 700) -> str:
