@@ -71,10 +71,12 @@ def _retries(text: str) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    """A usage error is one line naming the option, and where to read more (not the whole usage first)."""
+    """A usage error is one short line naming the option, with where to read more (not the whole usage first):
+    ``agentlab run: --timeout: expected seconds above 0 and at most 86400, got 0 (see `agentlab run --help`)``."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message}\n{self.prog}: see `{self.prog} --help`\n")
+        message = message.removeprefix("argument ")  # argparse's "argument --timeout: ...": the flag is enough
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -514,11 +516,19 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
 
 
 def _script_used_up(loop: Any) -> list[str]:
-    """What the scripted model said when the loop asked it for more than its scenario's steps (none: [])."""
+    """What the scripted model said when the loop asked it for more than its scenario's steps, and each reply it
+    could not send to this run's request as written (a call to a tool the run does not offer): none, [].
+    Either way the answer is the scripted backend's, not a model's."""
     from .backend.scripted import SCRIPT_USED_UP
 
     engine = getattr(loop, "engine", None)
-    return [str(f) for f in getattr(engine, "failures", None) or [] if SCRIPT_USED_UP in str(f)]
+    problems = [str(f) for f in getattr(engine, "failures", None) or [] if SCRIPT_USED_UP in str(f)]
+    for call, request in enumerate(getattr(engine, "message_requests", None) or [], 1):
+        if request.placeholder:
+            problems.append(f"call {call}: the scripted reply could not be sent to this request "
+                            f"({'; '.join(request.not_reached or [])}); a tool call marked `unoffered: true` is sent "
+                            "anyway, and the loop answers it with an error result.")
+    return problems
 
 
 def _check_base_url(url: str, name: str = "--base-url") -> None:

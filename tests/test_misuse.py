@@ -395,13 +395,25 @@ def test_the_python_api_names_a_wrong_prices_and_a_record_without_its_fields() -
         load_record({"client": "c", "version": "1", "scenario": "end_turn", "requests": 5})
 
 
-def test_a_usage_error_is_one_line_and_a_pointer_to_help(capsys) -> None:
-    with pytest.raises(SystemExit) as stopped:
-        cli_main(["run", "end_turn", "--timeout", "0"])
+@pytest.mark.parametrize(("argv", "line"), [
+    (["run", "end_turn", "--timeout", "0"],
+     "agentlab run: --timeout: expected seconds above 0 and at most 86400, got 0 (see `agentlab run --help`)"),
+    (["run", "end_turn", "--max-turns", "-3"],
+     "agentlab run: --max-turns: expected a number of at least 1, got -3 (see `agentlab run --help`)"),
+    (["serve", "end_turn", "--port", "99999"], None),
+    (["sessions", "--limit", "0"], None),
+    (["run", "end_turn", "--max-turns"],
+     "agentlab run: --max-turns: expected one argument (see `agentlab run --help`)"),
+])
+def test_a_usage_error_is_one_short_line_with_a_pointer_to_help(capsys, argv, line) -> None:
+    try:
+        code = cli_main(argv)
+    except SystemExit as stopped:
+        code = stopped.code
     err = capsys.readouterr().err
-    assert stopped.value.code == 2
-    assert err.splitlines() == ["agentlab run: argument --timeout: expected seconds above 0 and at most 86400, got 0",
-                                "agentlab run: see `agentlab run --help`"]
+    assert code == 2
+    assert len(err.splitlines()) == 1 and len(err) < 200 and "usage:" not in err, err
+    assert line is None or err.strip() == line, err
 
 
 @pytest.mark.parametrize("value", [10**11, 10**400], ids=["1e11", "1e400"])
@@ -424,3 +436,57 @@ def test_max_tokens_and_thinking_past_the_bound_are_refused_from_flags_scenarios
         AgentLoop(client, prompt="hi", max_tokens=value)
     with pytest.raises(ConfigError, match="thinking"):
         AgentLoop(client, prompt="hi", max_tokens=MAX_TOKENS_BOUND, thinking=value)
+
+
+UNKNOWN_TOOL = """description: the model names a tool the run does not have
+prompt: hi
+tools: demo
+steps:
+  - content: [{{type: tool_use, id: toolu_1, name: no_such_tool, input: {{}}{flag}}}]
+    stop_reason: tool_use
+  - expect: {{has_tool_result: true}}
+    content: [{{type: text, text: done}}]
+    stop_reason: end_turn
+"""
+
+
+def test_a_tool_that_does_not_exist_is_a_tool_error_on_the_wire(tmp_path) -> None:
+    """A call marked ``unoffered`` is served as written: the loop answers it with an error tool_result naming the
+    tool, the trace's tool event is an error, and the run goes on to its answer."""
+    scenario = tmp_path / "unknown.yaml"
+    scenario.write_text(UNKNOWN_TOOL.format(flag=", unoffered: true"))
+    done = subprocess.run([sys.executable, "-m", "agentlab", "run", str(scenario), "--trace",
+                           str(tmp_path / "t.jsonl")], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "no_such_tool({}) -> ERROR \"Unknown tool 'no_such_tool'" in done.stdout
+    trace = Trace.load(tmp_path / "t.jsonl")
+    tool = trace.of_kind("tool")[0].data
+    assert tool["name"] == "no_such_tool" and tool["is_error"] is True
+    second = [e.data for e in trace.of_kind("request")][1]
+    assert second["messages"] == 3
+    answer = [e.data for e in trace.of_kind("append") if e.data["role"] == "user"][-1]["content"][0]
+    assert answer["type"] == "tool_result" and answer["is_error"] is True and "Unknown tool" in str(answer["content"])
+
+
+def test_a_scripted_call_to_a_tool_the_run_lacks_is_an_error_of_the_scenario(tmp_path) -> None:
+    """Unmarked, the call cannot be sent to the request (the live API calls offered tools): the run does not
+    pass for a success; it says which call and which tool, on one line, and exits 1."""
+    scenario = tmp_path / "unknown.yaml"
+    scenario.write_text(UNKNOWN_TOOL.format(flag=""))
+    done = subprocess.run([sys.executable, "-m", "agentlab", "run", str(scenario)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "call 1" in done.stderr and "no_such_tool" in done.stderr
+    assert "error of the scenario" in done.stderr and "error_during_execution" in done.stdout
+
+
+def test_an_unoffered_call_is_not_sent_where_the_api_must_call_an_offered_tool() -> None:
+    from agentlab.backend.offered import fit_reply
+
+    call = {"type": "tool_use", "id": "t", "name": "nope", "input": {}, "unoffered": True}
+    tools = [{"name": "calc", "input_schema": {"type": "object"}}]
+    sent, _, why = fit_reply([call], "tool_use", {"tools": tools})
+    assert sent == [{"type": "tool_use", "id": "t", "name": "nope", "input": {}}] and why == []
+    for choice in ({"type": "any"}, {"type": "none"}, {"type": "tool", "name": "calc"}):
+        sent, _, why = fit_reply([call], "tool_use", {"tools": tools, "tool_choice": choice})
+        assert not any(b.get("name") == "nope" for b in sent) and why, choice

@@ -11,7 +11,8 @@ grade`` shows that scenario's branch as not reached (–), neither a pass nor a 
 - a ``tool_use`` block for a tool the request does not offer: the scenario's stand-in call (``stand_ins``:
   for instance a Bash command for a client whose tools are its own) when the request offers that tool, else a
   call to an offered tool when the scenario marks the call ``interchangeable`` (any tool will do for its
-  branch), else left out;
+  branch), sent as written when it marks it ``unoffered`` (the model names a tool it was not given, on
+  purpose), else left out;
 - ``tool_choice: {"type": "none"}``: no ``tool_use`` block at all;
 - ``tool_choice: {"type": "any"}`` or ``{"type": "tool", "name": ...}``: a finished answer without a tool
   call (``end_turn``, ``stop_sequence``) calls the chosen tool (for ``any``: a tool whose name says it gives
@@ -39,6 +40,7 @@ FINAL_ANSWER_TOOLS = ("final_answer", "final_result", "answer", "respond", "subm
 # are served as written.
 ANSWER_STOPS = ("end_turn", "stop_sequence", "tool_use", None)
 CANNOT_SEND = "[agentlab] The scripted reply cannot be sent to this request: "  # the text of a reply left empty
+SCENARIO_ONLY = ("interchangeable", "unoffered")  # a scripted tool_use's own flags, never sent
 FORCED = "forced_final_answer"  # marks the tool call fit_reply makes of a finished answer under a forced tool_choice
 
 
@@ -125,7 +127,7 @@ def fit_reply(content: list[dict[str, Any]], stop_reason: str | None, request: d
             if fitted is None:
                 continue
             block = fitted
-        out.append({k: v for k, v in block.items() if k != "interchangeable"})
+        out.append({k: v for k, v in block.items() if k not in SCENARIO_ONLY})
     if choice in ("any", "tool") and client_tools and stop_reason in ANSWER_STOPS \
             and not any(b.get("type") == "tool_use" for b in out):
         target = _forced_tool(client_tools, forced)
@@ -189,6 +191,8 @@ def _fit_call(block: dict[str, Any], names: list[str], tools: list[dict[str, Any
         return None
     if name in names:
         return block
+    if block.get("unoffered") and choice != "any":
+        return block  # on purpose: the model names a tool the request does not offer
     if block.get("interchangeable") and tools:
         return {**block, "name": tools[0]["name"], "input": input_for(tools[0], "")}
     offered = f"it offers {', '.join(names)}" if names else "it offers no tools"

@@ -48,6 +48,10 @@ class ToolUseBlock(_Strict):
     # Any tool will do for this step's branch: a request that does not offer ``name`` gets a call to a tool it
     # offers instead (see backend/offered.py); without it, the call is left out and the branch not reached.
     interchangeable: bool = False
+    # The scripted model calls ``name`` although the request does not offer it (a model can name a tool it was
+    # not given): sent as written under ``auto`` tool choice, so that a run shows the loop's answer to a tool
+    # that does not exist (an error tool_result). Without it such a call is left out, as above.
+    unoffered: bool = False
 
 
 class ServerToolUseBlock(_Strict):

@@ -18,7 +18,7 @@ from typing import Any
 from ..core.caching import PromptCache
 from ..core.compaction import estimate_tokens, text_blocks
 from .models import model_limits
-from .offered import CANNOT_SEND, FORCED, fit_reply, fit_stop_sequence
+from .offered import CANNOT_SEND, FORCED, SCENARIO_ONLY, fit_reply, fit_stop_sequence
 from .validate import model_problem, request_problem  # noqa: F401  (request_problem: re-exported)
 from .scenario import (
     ErrorSpec,
@@ -478,7 +478,7 @@ def fitted_reply_and_call(reply: Reply, request: dict[str, Any], stand_ins: dict
     content, stop_reason, stop_sequence, unstopped = fit_stop_sequence(content, stop_reason, reply.stop_sequence,
                                                                        request)
     why += unstopped
-    if not why and content == [{k: v for k, v in b.items() if k != "interchangeable"} for b in blocks]:
+    if not why and content == [{k: v for k, v in b.items() if k not in SCENARIO_ONLY} for b in blocks]:
         return reply, [], None
     data = reply.model_dump(exclude_none=True, exclude={"when", "cases", "expect", "note"})
     fitted = Reply.model_validate({**data, "content": content, "stop_reason": stop_reason,
@@ -595,7 +595,7 @@ def reply_content(reply: Reply, msg_id: str) -> list[dict[str, Any]]:
     """The content blocks a reply sends: tool ids filled in, thinking blocks signed."""
     content = []
     for i, block in enumerate(reply.content or []):
-        data = block.model_dump(exclude_none=True, exclude={"partial_json", "interchangeable"})
+        data = block.model_dump(exclude_none=True, exclude={"partial_json", *SCENARIO_ONLY})
         if data["type"] in ("tool_use", "server_tool_use") and not data.get("id"):
             prefix = "srvtoolu" if data["type"] == "server_tool_use" else "toolu"
             data["id"] = f"{prefix}_{msg_id.rsplit('_', 1)[-1]}_{i}"

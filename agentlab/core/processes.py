@@ -27,7 +27,8 @@ from typing import IO, Any, cast
 
 import psutil
 
-__all__ = ["TAG_PREFIX", "Talk", "carrying", "kill_carrying", "kill_group", "kill_tree", "tag_of", "tagged", "tagged_env", "talk"]
+__all__ = ["TAG_PREFIX", "Talk", "carrying", "kill_carrying", "kill_group", "kill_tree", "tag_of", "tagged",
+           "tagged_env", "talk"]
 
 TAG_PREFIX = "AGENTLAB_PROCESS_"
 _TAGS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
