@@ -13,20 +13,28 @@ import os
 import re
 import sys
 import textwrap
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from .core.errors import AgentlabError, ConfigError
 
 
 
-def _positive(text: str) -> int:
+def _flag_number(text: str, parse: Callable[[str], Any], what: str, within: Callable[[Any], bool], bound: str,
+                 shown: Callable[[str, Any], str] = lambda text, value: str(value)) -> Any:
+    """A numeric flag's value, or argparse's one-line error: ``expected WHAT, got 'x'`` for text that is not a
+    number, ``expected BOUND, got N`` for a number out of range."""
     try:
-        value = int(text)
+        value = parse(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not within(value):
+        raise argparse.ArgumentTypeError(f"expected {bound}, got {shown(text, value)}")
     return value
+
+
+def _positive(text: str) -> int:
+    return _flag_number(text, int, "a whole number", lambda n: n >= 1, "a number of at least 1")
 
 
 def _tokens(text: str) -> int:
@@ -41,33 +49,16 @@ def _tokens(text: str) -> int:
 
 
 def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {value}")
-    return value
+    return _flag_number(text, float, "a number between 0 and 1", lambda x: 0 < x <= 1, "a number between 0 and 1")
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 < value <= 86_400:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(f"expected seconds above 0 and at most 86400, got {text}")
-    return value
+def _seconds(text: str) -> float:  # the range also refuses nan and inf
+    return _flag_number(text, float, "a number of seconds", lambda x: 0 < x <= 86_400,
+                        "seconds above 0 and at most 86400", lambda text, value: text)
 
 
 def _retries(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"expected 0 to 100 retries, got {value}")
-    return value
+    return _flag_number(text, int, "a whole number", lambda n: 0 <= n <= 100, "0 to 100 retries")
 
 
 class _Parser(argparse.ArgumentParser):
