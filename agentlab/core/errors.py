@@ -19,8 +19,8 @@ def sdk_error_text(exc: BaseException) -> str:
     """An SDK error in words built from its own fields, never from ``str(exc)``, whose wording the SDK changes
     between releases ("Error code: 500 - {...}" up to anthropic 2.16, "500 Internal server error (request_id:
     ..., path: ..., type: ...)" from 2.17). An API status error reads "HTTP 500 api_error: Internal server error
-    [request req_...]"; a timeout and a connection error are named by their kind; anything else, and a status error whose body
-    says nothing (another library's, litellm's), is its ``str``.
+    [request req_...]"; a timeout and a connection error are named by their kind; anything else, and a status
+    error whose body says nothing (another library's, litellm's), is its ``str``.
     Read by attribute, so this module imports no SDK."""
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and hasattr(exc, "body"):
