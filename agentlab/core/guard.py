@@ -25,34 +25,13 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from .errors import ConfigError
+from .text import caret as printable
+from .text import printable as without_escapes
 
 __all__ = ["SECRET_PATTERN", "SHORT_SECRET", "FileBusy", "check_outputs", "lock_for_writing", "printable",
            "redact", "redact_value", "same_file", "terminal_safe"]
 
 # -- the terminal ----------------------------------------------------------------------------------------------
-
-# C0 controls but tab and newline, DEL, the C1 controls (U+0080-U+009F: CSI U+009B starts an escape sequence on
-# some terminals), and the bidirectional controls that reorder what a line seems to say
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def _shown(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    if code < 0x20:
-        return "^" + chr(code + 0x40)
-    if code == 0x7F:
-        return "^?"
-    if code <= 0x9F:
-        return "M-^" + chr(code - 0x80 + 0x40)
-    return f"<U+{code:04X}>"
-
-
-def printable(text: str) -> str:
-    """``text`` as ``cat -v`` shows it: control characters in caret notation (``^[`` for ESC, ``^M`` for a
-    carriage return, ``^?`` for DEL, ``M-^[`` for the C1 controls); tab and newline are kept. Bidirectional
-    controls are shown as ``<U+202E>``. Other text, accented letters included, is unchanged."""
-    return _UNPRINTABLE.sub(_shown, text)
-
 
 class _TerminalSafe:
     """A text stream whose writes reach the terminal printable-only (``shown``: :func:`printable` by default);
@@ -85,8 +64,6 @@ def _is_terminal(stream: Any) -> bool:
 def terminal_safe() -> Iterator[None]:
     """While inside, ``sys.stdout`` and ``sys.stderr`` show only printable text: on a terminal as ``cat -v``
     shows it, in a file or a pipe without escape sequences (a CI log is rendered as a terminal too)."""
-    from .text import printable as without_escapes
-
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = (_TerminalSafe(stream) if _is_terminal(stream) else _TerminalSafe(stream, without_escapes)
                               for stream in saved)

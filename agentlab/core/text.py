@@ -6,7 +6,7 @@ agent's stderr would clear it, an OSC 8 sequence would hide a link behind harmle
 would overwrite the start of the line with what follows. :func:`printable` removes every ECMA-48 escape
 sequence (CSI ``ESC [ … final``, OSC / DCS / APC / PM / SOS strings up to their terminator, two-byte ``ESC x``,
 and their 8-bit C1 forms), so colour codes vanish instead of littering the line, and then shows each control
-character left as :func:`agentlab.core.guard.printable` does (``^M``, ``^G``, ``<U+202E>``). Tab and newline
+character left as :func:`caret` does (``^M``, ``^G``, ``<U+202E>``). Tab and newline
 are kept; with ``newlines=False`` a newline is shown as ``^J`` too, for text that must stay on one line.
 """
 
@@ -16,9 +16,7 @@ import json
 import re
 from typing import Any
 
-from .guard import printable as _caret
-
-__all__ = ["ESCAPE_SEQUENCE", "json_text", "printable"]
+__all__ = ["ESCAPE_SEQUENCE", "caret", "json_text", "printable"]
 
 # ECMA-48 (ISO 6429): a control string (OSC, DCS, SOS, PM, APC; ESC-introduced or 8-bit) runs to ST (ESC \ or
 # U+009C) or, for OSC as xterm accepts it, BEL; a string never terminated runs to the end of the text. A control
@@ -29,8 +27,27 @@ ESCAPE_SEQUENCE = re.compile(
     r"|(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
     r"|\x1b[\x20-\x2f]*[\x30-\x7e]?")
 
-# any character printable() changes: a C0 control but tab and newline, DEL, a C1 control, a bidirectional control
+# C0 controls but tab and newline, DEL, the C1 controls (U+0080-U+009F: CSI U+009B starts an escape sequence on
+# some terminals), and the bidirectional controls that reorder what a line seems to say
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return "^" + chr(code + 0x40)
+    if code == 0x7F:
+        return "^?"
+    if code <= 0x9F:
+        return "M-^" + chr(code - 0x80 + 0x40)
+    return f"<U+{code:04X}>"
+
+
+def caret(text: str) -> str:
+    """``text`` as ``cat -v`` shows it: control characters in caret notation (``^[`` for ESC, ``^M`` for a
+    carriage return, ``^?`` for DEL, ``M-^[`` for the C1 controls); tab and newline are kept. Bidirectional
+    controls are shown as ``<U+202E>``. Other text, accented letters included, is unchanged."""
+    return _CONTROL.sub(_shown, text)
 
 
 def printable(text: str, *, newlines: bool = True) -> str:
@@ -40,7 +57,7 @@ def printable(text: str, *, newlines: bool = True) -> str:
     text = str(text)
     if _CONTROL.search(text) is None:  # most text: one scan, nothing to change
         return text if newlines or "\n" not in text else text.replace("\n", "^J")
-    shown = _caret(ESCAPE_SEQUENCE.sub("", text))
+    shown = caret(ESCAPE_SEQUENCE.sub("", text))
     return shown if newlines else shown.replace("\n", "^J")
 
 
