@@ -422,3 +422,37 @@ def test_report_round_trip_keeps_the_command():
     report = Report("x", [], command=["python", "a.py"], passed_env=["ANTHROPIC_MODEL"])
     again = Report.from_dict(report.to_dict())
     assert again.command == ["python", "a.py"] and again.passed_env == ["ANTHROPIC_MODEL"]
+
+
+@pytest.mark.parametrize(("mode", "status", "says"), [
+    ("report", 0, "≠ retry_with_backoff"), ("strict", 1, "counted as failures: --policy strict"),
+    ("ignore", 0, "every rule holds")])
+def test_policy_flag_decides_what_a_difference_counts_as(mode, status, says, capsys):
+    # pydantic-ai's committed api_errors record: the SDK's two retries, where the reference loop makes three
+    code = main(["grade", "api_errors", "--observed", "pydantic-ai", "--policy", mode])
+    out = capsys.readouterr().out
+    assert code == status, out
+    assert says in out
+
+
+def test_the_plugin_s_policy_option_decides_what_a_difference_counts_as(tmp_path):
+    # a conftest replaces the grading by a report with one policy difference (no agent needed)
+    (tmp_path / "conftest.py").write_text(textwrap.dedent("""
+        import agentlab_grade.pytest_plugin as pytest_agentlab
+        from agentlab.observatory.grade import Check, Report, ScenarioGrade
+
+        def grade(self, name):
+            checks = [Check("retry_with_backoff", "policy", "ended after 2 retries", policy="2 retries"),
+                      Check("ends_on_its_own", "pass", "it ended")]
+            self._report = Report("fake", [ScenarioGrade(name, checks, 3, "exit 1")])
+            return self._report.under(self.config.getoption("agentlab_policy")).grade(name)
+
+        pytest_agentlab.GradeSession.grade = grade
+    """))
+    outcomes = {}
+    for mode in ("report", "strict", "ignore"):
+        done = _pytest(tmp_path, "--agentlab-grade", "true", "--agentlab-scenarios", "api_errors",
+                       "--agentlab-policy", mode)
+        outcomes[mode] = (done.returncode, done.stdout.strip().splitlines()[-1])
+    assert outcomes["strict"][0] == 1 and "1 failed" in outcomes["strict"][1], outcomes
+    assert outcomes["report"][0] == 0 and outcomes["ignore"][0] == 0, outcomes

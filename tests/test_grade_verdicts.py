@@ -296,3 +296,50 @@ def test_the_verdict_functions_agree_with_the_report():
     assert counted_once([*checks, crash]) == [*checks, crash]
     other = Check("bounded_compaction", "fail", "no")
     assert counted_once([other, crash]) == [other]
+
+
+def test_a_server_fault_before_an_exit_is_never_a_pass():
+    # the server's own usage check fails on the second reply (500, x-should-retry false): the loop raises on it,
+    # as a careful loop may. No reply after the fault was the live API's: the scenario does not pass, the report
+    # says the server failed, and the rules reached before it keep their verdicts
+    from agentlab.backend.scenario import parse_scenario
+    from agentlab.observatory.grade_report import grade_record
+    from agentlab.observatory.grade_serving import function_runner
+    from agentlab.observatory.observe import observe_scenario
+
+    broken = parse_scenario({"description": "a tool call, then a reply whose usage disagrees", "tools": "demo",
+                             "prompt": "Read notes.txt.", "steps": [
+        {"content": [{"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "notes.txt"}}],
+         "stop_reason": "tool_use"},
+        {"content": [{"type": "text", "text": "Done."}], "usage": {"input_tokens": 90_000}}]}, "inline")
+    record = observe_scenario("careful", broken, version="graded", timeout=30, runner=function_runner(careful_loop()))
+    assert record["result"].get("raised") == "InternalServerError" and record["server_errors"]
+    grade = grade_record(record, broken)
+    report = Report("careful", [grade])
+    assert grade.verdict == "not_reached", report.text()
+    assert grade.check("tool_result_pairing").status == "pass"  # reached before the fault: kept
+    assert grade.check("ends_cleanly").status == "not_reached"
+    text = report.text()
+    assert "request 2: grade's own server failed (scenario_error:" in text
+    assert "grade's own server failed in inline: not a verdict on the client" in text
+    assert "every rule holds" not in text and "no scenario passed: none reached its own branch" in text
+    item = document([report])["reports"][0]["scenarios"][0]
+    assert item["verdict"] == "not_reached" and any("server failed" in n for n in item["not_reached"])
+    cases = {c.get("name"): c for c in ET.fromstring(junit_xml([report])).iter("testcase")}
+    assert list(cases["tool_result_pairing"]) == []  # a reached rule passes in JUnit too
+    assert cases["ends_cleanly"].find("skipped") is not None
+
+
+def test_a_request_with_nothing_to_refuse_does_not_reach_unsupported_field():
+    def bare(client, prompt, tools, run_tool):  # model, messages and max_tokens only: no field to refuse
+        reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=1024,
+                                       messages=[{"role": "user", "content": prompt}])
+        return "".join(b.text for b in reply.content if b.type == "text")
+
+    grade = grade_function(bare, ["unsupported_field"]).grades[0]
+    assert grade.verdict == "not_reached", grade
+    assert grade.not_reached == ["the request sends nothing beyond model, messages and max_tokens: no field "
+                                 "such a server could refuse"]
+    careful = grade_function(careful_loop(), ["unsupported_field"]).grades[0]  # it sends tools: refused
+    assert careful.verdict == "pass" and not careful.not_reached
+    assert careful.check("no_retry_on_fatal").status == "pass"

@@ -143,13 +143,27 @@ def local_target(href: str, base_url: str) -> tuple[str, str] | None:
     raise AssertionError(f"a link into the lab that is not a file of it: {href}")
 
 
+# Close documents without the "Save your work?" dialog: JupyterLab may mark a notebook changed on opening it
+# (its format brought up to date, its widget state), and nothing here is to be saved.
+DISCARD = """widget => { const model = widget && widget.context && widget.context.model;
+  if (model) { model.dirty = false; } }"""
+
+
+def close_current(page) -> None:
+    """Close the current tab, discarding any change JupyterLab made to it."""
+    page.evaluate(f"""async () => {{ const app = window.jupyterapp; ({DISCARD})(app.shell.currentWidget);
+      await app.commands.execute('application:close'); }}""")
+
+
 def open_document(page, path: str) -> None:
     """Open ``path`` in the page's lab as a learner sees it (a .md file rendered, as a link to it opens it)."""
-    page.evaluate("""async path => {
-      await window.jupyterapp.commands.execute('application:close-all');
-      await window.jupyterapp.commands.execute('docmanager:open',
-        {path, factory: path.endsWith('.md') ? 'Markdown Preview' : 'Notebook'});
-    }""", path)
+    page.evaluate(f"""async path => {{
+      const app = window.jupyterapp;
+      for (const widget of Array.from(app.shell.widgets('main'))) {{ ({DISCARD})(widget); }}
+      await app.commands.execute('application:close-all');
+      await app.commands.execute('docmanager:open',
+        {{path, factory: path.endsWith('.md') ? 'Markdown Preview' : 'Notebook'}});
+    }}""", path)
     drawn(page, path, timeout=30_000)
 
 
@@ -175,7 +189,7 @@ def follow_local(page, lab, origin: str, index: int, path: str, fragment: str) -
         problem = f"opened {path}, which has no heading #{fragment} (JupyterLab names headings by their text, " \
                   "spaces turned into '-')"
     if path != origin:
-        page.keyboard.press("Alt+w")                      # close the opened tab: back to the document
+        close_current(page)                               # close the opened tab: back to the document
         drawn(page, origin)
     return problem
 

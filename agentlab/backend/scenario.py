@@ -253,6 +253,9 @@ class Reply(_Strict):
     # Why this reply's usage is staged on purpose (a number the request and the reply do not give); without
     # it, usage must agree with the request and the reply (see data/scenarios/README.md).
     staged: str | None = None
+    # A case that answers a request the scenario's branch cannot reach (a request with nothing such a server
+    # could refuse): why, in words; the record marks the request not reached with it, so no grade passes it.
+    not_reached: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Reply:
@@ -263,6 +266,8 @@ class Reply(_Strict):
                 raise ValueError("'staged' says why a number is staged; it cannot be empty")
             if self.usage is None and self.error is None:
                 raise ValueError("'staged' needs the 'usage' or the 'error' whose numbers it stages")
+        if self.not_reached is not None and not self.not_reached.strip():
+            raise ValueError("'not_reached' says why the branch is not reached; it cannot be empty")
         elif (self.usage is not None and not self.usage.staged and self.stop_reason == "max_tokens"
               and self.usage.output_tokens is not None):
             raise ValueError("a max_tokens reply reports the request's max_tokens as output_tokens; leave "

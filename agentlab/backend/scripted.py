@@ -300,6 +300,8 @@ class ScenarioEngine:
                                 staged=staged)
         reply, not_reached, forced = (reply, [], None) if self.as_scripted else fitted_reply_and_call(
             reply, normalised, scenario.stand_ins)
+        if reply.not_reached:  # the case that answers a request the branch cannot reach says so
+            not_reached = [reply.not_reached, *not_reached]
         built = self._build(reply, normalised, f"{index:03d}", tokens)
         if staged is None and reply.usage is not None:
             broken = usage_problems(built["usage"], normalised, built["content"], reply.stop_reason, tokens)

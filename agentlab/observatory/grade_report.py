@@ -13,7 +13,7 @@ from ..backend.scenario import Scenario, load_scenario
 from ..core.errors import AgentlabError, ConfigError
 from ..core.extras import require
 from ..core.text import printable
-from .grade_rules import RULES, Check, Run, ending, plural
+from .grade_rules import RULES, SERVER_FAULTS, Check, Run, ending, plural
 from .grade_verdict import (
     DEFAULT_POLICY,
     MARKS,
@@ -188,7 +188,21 @@ def not_reached(record: dict[str, Any], scenario: Scenario | None) -> list[str]:
                 out.append(str(reason))
     if not out:
         out = server_tool_notes(record, scenario)
-    return out
+    return out + server_faults(record)
+
+
+def server_faults(record: dict[str, Any] | None) -> list[str]:
+    """Where grade's own server failed (a scenario whose numbers disagree with the request, the server raising):
+    from that request on no reply was the live API's, so the scenario is not judged there and never passes; the
+    rules a reply before it reached keep their verdicts."""
+    if not record:
+        return []
+    faults = record.get("server_errors") or [
+        {"n": r.get("n"), "kind": r.get("kind"), "message": r.get("error", "")}
+        for r in record.get("requests") or [] if r.get("kind") in SERVER_FAULTS]
+    return [f"request {f.get('n')}: grade's own server failed ({f.get('kind')}: "
+            f"{' '.join(str(f.get('message') or 'no message').split())[:300]}); nothing after it is judged, "
+            "and the scenario does not pass" for f in faults[:1]]
 
 
 def server_tool_notes(record: dict[str, Any], scenario: Scenario | None) -> list[str]:
@@ -339,10 +353,19 @@ class Report:
             lines += [f"    {MARKS['policy']} {rule}: {behaviour} — {', '.join(scenarios)}"
                       for rule, behaviour, scenarios in groups]
         checks = sum(len(g.checks) for g in self.grades)
-        if self.verdict == "pass":
-            lines.append(f"every rule holds ({checks} checks)")
+        unreached = [g.scenario for g in self.grades if g.verdict == "not_reached"]
+        faults = [g.scenario for g in self.grades if server_faults(g.record)]
+        if faults:
+            lines.append(f"grade's own server failed in {', '.join(faults)}: not a verdict on the client; "
+                         "please report it with the record (agentlab grade --out)")
+        where = f"; not reached: {', '.join(unreached)} (each line says why)" if unreached else ""
+        if self.verdict == "pass" and len(unreached) == len(self.grades):
+            lines.append(f"no scenario passed: none reached its own branch, and no rule failed{where}")
+        elif self.verdict == "pass":
+            lines.append(f"every rule holds{' where reached' if unreached else ''} ({plural(checks, 'check')}){where}")
         elif self.verdict == "policy":
-            lines.append(f"no rule fails ({checks} checks); the differences above are the reference loop's choices")
+            lines.append(f"no rule fails ({plural(checks, 'check')}); the differences above are the reference "
+                         f"loop's choices{where}")
         return lines
 
 
