@@ -59,7 +59,8 @@ def text(t: str) -> dict[str, Any]:
 def step_content(loop, index: int) -> list[dict[str, Any]]:
     """The content blocks scripted step ``index`` answered with, as the loop should send them back."""
     step = loop.scenario.steps[index]
-    return [b.model_dump(exclude_none=True, exclude={"partial_json", "interchangeable", "unoffered"}) for b in step.content or []]
+    scenario_only = {"partial_json", "interchangeable", "unoffered"}
+    return [b.model_dump(exclude_none=True, exclude=scenario_only) for b in step.content or []]
 
 
 def blocks_of(message: dict[str, Any]) -> list[dict[str, Any]]:
