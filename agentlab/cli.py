@@ -48,6 +48,14 @@ def _tokens(text: str) -> int:
     return value
 
 
+def _budget(text: str) -> int:
+    """--thinking: budget_tokens, at least the API's minimum of 1,024 (the loop keeps it below max_tokens)."""
+    value = _tokens(text)
+    if value < 1024:
+        raise argparse.ArgumentTypeError(f"expected a budget of at least 1024 tokens (the API's minimum), got {value}")
+    return value
+
+
 def _fraction(text: str) -> float:
     return _flag_number(text, float, "a number between 0 and 1", lambda x: 0 < x <= 1, "a number between 0 and 1")
 
@@ -55,6 +63,10 @@ def _fraction(text: str) -> float:
 def _seconds(text: str) -> float:  # the range also refuses nan and inf
     return _flag_number(text, float, "a number of seconds", lambda x: 0 < x <= 86_400,
                         "seconds above 0 and at most 86400", lambda text, value: text)
+
+
+def _jobs(text: str) -> int:  # each job is a server and a run of the command: more than the machine can hold is a typo
+    return _flag_number(text, int, "a whole number", lambda n: 1 <= n <= 64, "1 to 64 jobs")
 
 
 def _retries(text: str) -> int:
@@ -95,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tools", choices=["demo", "none"], help="send and run the demo tools")
     run.add_argument("--stream", action="store_true",
                      help="stream every request (requests with a large max_tokens stream anyway, as the SDK requires)")
-    run.add_argument("--thinking", type=_tokens, metavar="BUDGET",
+    run.add_argument("--thinking", type=_budget, metavar="BUDGET",
                      help="extended thinking with this budget_tokens (at least 1024, below max_tokens)")
     run.add_argument("--web-search", action="store_true",
                      help="offer the API's web search server tool (web_search_20250305): a long search can pause "
@@ -153,15 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--pass-env", action="append", metavar="NAME",
                        help="give the command this variable from the environment although it is an ANTHROPIC_* or "
                             "CLAUDE* one (repeat for several)")
-    grade.add_argument("--timeout", type=float, default=60.0,
+    grade.add_argument("--timeout", type=_seconds, default=60.0,
                        help="seconds per scenario; a command still running then is stopped (its process group "
                             "killed) and graded as such (default 60)")
     grade.add_argument("--base-url-suffix", default="", metavar="SUFFIX",
                        help="appended to the server's URL in ANTHROPIC_BASE_URL, for clients that expect a base URL "
                             "ending in /v1 (the Vercel AI SDK): --base-url-suffix /v1")
-    grade.add_argument("--jobs", type=int, default=4,
+    grade.add_argument("--jobs", type=_jobs, default=4,
                        help="scenarios run at the same time, each with its own server and its own run of the "
-                            "command (default 4; 1 for a command that cannot run twice at once)")
+                            "command (1-64, default 4; 1 for a command that cannot run twice at once)")
     grade.add_argument("--label", help="the name of the graded client in reports (default: the command)")
     grade.add_argument("--observed", nargs="*", metavar="CLIENT",
                        help="also grade the committed records of these clients (client or client@version; "

@@ -404,6 +404,15 @@ def test_the_python_api_names_a_wrong_prices_and_a_record_without_its_fields() -
     (["sessions", "--limit", "0"], None),
     (["run", "end_turn", "--max-turns"],
      "agentlab run: --max-turns: expected one argument (see `agentlab run --help`)"),
+    (["run", "end_turn", "--thinking", "5"],
+     "agentlab run: --thinking: expected a budget of at least 1024 tokens (the API's minimum), got 5 "
+     "(see `agentlab run --help`)"),
+    (["grade", "--observed", "pydantic-ai", "--jobs", "0"],
+     "agentlab grade: --jobs: expected 1 to 64 jobs, got 0 (see `agentlab grade --help`)"),
+    (["grade", "--observed", "pydantic-ai", "--jobs", "100000"],
+     "agentlab grade: --jobs: expected 1 to 64 jobs, got 100000 (see `agentlab grade --help`)"),
+    (["grade", "--observed", "pydantic-ai", "--timeout", "nan"],
+     "agentlab grade: --timeout: expected seconds above 0 and at most 86400, got nan (see `agentlab grade --help`)"),
 ])
 def test_a_usage_error_is_one_short_line_with_a_pointer_to_help(capsys, argv, line) -> None:
     try:
