@@ -234,6 +234,25 @@ def test_a_daemon_a_hook_left_is_ended_with_the_run(tmp_path) -> None:
     assert gone(daemon.pid), "a hook's setsid daemon outlived the run"
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
+def test_a_daemon_a_hook_left_is_ended_when_the_run_stops_on_an_exception(tmp_path, stop) -> None:
+    from agentlab import scenario_loop
+
+    pidfile = tmp_path / "pids"
+    loop = scenario_loop("tool_use", hooks=Hooks(settings(_daemon_hook(pidfile), event="PostToolUse")))
+    loop.step()  # the tool ran, then its PostToolUse hook, which answered and left the daemon
+    daemon = pids(pidfile)[0]
+    assert not gone(daemon)
+
+    def interrupted(effect):  # Ctrl-C (or a bug) during the next model call
+        raise stop("stopped")
+
+    loop._perform = interrupted
+    with pytest.raises(stop):
+        loop.run()
+    assert not loop.done and gone(daemon), "a hook's setsid daemon outlived a run stopped by an exception"
+
+
 def test_async_a_daemon_a_hook_left_is_ended_with_the_run(tmp_path) -> None:
     import asyncio
 

@@ -32,6 +32,7 @@ import sys
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, TypeAlias, TypeVar, assert_never, cast
 
@@ -407,10 +408,11 @@ class AgentLoop:
 
     def run(self) -> Result:
         steps = 0
-        while not self.done:
-            self._check_step_cap(steps)
-            self.step()
-            steps += 1
+        with self._hooks_end_with_the_run():
+            while not self.done:
+                self._check_step_cap(steps)
+                self.step()
+                steps += 1
         assert self.result is not None
         return self.result
 
@@ -418,6 +420,18 @@ class AgentLoop:
         """When the run has ended, nothing a hook started outlives it (:meth:`HookRunner.end_leftovers`)."""
         if self.done and self.hooks is not None and hasattr(self.hooks, "end_leftovers"):
             self.hooks.end_leftovers()
+
+    @contextmanager
+    def _hooks_end_with_the_run(self) -> Iterator[None]:
+        """``run()`` and ``arun()`` left by an exception (a tool's bug, Ctrl-C, a task cancelled): the run is over
+        for its caller, so the hooks still running and what the hooks that answered left behind are killed too
+        (:meth:`HookRunner.kill_running`); the exception goes on."""
+        try:
+            yield
+        except BaseException:
+            if self.hooks is not None and hasattr(self.hooks, "kill_running"):
+                self.hooks.kill_running()
+            raise
 
     def __iter__(self) -> Iterator[StepReport]:
         while not self.done:
@@ -463,10 +477,11 @@ class AgentLoop:
     async def arun(self) -> Result:
         """Run to the end with an ``AsyncAnthropic`` client: ``result = await loop.arun()``."""
         steps = 0
-        while not self.done:
-            self._check_step_cap(steps)
-            await self.astep()
-            steps += 1
+        with self._hooks_end_with_the_run():
+            while not self.done:
+                self._check_step_cap(steps)
+                await self.astep()
+                steps += 1
         assert self.result is not None
         return self.result
 
