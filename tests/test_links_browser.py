@@ -194,6 +194,17 @@ def follow_local(page, lab, origin: str, index: int, path: str, fragment: str) -
     return problem
 
 
+def all_drawn(page, expected: int, timeout: float = 30_000) -> None:
+    """Wait until the current document shows ``expected`` links: a notebook's cells appear before its markdown is
+    rendered, and on a busy machine the rendering lags. A document that never shows them all is reported by the
+    count compared next, not here."""
+    try:
+        page.wait_for_function("([selector, n]) => document.querySelectorAll(selector).length >= n",
+                               arg=[LINKS, expected], timeout=timeout)
+    except Exception:  # noqa: BLE001 - the caller compares the counts and reports the difference
+        pass
+
+
 def back_at(page, doc: str, index: int, href: str) -> None:
     """Make sure link ``index`` of ``doc`` is on the page before it is clicked: on a busy machine JupyterLab may
     bring another tab forward or draw the document again after a tab is closed; then ``doc`` is opened again
@@ -236,6 +247,7 @@ def test_every_link_of_every_lesson_opens_in_jupyterlab(lab, capsys):
             for doc in documents(lab["root"]):
                 open_document(page, doc)
                 expected = markdown_links(lab["root"] / doc)
+                all_drawn(page, len(expected))
                 hrefs = page.locator(LINKS).evaluate_all("links => links.map(a => a.href)")
                 if len(hrefs) != len(expected):
                     problems.append(f"{doc}: its markdown has {len(expected)} links, JupyterLab drew {len(hrefs)}")
