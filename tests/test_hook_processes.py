@@ -46,6 +46,14 @@ def gone(pid: int, within: float = 10) -> bool:
     return True
 
 
+def running(pid: int) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def pids(path: Path) -> list[int]:
     return [int(p) for p in path.read_text().split()]
 
@@ -227,11 +235,19 @@ def test_a_daemon_a_hook_left_is_ended_with_the_run(tmp_path) -> None:
     pidfile = tmp_path / "pids"
     loop = scenario_loop("tool_use", hooks=Hooks(settings(_daemon_hook(pidfile), event="PostToolUse")))
     loop.step()  # the tool ran, then its PostToolUse hook, which answered and left the daemon
-    daemon = psutil.Process(pids(pidfile)[0])
-    assert daemon.is_running() and daemon.status() != psutil.STATUS_ZOMBIE, "the daemon lives while the run does"
+    daemon = pids(pidfile)[0]
+    assert running(daemon), "the daemon lives while the run does"
     result = loop.run()
     assert result.subtype == "success"
-    assert gone(daemon.pid), "a hook's setsid daemon outlived the run"
+    assert gone(daemon), "a hook's setsid daemon outlived the run"
+
+
+def test_a_hook_that_closes_its_pipes_answers_when_it_exits(tmp_path) -> None:
+    """Its output ends before it does: it is waited for (not killed as if it hung) and its exit code read."""
+    hook = "exec >&- 2>&-; sleep 0.3; exit 3"
+    outcome = Hooks(settings(hook, timeout=20)).run("Stop", {"stop_hook_active": False})
+    run = outcome.runs[0]
+    assert run.timed_out is False and run.exit_code == 3, run
 
 
 @pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
@@ -242,7 +258,7 @@ def test_a_daemon_a_hook_left_is_ended_when_the_run_stops_on_an_exception(tmp_pa
     loop = scenario_loop("tool_use", hooks=Hooks(settings(_daemon_hook(pidfile), event="PostToolUse")))
     loop.step()  # the tool ran, then its PostToolUse hook, which answered and left the daemon
     daemon = pids(pidfile)[0]
-    assert not gone(daemon)
+    assert running(daemon), "the daemon lives while the run does"
 
     def interrupted(effect):  # Ctrl-C (or a bug) during the next model call
         raise stop("stopped")
@@ -270,3 +286,10 @@ def test_hooks_that_left_nothing_cost_no_look_at_the_process_table() -> None:
     assert hooks.end_leftovers() == 0  # no hook has run: nothing to look for
     hooks.run("Stop", {})
     assert hooks.end_leftovers() == 0 and hooks._answered == set()
+
+
+def test_a_hook_that_closes_its_pipes_and_hangs_is_timed_out(tmp_path) -> None:
+    pidfile = tmp_path / "pids"
+    outcome = Hooks(settings(f"echo $$ > {pidfile}; exec >&- 2>&-; sleep 300", timeout=1)).run("Stop", {})
+    assert outcome.runs[0].timed_out is True
+    assert gone(pids(pidfile)[0]), "the hook outlived its timeout"

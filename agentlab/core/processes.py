@@ -178,10 +178,24 @@ def talk(proc: subprocess.Popen[bytes], data: bytes, timeout: float, *, max_byte
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None and not pipe.closed:
                 pipe.close()
-    if proc.poll() is None:
-        kill_tree(proc)
+    if drain_until is None:  # its pipes closed before it was seen to exit: it answers when it exits
+        timed_out = _exits_by(proc, deadline, leftovers)
     proc.wait()
     return Talk(bytes(out[proc.stdout]), bytes(out[proc.stderr]), timed_out, overflow)
+
+
+def _exits_by(proc: subprocess.Popen[bytes], deadline: float, leftovers: Callable[[Any], None]) -> bool:
+    """Wait for ``proc`` to exit until ``deadline``; True (and its whole tree killed) if it did not.
+
+    A process's pipes close as it exits, a moment before it can be reaped, and a command may close them itself
+    and go on: either way it has not answered yet, and killing its tree now would take its daemons with it."""
+    try:
+        proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+    except subprocess.TimeoutExpired:
+        kill_tree(proc)
+        return True
+    leftovers(proc)
+    return False
 
 
 class _Feed:
