@@ -34,16 +34,22 @@ def careful_loop(*breaks: str):
     ("prompt is too long" raises), ``no_max_tokens_recovery`` (a cut-off text is returned as it is),
     ``ignores_pause_turn`` (a paused turn is returned as the answer), ``no_nudge`` (an empty reply after tool
     results ends the run), ``crash_after_answer`` (a KeyError once the answer is in), ``escapes`` (a final error
-    message full of terminal escape sequences)."""
+    message full of terminal escape sequences), ``resend_after_refusal`` (asks the model that refused again),
+    ``resend_fatal`` (sends a request a 400/401/403/404 refused twice more unchanged), ``run_cut_tool_call`` (runs
+    a tool call that max_tokens cut off), ``no_clamp`` (a 400 naming the model's ceiling raises),
+    ``trusts_the_label`` (an ``end_turn`` label ends the run, whatever tool calls the content holds)."""
     unknown = set(breaks) - {"no_retry", "two_retries", "no_compaction", "no_max_tokens_recovery",
-                             "ignores_pause_turn", "no_nudge", "crash_after_answer", "escapes"}
+                             "ignores_pause_turn", "no_nudge", "crash_after_answer", "escapes",
+                             "resend_after_refusal", "resend_fatal", "run_cut_tool_call", "no_clamp",
+                             "trusts_the_label"}
     assert not unknown, unknown
     retries = 0 if "no_retry" in breaks else 2 if "two_retries" in breaks else 5
 
     def loop(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
         client = client.with_options(max_retries=retries)
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
-        state = {"max_tokens": 1024, "escalated": False, "continuations": 0, "compactions": 0, "nudged": False}
+        state = {"max_tokens": 1024, "escalated": False, "continuations": 0, "compactions": 0, "nudged": False,
+                 "resent": 0}
         partial = ""
         while True:
             reply = _call(client, model, tools, messages, state, prompt, breaks)
@@ -77,17 +83,27 @@ def _call(client, model, tools, messages, state, prompt, breaks):
         with client.messages.stream(model=model, max_tokens=state["max_tokens"], tools=tools,
                                     messages=messages) as stream:
             return stream.get_final_message()
-    except anthropic.BadRequestError as exc:
+    except anthropic.APIStatusError as exc:
+        if not isinstance(exc, anthropic.BadRequestError):
+            return _give_up(exc, state, breaks)
         ceiling = re.search(r"max_tokens: \d+ > (\d+)", str(exc))
-        if ceiling and state["max_tokens"] > int(ceiling.group(1)):
+        if ceiling and state["max_tokens"] > int(ceiling.group(1)) and "no_clamp" not in breaks:
             state["max_tokens"] = int(ceiling.group(1))
             return None
         if "prompt is too long" in str(exc) and "no_compaction" not in breaks and state["compactions"] < 3:
             _compact(client, model, messages, prompt, state)
             return None
-        if "escapes" in breaks:
-            raise RuntimeError("\x1b[2J\x1b]0;owned\x07gave up\x08\x1b[31m in red") from None
-        raise
+        return _give_up(exc, state, breaks)
+
+
+def _give_up(exc: anthropic.APIStatusError, state, breaks) -> None:
+    """An error no retry or change of the request fixes: raise it (or, broken, send the request again)."""
+    if "resend_fatal" in breaks and exc.status_code in (400, 401, 403, 404) and state["resent"] < 2:
+        state["resent"] += 1
+        return None
+    if "escapes" in breaks:
+        raise RuntimeError("\x1b[2J\x1b]0;owned\x07gave up\x08\x1b[31m in red") from None
+    raise exc
 
 
 def _compact(client, model, messages, prompt, state) -> None:
@@ -100,11 +116,17 @@ def _compact(client, model, messages, prompt, state) -> None:
 
 def _step(stop, content, messages, state, breaks, run_tool) -> str:
     """What follows a reply: "again" (the messages were extended or the limit raised) or "done"."""
-    if stop == "max_tokens" and content and content[-1].type == "tool_use" and not state["escalated"]:
+    cut_call = stop == "max_tokens" and content and content[-1].type == "tool_use"
+    if cut_call and not state["escalated"] and "run_cut_tool_call" not in breaks:
         state["max_tokens"], state["escalated"] = 64000, True
         return "again"
+    if stop == "refusal" and "resend_after_refusal" in breaks and not state["resent"]:
+        state["resent"] += 1
+        _add_assistant(messages, content or [{"type": "text", "text": "(refused)"}])
+        messages.append({"role": "user", "content": "Please try again."})
+        return "again"
     uses = [b for b in content if b.type == "tool_use"]
-    if uses:
+    if uses and not (stop == "end_turn" and "trusts_the_label" in breaks):
         _add_assistant(messages, content)
         messages.append({"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": u.id, "content": run_tool(u.name, u.input)} for u in uses]})
@@ -192,6 +214,12 @@ BROKEN = {
     "ignores_pause_turn": (FAST, {("pause_turn", "pause_turn_resume"): "fail",
                                   ("redacted_thinking", "pause_turn_resume"): "fail"}),
     "no_nudge": (FAST, {("empty_end_turn", "nudge_empty_turn"): "fail"}),
+    "resend_after_refusal": (FAST, {("refusal", "no_resend_after_refusal"): "fail"}),
+    "resend_fatal": (FAST, {("api_error_fatal", "no_retry_on_fatal"): "fail",
+                            ("unsupported_field", "no_retry_on_fatal"): "fail"}),  # its 400 names a field sent
+    "run_cut_tool_call": (FAST, {("incomplete_tool_use", "escalate_cut_tool_call"): "fail"}),
+    "no_clamp": (FAST, {("max_tokens_clamp", "clamp_max_tokens"): "fail"}),
+    "trusts_the_label": (FAST, {("mislabel_end_turn", "tool_result_pairing"): "fail"}),
 }
 
 
