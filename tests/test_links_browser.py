@@ -46,7 +46,8 @@ CURRENT = ".jp-MainAreaWidget:not(.lm-mod-hidden)"
 
 def documents(root: Path) -> list[str]:
     """The lessons (English, then zh/) and the markdown pages beside them, relative to the lab's root."""
-    found = sorted(root.glob("*.ipynb")) + sorted(root.glob("*.md")) + sorted(root.glob("*/*.ipynb"))
+    found = (sorted(root.glob("*.ipynb")) + sorted(root.glob("*.md")) + sorted(root.glob("*/*.ipynb"))
+             + sorted(root.glob("*/*.md")))
     return [p.relative_to(root).as_posix() for p in found if ".ipynb_checkpoints" not in p.parts]
 
 

@@ -21,6 +21,7 @@ zh = sys.modules.setdefault("zh_lessons", importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(zh)
 
 LESSONS = zh.lessons()
+DOCUMENTS = zh.documents()  # the lessons and the glossary
 CJK = re.compile(r"[\u4e00-\u9fff]")
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 
@@ -63,14 +64,15 @@ def test_every_code_cell_is_the_english_one(lesson):
 def test_every_english_markdown_cell_has_a_current_translation():
     """A translation records the sha of the English it translates; when the English changes the test names the
     lesson, the cell and the first changed line (``website/zh_lessons.py --todo`` shows the whole change)."""
-    found = [p for lesson in LESSONS
-             for p in zh.problems(lesson, english(lesson), zh.load_catalog(zh.catalog_path(lesson)))]
+    found = [p for lesson in DOCUMENTS
+             for p in zh.problems(lesson, zh.english_of(lesson), zh.load_catalog(zh.catalog_path(lesson)))]
     assert not found, "\n".join(found)
 
 
 def _entries():
-    for lesson in LESSONS:
-        sources = {c.get("id"): zh.source_of(c) for c in english(lesson)["cells"] if c["cell_type"] == "markdown"}
+    for lesson in DOCUMENTS:
+        sources = {c.get("id"): zh.source_of(c) for c in zh.english_of(lesson)["cells"]
+                   if c["cell_type"] == "markdown"}
         for entry in zh.load_catalog(zh.catalog_path(lesson)).values():
             if entry.id in sources:
                 yield lesson, entry, sources[entry.id]
@@ -102,6 +104,48 @@ def test_every_relative_link_works_from_notebooks_zh(lesson):
                 continue
             path = (folder / target.split("#")[0]).resolve()
             assert path.is_file(), f"{lesson}, cell {cell.get('id')}: {target} is not a file from notebooks/zh/"
+
+
+# --- the glossary ------------------------------------------------------------------------------------------
+
+GLOSSARY_ZH = REPO / "notebooks" / "zh" / "glossary.md"
+
+
+def test_the_chinese_glossary_is_what_the_generator_writes():
+    assert GLOSSARY_ZH.read_text(encoding="utf-8") == zh.generated(zh.GLOSSARY), (
+        "notebooks/zh/glossary.md is out of date: run .venv/bin/python website/zh_lessons.py")
+
+
+def test_the_glossary_is_its_sections_and_the_chinese_keeps_every_heading():
+    """Its sections give the page back whole, and the Chinese has the English ``## `` headings, in order: a lesson's
+    ``glossary.md#Anchor`` finds its entry in either language."""
+    english_text = (REPO / "notebooks" / "glossary.md").read_text(encoding="utf-8")
+    cells = zh.english_of(zh.GLOSSARY)["cells"]
+    assert "\n\n".join(zh.source_of(c) for c in cells) + "\n" == english_text
+    headings = re.compile(r"(?m)^## .*$")
+    assert headings.findall(GLOSSARY_ZH.read_text(encoding="utf-8")) == headings.findall(english_text)
+    assert len(cells) == 1 + len(headings.findall(english_text))
+
+
+def test_a_changed_glossary_entry_is_named_as_stale():
+    entries = zh.load_catalog(zh.catalog_path(zh.GLOSSARY))
+    glossary = zh.english_of(zh.GLOSSARY)
+    token = next(c for c in glossary["cells"] if c["id"] == "Token")
+    token["source"] = token["source"].replace("The unit a model reads", "The unit a model counts")
+    assert zh.problems(zh.GLOSSARY, glossary, entries) == [
+        "glossary, cell Token: stale, the English changed since it was translated, line 3: was 'The unit a model "
+        "reads and writes: a word, part of a word or a punctuation mark. Requests and replies are', now 'The unit a "
+        "model counts and writes: a word, part of a word or a punctuation mark. Requests and replies are'"]
+
+
+def test_the_chinese_lessons_link_the_chinese_glossary_and_its_links_work():
+    linked = {t for lesson in LESSONS for c in chinese(lesson)["cells"] if c["cell_type"] == "markdown"
+              for t in links(zh.source_of(c)) if t.split("#")[0].endswith("glossary.md")}
+    assert linked and all(t.startswith("glossary.md") for t in linked), sorted(linked)
+    folder = GLOSSARY_ZH.parent
+    for target in links(GLOSSARY_ZH.read_text(encoding="utf-8")):
+        if "://" not in target and not target.startswith("#"):
+            assert (folder / target.split("#")[0]).resolve().is_file(), target
 
 
 # --- the generator on a notebook of its own ----------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The lessons in Chinese: notebooks/zh/NN_name.ipynb, generated from the English lessons and a catalog.
+"""The lessons in Chinese: notebooks/zh/NN_name.ipynb and the glossary, notebooks/zh/glossary.md, generated from
+the English ones and a catalog.
 
     .venv/bin/python website/zh_lessons.py                       write notebooks/zh/ (every lesson)
     .venv/bin/python website/zh_lessons.py --check               exit 1 if a translation is stale or a file in
@@ -17,6 +18,11 @@ stored outputs, ids, metadata) is copied unchanged, so nbval would judge it exac
 Links in ``zh`` are written as in the English lesson, relative to notebooks/; the generator rewrites them for
 notebooks/zh/, one folder deeper: a link to another lesson goes to its Chinese version beside it, any other
 relative link gets one ``../`` more. The first cell gets a link to the English lesson.
+
+The glossary (notebooks/glossary.md) is translated the same way, section by section: its catalog,
+website/i18n/zh/glossary.yaml, has an entry per ``## `` section, its id the heading (kept in English, so that
+every ``glossary.md#Anchor`` link of a lesson finds it in both languages), and ``intro`` for the text above the
+first one. A Chinese lesson's glossary links go to the Chinese glossary beside it.
 
 This script imports nothing of agentlab (only nbformat-free JSON and PyYAML), so it runs before the package is
 installed; website/build.py imports it to build the Chinese site.
@@ -43,6 +49,7 @@ NOTEBOOKS = REPO / "notebooks"
 OUT = NOTEBOOKS / "zh"
 CATALOG = Path(__file__).resolve().parent / "i18n" / "zh"
 LESSON_NAME = re.compile(r"^\d\d_[A-Za-z0-9_]+\.ipynb$")
+GLOSSARY = "glossary"                                  # notebooks/glossary.md, translated section by section
 ENGLISH_LINK = "\n\n*英文原版：[{name}]({target})*"
 CATALOG_HEADER = ("# Chinese markdown of notebooks/{lesson}.ipynb, one entry per markdown cell "
                   "(website/zh_lessons.py).\n"
@@ -77,6 +84,31 @@ def lessons() -> list[str]:
 
 def read_notebook(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def documents() -> list[str]:
+    """What is translated: every lesson, then the glossary."""
+    return [*lessons(), GLOSSARY]
+
+
+def glossary_cells(markdown: str) -> dict:
+    """The glossary as a notebook of markdown cells: ``intro`` (the text above the first ``## `` heading), then
+    one cell per ``## `` section, its id the heading's text. ``"\n\n".join`` of the sources gives the page back."""
+    parts = [part.strip("\n") for part in re.split(r"(?m)^(?=## )", markdown)]
+    cells = []
+    for part in parts:
+        cell_id = part.splitlines()[0][3:].strip() if part.startswith("## ") else "intro"
+        if any(c["id"] == cell_id for c in cells):
+            raise CatalogError(f"notebooks/{GLOSSARY}.md: two sections are headed {cell_id!r}")
+        cells.append({"cell_type": "markdown", "id": cell_id, "metadata": {}, "source": part})
+    return {"cells": cells}
+
+
+def english_of(name: str) -> dict:
+    """A lesson's notebook, or the glossary as :func:`glossary_cells`."""
+    if name == GLOSSARY:
+        return glossary_cells((NOTEBOOKS / f"{GLOSSARY}.md").read_text(encoding="utf-8"))
+    return read_notebook(NOTEBOOKS / f"{name}.ipynb")
 
 
 def catalog_path(lesson: str) -> Path:
@@ -216,8 +248,8 @@ def split_fragment(target: str) -> tuple[str, str]:
 def lab_target(target: str) -> str:
     """A link of an English lesson (relative to notebooks/) as seen from notebooks/zh/."""
     path, fragment = split_fragment(target)
-    if LESSON_NAME.match(path):
-        return target                          # the Chinese lesson beside this one
+    if LESSON_NAME.match(path) or path == f"{GLOSSARY}.md":
+        return target                          # the Chinese lesson, or glossary, beside this one
     return posixpath.relpath(posixpath.normpath(posixpath.join("notebooks", path)), "notebooks/zh") + fragment
 
 
@@ -243,8 +275,24 @@ def render(notebook: dict) -> str:
 
 
 def generated(lesson: str) -> str:
+    if lesson == GLOSSARY:
+        return zh_glossary(english_of(GLOSSARY), load_catalog(catalog_path(GLOSSARY)))
     english = read_notebook(NOTEBOOKS / f"{lesson}.ipynb")
     return render(zh_notebook(lesson, english, load_catalog(catalog_path(lesson))))
+
+
+def zh_glossary(english: dict, entries: dict[str, Entry], *, target_for: Callable[[str], str] = lab_target,
+                english_link: bool = True) -> str:
+    """The Chinese glossary page: each section from the catalog (the English where there is none)."""
+    notebook = zh_notebook(GLOSSARY, english, entries, target_for=target_for, english_link=False)
+    sections = [source_of(cell) for cell in notebook["cells"]]
+    if english_link:
+        sections[0] += ENGLISH_LINK.format(name=f"{GLOSSARY}.md", target=f"../{GLOSSARY}.md")
+    return "\n\n".join(sections) + "\n"
+
+
+def out_path(name: str) -> Path:
+    return OUT / (f"{name}.md" if name == GLOSSARY else f"{name}.ipynb")
 
 
 # --- the Chinese site --------------------------------------------------------------------------------------
@@ -253,7 +301,8 @@ SITE_INDEX = ("# agentlab（中文）\n\n"
               "agentlab 是一个 Jupyter 工作台，专讲 agent 循环中最难的部分：每次模型调用之后，决定是运行工具、"
               "恢复、压缩、继续、停止，还是让 hook 否决这次停止。\n\n"
               "这里是全部 {count} 课的中文版。课程中的代码单元格及其输出与英文版一字不差，只有说明文字译成了中文；"
-              "API 名称、`stop_reason` 的取值和代码标识符保留英文。[术语表](notebooks/glossary.md)和其余文档为英文。"
+              "API 名称、`stop_reason` 的取值和代码标识符保留英文。[术语表](notebooks/glossary.md)也有中文版，"
+              "其余文档为英文。"
               "在自己的机器上运行：`make lab`，然后在 JupyterLab 中打开 `zh/` 文件夹。\n\n"
               "## 课程\n\n{lessons}\n")
 SITE_TITLE = "agentlab：agent 的一轮何时结束"
@@ -310,8 +359,8 @@ def site_notebook(lesson: str, english: dict, links: Callable[[str], str]) -> di
 
 def site_sources(english_src: Path, zh_src: Path, links: Callable[[str], str]) -> list[str]:
     """Lay out the Chinese site's sources in ``zh_src`` from the English site's in ``english_src``: each
-    lesson in Chinese, the glossary (in English, for the lessons link it), and a front page in Chinese listing
-    the lessons. Returns the page names, as Sphinx names them."""
+    lesson in Chinese, the glossary in Chinese, and a front page in Chinese listing the lessons. Returns the page
+    names, as Sphinx names them."""
     (zh_src / "notebooks").mkdir(parents=True)
     names, lines = [], []
     for lesson in lessons():
@@ -322,10 +371,15 @@ def site_sources(english_src: Path, zh_src: Path, links: Callable[[str], str]) -
         lines.append(f"- [{title(notebook)}](notebooks/{lesson}.ipynb)")
     glossary = [f"notebooks/{p.stem}" for p in sorted((english_src / "notebooks").glob("*.md"))]
     for page in glossary:
-        shutil.copy(english_src / f"{page}.md", zh_src / f"{page}.md")
+        if page == f"notebooks/{GLOSSARY}":
+            text = links(zh_glossary(english_of(GLOSSARY), load_catalog(catalog_path(GLOSSARY)),
+                                     target_for=lambda t: t, english_link=False))
+            (zh_src / f"{page}.md").write_text(text, encoding="utf-8")
+        else:
+            shutil.copy(english_src / f"{page}.md", zh_src / f"{page}.md")
     front = SITE_INDEX.format(count=len(names), lessons="\n".join(lines))
     front += SITE_TOCTREE.format(caption="课程", entries="\n".join(names))
-    front += SITE_TOCTREE.format(caption="参考（英文）", entries="\n".join(glossary))
+    front += SITE_TOCTREE.format(caption="参考", entries="\n".join(glossary))
     (zh_src / "index.md").write_text(front, encoding="utf-8")
     return ["index", *names, *glossary]
 
@@ -335,8 +389,8 @@ def site_sources(english_src: Path, zh_src: Path, links: Callable[[str], str]) -
 def write_all() -> list[str]:
     OUT.mkdir(exist_ok=True)
     written = []
-    for lesson in lessons():
-        path = OUT / f"{lesson}.ipynb"
+    for lesson in documents():
+        path = out_path(lesson)
         text = generated(lesson)
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
@@ -349,14 +403,14 @@ def write_all() -> list[str]:
 
 def check() -> list[str]:
     found = []
-    for lesson in lessons():
-        english = read_notebook(NOTEBOOKS / f"{lesson}.ipynb")
+    for lesson in documents():
+        english = english_of(lesson)
         found += problems(lesson, english, load_catalog(catalog_path(lesson)))
-        path = OUT / f"{lesson}.ipynb"
-        if path.exists():
+        path = out_path(lesson)
+        if path.exists() and lesson != GLOSSARY:
             found += differences(lesson, english, read_notebook(path))
         if not path.exists() or path.read_text(encoding="utf-8") != generated(lesson):
-            found.append(f"{lesson}: notebooks/zh/{lesson}.ipynb is not what the catalog and the English lesson give "
+            found.append(f"{lesson}: notebooks/zh/{path.name} is not what the catalog and the English give "
                          "(run website/zh_lessons.py)")
     found += [f"{p.relative_to(REPO)}: no English lesson of that name" for p in OUT.glob("*.ipynb")
               if p.stem not in lessons()]
@@ -366,8 +420,8 @@ def check() -> list[str]:
 def todo(names: list[str]) -> str:
     """For each cell to (re)translate: its id, how the English changed (a diff) or all of it, and the current zh."""
     out = []
-    for lesson in names or lessons():
-        english = read_notebook(NOTEBOOKS / f"{lesson}.ipynb")
+    for lesson in names or documents():
+        english = english_of(lesson)
         entries = load_catalog(catalog_path(lesson))
         for cell in english["cells"]:
             entry = entries.get(cell.get("id"))
@@ -386,8 +440,7 @@ def todo(names: list[str]) -> str:
 
 def stamp(lesson: str, ids: list[str]) -> list[str]:
     """Record the current English source (and its sha) in the entries named, or in every unstamped one."""
-    english = {c.get("id"): source_of(c) for c in read_notebook(NOTEBOOKS / f"{lesson}.ipynb")["cells"]
-               if c["cell_type"] == "markdown"}
+    english = {c.get("id"): source_of(c) for c in english_of(lesson)["cells"] if c["cell_type"] == "markdown"}
     entries = load_catalog(catalog_path(lesson))
     unknown = [i for i in ids if i not in entries or i not in english]
     if unknown:
@@ -411,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.check:
             found = check()
-            print("\n".join(found) or f"{len(lessons())} Chinese lessons up to date")
+            print("\n".join(found) or f"{len(lessons())} Chinese lessons and the glossary up to date")
             return 1 if found else 0
         if args.todo is not None:
             print(todo(args.todo) or "nothing to translate")
