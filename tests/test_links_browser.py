@@ -2,8 +2,10 @@
 
 JupyterLab's root is notebooks/ (``make lab``), so a link that climbs out of it (``../docs/…``) or names a file
 that is not there opens nothing. The test serves a copy of notebooks/ (the English lessons, the Chinese ones in
-zh/, the glossary beside them) from one JupyterLab with no kernel to start (no notebook needs to run for its
-links to be followed), opens each document in one page, and clicks each link in turn:
+zh/, the glossaries beside them) from a JupyterLab with no kernel to start (no notebook needs to run for its
+links to be followed), opens each document in one page, and clicks each link in turn. The English documents are
+clicked here, the Chinese ones by tests/test_links_browser_zh.py in a lab of its own (the two files run on two
+workers, each half taking about as long as the other):
 
 - a link to a lesson or the glossary must make a tab of that name the current one and draw it (cells, or the
   rendered markdown), and a link's ``#fragment`` must name a heading in it, as JupyterLab names headings;
@@ -232,6 +234,13 @@ def follow_web(page, index: int, href: str) -> str | None:
 
 
 def test_every_link_of_every_lesson_opens_in_jupyterlab(lab, capsys):
+    """The English lessons and the pages beside them (tests/test_links_browser_zh.py: notebooks/zh/, in a lab of its
+    own, so that the two halves run on two workers)."""
+    check_links(lab, capsys, [d for d in documents(lab["root"]) if "/" not in d])
+
+
+def check_links(lab, capsys, docs: list[str]) -> None:
+    """Open each of ``docs`` in the lab, click each of its links and say which do not lead where they say."""
     sync_playwright = _require_browser()
     started = time.monotonic()
     problems: list[str] = []
@@ -245,7 +254,7 @@ def test_every_link_of_every_lesson_opens_in_jupyterlab(lab, capsys):
             page = context.new_page()
             page.goto(f"{lab['url']}/lab?reset&token={lab['token']}")
             page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started", timeout=60_000)
-            for doc in documents(lab["root"]):
+            for doc in docs:
                 open_document(page, doc)
                 expected = markdown_links(lab["root"] / doc)
                 all_drawn(page, len(expected))
@@ -267,7 +276,7 @@ def test_every_link_of_every_lesson_opens_in_jupyterlab(lab, capsys):
             browser.close()
     elapsed = time.monotonic() - started
     with capsys.disabled():
-        print(f"\n  {clicked} links clicked in {len(documents(lab['root']))} documents ({web} to the web) "
+        print(f"\n  {clicked} links clicked in {len(docs)} documents ({web} to the web) "
               f"in {elapsed:.1f} s")
     assert clicked > 0
     assert not problems, "links that do not work in JupyterLab:\n" + "\n".join(problems)
