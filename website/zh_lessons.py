@@ -51,7 +51,7 @@ CATALOG = Path(__file__).resolve().parent / "i18n" / "zh"
 LESSON_NAME = re.compile(r"^\d\d_[A-Za-z0-9_]+\.ipynb$")
 GLOSSARY = "glossary"                                  # notebooks/glossary.md, translated section by section
 ENGLISH_LINK = "\n\n*英文原版：[{name}]({target})*"
-CATALOG_HEADER = ("# Chinese markdown of notebooks/{lesson}.ipynb, one entry per markdown cell "
+CATALOG_HEADER = ("# Chinese markdown of notebooks/{source}, one entry per {unit} "
                   "(website/zh_lessons.py).\n"
                   "# sha and en: the English source the zh translates; --stamp writes them, "
                   "--todo shows what changed.\n")
@@ -102,6 +102,11 @@ def glossary_cells(markdown: str) -> dict:
             raise CatalogError(f"notebooks/{GLOSSARY}.md: two sections are headed {cell_id!r}")
         cells.append({"cell_type": "markdown", "id": cell_id, "metadata": {}, "source": part})
     return {"cells": cells}
+
+
+def english_file(name: str) -> str:
+    """The English document's file name in notebooks/."""
+    return f"{name}.md" if name == GLOSSARY else f"{name}.ipynb"
 
 
 def english_of(name: str) -> dict:
@@ -163,7 +168,8 @@ def _block(key: str, text: str) -> str:
 
 
 def dump_catalog(lesson: str, entries: list[Entry]) -> str:
-    parts = [CATALOG_HEADER.format(lesson=lesson), f"lesson: {lesson}\ncells:\n"]
+    unit = "section" if lesson == GLOSSARY else "markdown cell"
+    parts = [CATALOG_HEADER.format(source=english_file(lesson), unit=unit), f"lesson: {lesson}\ncells:\n"]
     for entry in entries:
         parts.append(f"- id: {json.dumps(entry.id)}\n")
         if entry.sha is not None and entry.en is not None:
@@ -275,10 +281,10 @@ def render(notebook: dict) -> str:
 
 
 def generated(lesson: str) -> str:
+    english, entries = english_of(lesson), load_catalog(catalog_path(lesson))
     if lesson == GLOSSARY:
-        return zh_glossary(english_of(GLOSSARY), load_catalog(catalog_path(GLOSSARY)))
-    english = read_notebook(NOTEBOOKS / f"{lesson}.ipynb")
-    return render(zh_notebook(lesson, english, load_catalog(catalog_path(lesson))))
+        return zh_glossary(english, entries)
+    return render(zh_notebook(lesson, english, entries))
 
 
 def zh_glossary(english: dict, entries: dict[str, Entry], *, target_for: Callable[[str], str] = lab_target,
@@ -292,7 +298,7 @@ def zh_glossary(english: dict, entries: dict[str, Entry], *, target_for: Callabl
 
 
 def out_path(name: str) -> Path:
-    return OUT / (f"{name}.md" if name == GLOSSARY else f"{name}.ipynb")
+    return OUT / english_file(name)
 
 
 # --- the Chinese site --------------------------------------------------------------------------------------
