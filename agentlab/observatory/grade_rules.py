@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend.scenario import Scenario
+from ..core.transitions import TRANSIENT_STATUSES
 from .grade_verdict import UNIVERSAL, Check, Verdict  # noqa: F401  (UNIVERSAL: re-exported)
 
 # -- the bounds the rules use -------------------------------------------------------------------------------
 
-TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 MIN_RETRIES = 3            # a transient error is retried at least this many times in a row before giving up
 MIN_BACKOFF_S = 0.25       # the shortest pause before a retry that still counts as backing off
 RETRY_AFTER_SLACK = 0.9    # a retry may come this fraction of retry-after early (clock granularity)
