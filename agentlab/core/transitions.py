@@ -442,15 +442,27 @@ def decide(outcome: Message | Failure | Any, state: LoopState, limits: Limits) -
     return _decide_message(outcome, state, limits)
 
 
-_MAX_TOKENS_CEILING = re.compile(r"max_tokens:\s*(\d+)\s*>\s*(\d+)")
+# What a 400 says when max_tokens is above the model's ceiling: "max_tokens: 64000 > 4096, which is the maximum ..."
+MAX_TOKENS_OVER_CEILING = re.compile(r"max_tokens:\s*(\d+)\s*>\s*(\d+)")
+
+
+def max_tokens_ceiling(status: int | None, message: str) -> int | None:
+    """The model's output ceiling that an error names (a 400 "max_tokens: 64000 > 4096, ..." gives 4096), or None."""
+    match = MAX_TOKENS_OVER_CEILING.search(message) if status == 400 else None
+    return int(match.group(2)) if match else None
+
+
+def is_prompt_too_long(status: int | None, message: str) -> bool:
+    """A 400 "prompt is too long: N tokens > M maximum": the request does not fit the context window (row 0b)."""
+    return status == 400 and "prompt is too long" in message.lower()
 
 
 def _decide_failure(f: Failure, state: LoopState, limits: Limits) -> Transition:
-    ceiling = _MAX_TOKENS_CEILING.search(f.message) if f.status == 400 else None
-    if ceiling and 0 < int(ceiling.group(2)) < state.max_tokens:
-        return Clamp("max_tokens_clamp", f"the model allows at most {ceiling.group(2)} output tokens: "
-                     "resend with that", max_tokens=int(ceiling.group(2)))
-    if f.status == 400 and "prompt is too long" in f.message.lower():
+    ceiling = max_tokens_ceiling(f.status, f.message)
+    if ceiling is not None and 0 < ceiling < state.max_tokens:
+        return Clamp("max_tokens_clamp", f"the model allows at most {ceiling} output tokens: "
+                     "resend with that", max_tokens=ceiling)
+    if is_prompt_too_long(f.status, f.message):
         if state.consecutive_compactions >= limits.max_compactions:
             return End("context_give_up", f"still too long after {state.consecutive_compactions} compactions",
                        subtype="error_context_window", message=f.message)
@@ -620,12 +632,13 @@ def context_give_up(reason: str) -> End:
 
 # --- compaction: when, and how far ---------------------------------------------------------------------------
 
-_TOO_LONG = re.compile(r"(\d+)\s*tokens\s*>\s*(\d+)")
+# The sizes a "prompt is too long" 400 gives: "prompt is too long: 250000 tokens > 200000 maximum"
+PROMPT_TOO_LONG_SIZES = re.compile(r"(\d+)\s*tokens\s*>\s*(\d+)")
 
 
 def fit_ratio(message: str) -> float:
     """From "prompt is too long: 250000 tokens > 200000 maximum", the share that fits (0.8); 0.5 if unknown."""
-    match = _TOO_LONG.search(message)
+    match = PROMPT_TOO_LONG_SIZES.search(message)
     if not match or int(match.group(1)) == 0:
         return 0.5
     return int(match.group(2)) / int(match.group(1))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend.scenario import Scenario
-from ..core.transitions import TRANSIENT_STATUSES
+from ..core.transitions import TRANSIENT_STATUSES, is_prompt_too_long, max_tokens_ceiling
 from .grade_verdict import UNIVERSAL, Check, Verdict  # noqa: F401  (UNIVERSAL: re-exported)
 
 # -- the bounds the rules use -------------------------------------------------------------------------------
@@ -162,18 +162,12 @@ def plural(n: int, word: str, plural: str | None = None) -> str:
 
 
 def _too_long(r: dict[str, Any]) -> bool:
-    return _reply(r)["status"] == 400 and "prompt is too long" in str(r.get("error", "")).lower()
-
-
-_CEILING = re.compile(r"max_tokens:\s*(\d+)\s*>\s*(\d+)")
+    return is_prompt_too_long(_reply(r)["status"], str(r.get("error", "")))
 
 
 def _ceiling(r: dict[str, Any]) -> int | None:
     """The model's max_tokens ceiling a 400 names ("max_tokens: 64000 > 4096, ..."), or None."""
-    if _reply(r)["status"] != 400:
-        return None
-    match = _CEILING.search(str(r.get("error", "")))
-    return int(match.group(2)) if match else None
+    return max_tokens_ceiling(_reply(r)["status"], str(r.get("error", "")))
 
 
 def _scripted_error(r: dict[str, Any]) -> bool:
