@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from agentlab.backend.models import model_limits
+
 from agentlab.backend.scenario import load_scenario, scenario_names
 from agentlab.lab import run_scenario, scenario_loop
 from agentlab.ui import widgets
@@ -118,8 +120,17 @@ def test_picking_a_scenario_sets_the_controls_to_its_values():
     sc = load_scenario("max_tokens_give_up")
     assert s.max_tokens_input.value == sc.max_tokens
     assert s.max_turns_input.value == (sc.max_turns or 0)
-    assert s.context_window_input.value == (sc.context_window or 200_000)
+    assert s.context_window_input.value == (sc.context_window or model_limits(sc.model).context_window)
     assert "max_tokens_give_up" in s.header.value
+
+
+def test_the_window_control_follows_the_scenario_model():
+    """A scenario without a window of its own starts with its model's (data/models.yaml): 1M for
+    claude-sonnet-4-6, not the loop's 200,000 planning default."""
+    s = fresh()
+    s.scenario_picker.value = "end_turn"
+    assert load_scenario("end_turn").context_window is None
+    assert s.context_window_input.value == model_limits(load_scenario("end_turn").model).context_window == 1_000_000
 
 
 def test_max_turns_control_resets_with_the_new_limit():

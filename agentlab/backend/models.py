@@ -34,6 +34,15 @@ class ModelLimits:
     max_output: int
     known: bool = True     # False: the requested model is not in the table; these are the default's limits
     prefill: bool = True   # accepts a request that ends with an assistant message (see data/models.yaml)
+    # None: no safety classifiers, no fallbacks; else the server-side chain ``fallbacks: "default"`` asks for
+    # (empty: classifiers, but no server-side fallback; a list of fallbacks on it is a 400)
+    fallbacks: tuple[str, ...] | None = None
+    credit_targets: tuple[str, ...] = ()  # the models its refusals' fallback credit tokens may be redeemed on
+
+    @property
+    def classifiers(self) -> bool:
+        """Whether its refusals carry fallback credit (it has safety classifiers and fallbacks, data/models.yaml)."""
+        return self.fallbacks is not None
 
 
 @dataclass(frozen=True)
@@ -67,10 +76,26 @@ def load_models(path: str | Path = MODELS_FILE) -> ModelTable:
         prefill = row.get("prefill", True)
         if not isinstance(prefill, bool):
             raise ConfigError(f"{path}: models.{model}.prefill: expected true or false, got {prefill!r}")
-        models[str(model)] = ModelLimits(str(model), numbers[0], numbers[1], prefill=prefill)
+        fallbacks = _model_list(path, model, row, "fallbacks")
+        targets = _model_list(path, model, row, "credit_targets")
+        models[str(model)] = ModelLimits(str(model), numbers[0], numbers[1], prefill=prefill, fallbacks=fallbacks,
+                                         credit_targets=targets if targets is not None else fallbacks or ())
+    for name, limits in models.items():
+        unknown = [m for m in (*(limits.fallbacks or ()), *limits.credit_targets) if m not in models]
+        if unknown:
+            raise ConfigError(f"{path}: models.{name}: fallback {unknown[0]!r} is not one of the models")
     if raw["default"] not in models:
         raise ConfigError(f"{path}: default {raw['default']!r} is not one of the models")
     return ModelTable(str(raw["checked"]), str(raw["source"]), str(raw["default"]), models)
+
+
+def _model_list(path: Path, model: str, row: dict, key: str) -> tuple[str, ...] | None:
+    value = row.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(m, str) and m for m in value):
+        raise ConfigError(f"{path}: models.{model}.{key}: expected a list of model names, got {value!r}")
+    return tuple(value)
 
 
 @functools.lru_cache(maxsize=1)

@@ -47,6 +47,7 @@ from ..core.events import (
     Start,
     TransitionEvent,
 )
+from ..backend.models import model_limits
 from ..core.compaction import DEFAULT_CONTEXT_WINDOW
 from ..core.text import printable
 from ..core.trace import Event, Trace
@@ -569,7 +570,7 @@ class Stepper(WidgetView):
         self._set_controls(max_turns if max_turns is not None else sc.max_turns,
                            max_tokens if max_tokens is not None else sc.max_tokens,
                            context_window if context_window is not None
-                           else sc.context_window or DEFAULT_CONTEXT_WINDOW)
+                           else sc.context_window or model_limits(sc.model).context_window)
         self.reset()
 
     def _set_controls(self, max_turns: int | None, max_tokens: int, context_window: int) -> None:
