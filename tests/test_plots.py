@@ -7,7 +7,7 @@ import pytest
 
 from agentlab.backend.scenario import parse_scenario, scenario_names
 from agentlab.core.trace import Trace, events_to_frame
-from agentlab.core.transitions import ROWS
+from agentlab.core.transitions import PROMPT_TOO_LONG_SIZES, ROWS
 from agentlab.lab import scenario_loop
 from agentlab.ui import plots
 
@@ -151,7 +151,7 @@ def test_context_fill_shows_an_overflow_on_a_linear_scale(frames):
     run = plots.read_run(frames["door_code"])
     refused = [c for c in run.calls if c.error_status == 400]
     assert len(refused) == 1
-    size, window = (int(x) for x in plots._TOO_LONG.search(refused[0].error_message).groups())
+    size, window = (int(x) for x in PROMPT_TOO_LONG_SIZES.search(refused[0].error_message).groups())
     assert window == run.context_window == 2600 and size > window
     low, high = ax.get_ylim()
     assert low == 0 and high > size             # the refused request is inside the plot, above the window line

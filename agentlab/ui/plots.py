@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import math
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ from ..core.events import (
     TransitionEvent,
     payload_from_data,
 )
-from ..core.transitions import ROWS, Branch, EndBranch
+from ..core.transitions import PROMPT_TOO_LONG_SIZES, ROWS, Branch, EndBranch
 from ..core.trace import frame_rows
 
 DPI = 100
@@ -404,9 +403,6 @@ def token_usage(frame: Any, *, save: str | os.PathLike | None = None, dpi: int =
 
 # --- context fill -----------------------------------------------------------------------------------------
 
-_TOO_LONG = re.compile(r"(\d+)\s*tokens\s*>\s*(\d+)")
-
-
 def draw_context_fill(ax, run: Run, *, legend_columns: int = 3) -> None:
     """The request size before each call against the window, on a linear scale.
 
@@ -422,7 +418,7 @@ def draw_context_fill(ax, run: Run, *, legend_columns: int = 3) -> None:
     est = [(c.n, c.context_tokens) for c in turn_calls if c.context_tokens is not None]
     reported = [(c.n, c.input_tokens + c.cache_tokens) for c in turn_calls if c.answered]
     refused = [(c.n, int(m.group(1))) for c in turn_calls
-               if c.error_status == 400 and (m := _TOO_LONG.search(c.error_message or ""))]
+               if c.error_status == 400 and (m := PROMPT_TOO_LONG_SIZES.search(c.error_message or ""))]
     if est:
         ax.plot([n for n, _ in est], [t for _, t in est], marker="o", color=STEP_COLOR,
                 label="estimated before sending")
