@@ -37,7 +37,8 @@ from typing import IO, Any, Literal
 
 from ..core.cost import format_cost, usage_cost
 from ..core.errors import AgentlabError
-from ..core.transitions import ROW_OF
+from ..core.transitions import ROW_OF, StopReason
+from ..core.transitions import STOP_REASONS as CORE_STOP_REASONS
 
 KEEP_CHARS = 2_000            # a text or tool result is kept up to this many characters
 MAX_LINE_BYTES = 64 << 20     # a longer line is skipped (counted), never read whole
@@ -81,8 +82,7 @@ MESSAGE_FIELDS = {"container", "content", "context_management", "diagnostics", "
                   "stop_details", "stop_reason", "stop_sequence", "type", "usage"}
 BLOCK_TYPES = {"text", "thinking", "redacted_thinking", "tool_use", "tool_result", "server_tool_use",
                "web_search_tool_result", "web_fetch_tool_result", "image", "document"}
-STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal",
-                "model_context_window_exceeded", "compaction", None}
+STOP_REASONS: frozenset[StopReason | None] = frozenset({*CORE_STOP_REASONS, None})  # the core's, and null
 
 _CONTINUATION = re.compile(r"^(Output token limit hit|\[?Output token limit)")
 _STOP_HOOK = re.compile(r"^(<system-reminder>\s*)?Stop hook (feedback|blocking error)")
