@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend.scenario import Scenario
-from ..core.transitions import TRANSIENT_STATUSES, is_prompt_too_long, max_tokens_ceiling
+from ..core.transitions import TRANSIENT_STATUSES, Limits, is_prompt_too_long, max_tokens_ceiling
 from .grade_verdict import UNIVERSAL, Check, Verdict  # noqa: F401  (UNIVERSAL: re-exported)
 
 # -- the bounds the rules use -------------------------------------------------------------------------------
@@ -24,11 +24,13 @@ MIN_RETRIES = 3            # a transient error is retried at least this many tim
 MIN_BACKOFF_S = 0.25       # the shortest pause before a retry that still counts as backing off
 RETRY_AFTER_SLACK = 0.9    # a retry may come this fraction of retry-after early (clock granularity)
 MIN_RECOVERIES = 3         # max_tokens: recoveries (escalations + continuations) before giving up is allowed
-MAX_CONTINUATIONS = 3      # max_tokens: "please continue" messages in a row, at most
-OVERLOADS_BEFORE_FALLBACK = 3
-MAX_COMPACTIONS = 3        # compactions in a row that do not fit, at most
-MAX_PAUSE_RESUMES = 5      # pause_turn: resumes in a row, at most
-MAX_STOP_BLOCKS = 8        # Stop hook: blocks fed back, at most (then the run ends)
+# the reference loop's bounds: agentlab's own loop with the default Limits
+_REFERENCE = Limits()
+MAX_CONTINUATIONS = _REFERENCE.max_continuations              # max_tokens: "please continue" messages in a row
+OVERLOADS_BEFORE_FALLBACK = _REFERENCE.overloads_before_fallback
+MAX_COMPACTIONS = _REFERENCE.max_compactions                  # compactions in a row that do not fit, at most
+MAX_PAUSE_RESUMES = _REFERENCE.max_pause_continuations        # pause_turn: resumes in a row, at most
+MAX_STOP_BLOCKS = _REFERENCE.stop_hook_block_cap              # Stop hook: blocks fed back, at most
 RECOVERY_STOPS = frozenset({"max_tokens", "pause_turn", "compaction", "refusal", "model_context_window_exceeded"})
 
 Status = Verdict  # what a check found: pass, fail, policy or not_reached (grade_verdict says what each counts as)
