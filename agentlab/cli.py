@@ -475,7 +475,7 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
 
     out = _Output()
     config = RunConfig.from_flags(args, scenario=sc)
-    trace = Trace(trace_path, secrets=(key,))
+    trace = Trace(trace_path, secrets=(key,), warn=False)  # said below, in the exit status too
     trace.subscribe(_say_waiting)  # on stderr, with --json too
     if not args.json:
         trace.subscribe(_printer(out))
@@ -565,10 +565,9 @@ def _check_trace_path(path: str, inputs: dict[str, Any]) -> None:
 
 def _sandbox_files() -> list[str]:
     """The files the demo tools read."""
-    from .core.paths import sandbox_dir
+    from .core.paths import sandbox_files
 
-    folder = sandbox_dir()
-    return [str(p) for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
+    return list(sandbox_files())
 
 
 def _say_waiting(event: Any) -> None:

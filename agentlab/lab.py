@@ -254,7 +254,18 @@ def scenario_loop(scenario: str | Scenario, *, stream: bool = False, trace: Trac
     """
     runtime = {k: overrides.pop(k) for k in list(overrides) if k in _RUNTIME}
     config = RunConfig.from_scenario(scenario, stream=stream, settings=settings, **overrides)
-    return config.loop(trace=trace, engine=engine, **runtime)
+    return config.loop(trace=_checked_trace(trace), engine=engine, **runtime)
+
+
+def _checked_trace(trace: Trace | str | os.PathLike[str] | None) -> Trace | None:
+    """A trace given as a path is checked when the loop is built: a path that cannot be written (a folder that
+    refuses it, a file another run holds, a pipe no one reads) is a ConfigError before anything runs, not a run
+    that ends without its file. A Trace object is the caller's."""
+    if trace is None or isinstance(trace, Trace):
+        return trace
+    checked = Trace(trace)
+    checked.check_writable()
+    return checked
 
 
 def run_scenario(scenario: str | Scenario, **kwargs: Any) -> Result:

@@ -11,6 +11,8 @@ import json
 import os
 import re
 import stat
+import sys
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -22,8 +24,8 @@ from .paths import is_pipe, open_output_fd
 from .events import EVENT_KINDS, EventKind, Payload, payload_from_data
 from .guard import SECRET_PATTERN, lock_for_writing, redact, redact_value
 
-__all__ = ["EVENT_KINDS", "LONE_SURROGATE", "Event", "Trace", "events_to_frame", "redact", "surrogate_note",
-           "without_lone_surrogates"]
+__all__ = ["EVENT_KINDS", "LONE_SURROGATE", "Event", "Trace", "TraceWriteWarning", "events_to_frame", "redact",
+           "surrogate_note", "without_lone_surrogates"]
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # text that cannot be encoded as UTF-8
 REPLACEMENT_CHARACTER = "\ufffd"
@@ -110,6 +112,19 @@ def _new_event(seq: int, call: int, payload: Payload, wall_ms: float | None) -> 
     return event
 
 
+class TraceWriteWarning(UserWarning):
+    """The trace file could not be written to its end (a full disk, a file another run holds): the run's events
+    are all in memory (``loop.trace.events``), the file stops where the message says."""
+
+
+def _caller_outside_agentlab() -> tuple[str, int]:
+    """The file and line of the first frame that is not agentlab's own: where a learner's call started."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and str(frame.f_globals.get("__name__", "")).startswith("agentlab."):
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno
+
+
 class Trace:
     """Collects events in memory and, when given a path, appends each one to a JSONL file at once.
 
@@ -117,10 +132,14 @@ class Trace:
     killed keeps every completed call. Listeners (the widget, the CLI) are called with each event as it is
     emitted. Configured secrets (the loop adds its client's API key) and any ``sk-ant-…`` token are
     redacted from events before they are kept, written or shown.
+
+    The run's ``result`` event closes the file (and frees its lock for the next run). When the file could not
+    be written to that end, the result event also warns (:class:`TraceWriteWarning`, naming the file and why),
+    unless ``warn=False`` (the CLI says it in its own words); ``write_error`` keeps the reason either way.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, secrets: tuple[str, ...] = (),
-                 fsync: bool = False, keep: bool = True) -> None:
+                 fsync: bool = False, keep: bool = True, warn: bool = True) -> None:
         self.events: list[Event] = []
         self.keep = keep  # False: events go to the file and the listeners only (constant memory on long runs)
         self._count = 0
@@ -130,6 +149,8 @@ class Trace:
         self._listeners: list[Callable[[Event], None]] = []
         self._file: IO[str] | None = None
         self.write_error: str | None = None  # why the file stopped being written (the events are still kept)
+        self._warn = warn
+        self._opened = False  # opened once already: a later opening appends (it never empties the file again)
         if self.path is not None:
             if self.path.is_dir():
                 raise ConfigError(f"trace {self.path}: is a folder, not a file")
@@ -163,9 +184,21 @@ class Trace:
             self.events.append(event)
         if self.path is not None and self.write_error is None:
             self._write(event, encoded)
+        if kind == "result" and self.path is not None:
+            self._end_of_run()
         for listener in self._listeners:
             listener(event)
         return event
+
+    def _end_of_run(self) -> None:
+        """The run ended: the file is closed (its lock freed), and a file cut short is said as a warning."""
+        self.close()
+        if self.write_error is None or not self._warn:
+            return
+        filename, line = _caller_outside_agentlab()
+        # no registry: shown at every run that loses its file, not only the first one from this line
+        warnings.warn_explicit(f"trace {self.path}: {self.write_error}. Every event of the run is still in "
+                               "loop.trace.events; only the file is incomplete.", TraceWriteWarning, filename, line)
 
     def _may_hold_a_secret(self, encoded: str) -> bool:
         """Whether the encoded payload may hold a secret: JSON escapes a string character by character, so a
@@ -179,17 +212,33 @@ class Trace:
         if self._file is not None or self.path is None:
             return
         # non-blocking: a FIFO without a reader is refused at once instead of blocking the run
-        fd = open_output_fd(self.path, 0, "trace")
+        fd = open_output_fd(self.path, os.O_APPEND if self._opened else 0, "trace")
         try:
             lock_for_writing(fd, f"trace {self.path}")
             os.set_blocking(fd, True)
-            if stat.S_ISREG(os.fstat(fd).st_mode):
+            if stat.S_ISREG(os.fstat(fd).st_mode) and not self._opened:
                 os.ftruncate(fd, 0)
         except BaseException:
             os.close(fd)
             raise
         # a lone surrogate (from a model or a hook) is written as its JSON escape, \udXXX
         self._file = os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace")
+        self._opened = True
+
+    def check_writable(self) -> None:
+        """Refuse now (a ConfigError naming the file and why) a path this trace could not write: a folder that
+        refuses it, a file another run holds, a pipe no one reads. The file is opened to see and closed again
+        (created empty if it was not there, never emptied); the run opens it at its first event."""
+        if self.path is None or self._file is not None:
+            return
+        try:
+            fd = open_output_fd(self.path, 0, "trace")
+        except OSError as exc:
+            raise ConfigError(f"trace {self.path}: cannot open it for writing: {exc.strerror or exc}") from None
+        try:
+            lock_for_writing(fd, f"trace {self.path}")
+        finally:
+            os.close(fd)
 
     def _write(self, event: Event, encoded: str | None) -> None:
         """Append one line; the file is opened (an old one replaced) at the first event, not before.
