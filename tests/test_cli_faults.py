@@ -308,6 +308,9 @@ def run_as_another_user(args: list[str]) -> tuple[int, str]:
             for name in ("agentlab.cli", "agentlab.lab", "agentlab.backend.scenario", "agentlab.core.trace",
                          "agentlab.ui.report", "shutil", "tempfile", "urllib.parse"):
                 importlib.import_module(name)  # loaded while the files can still be read
+            # and agentlab's data found and its sandbox listed (once per process): the checkout's folder may be
+            # private to this user, as a clone under /root or in a mode-700 temporary folder is
+            importlib.import_module("agentlab.core.paths").sandbox_files()
             if os.geteuid() == 0:
                 os.setgid(65534)
                 os.setuid(65534)

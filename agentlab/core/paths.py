@@ -13,6 +13,7 @@ gives (a scenario, a settings file) are read with :func:`read_small_file`, which
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
 from importlib.resources import files
@@ -22,7 +23,7 @@ from typing import IO, Any
 from .errors import ConfigError
 
 __all__ = ["FileTooLarge", "NotAFile", "data_dir", "hooks_dir", "is_pipe", "observed_dir", "open_output",
-           "project_dir", "read_small_file", "sandbox_dir", "scenarios_dir"]
+           "project_dir", "read_small_file", "sandbox_dir", "sandbox_files", "scenarios_dir"]
 
 
 def _package_dir() -> Path:
@@ -33,16 +34,38 @@ def _package_dir() -> Path:
     return package
 
 
+@functools.cache
 def project_dir() -> Path:
-    """The folder that holds ``data/``: the installed package folder, or the repository in a checkout."""
+    """The folder that holds ``data/``: the installed package folder, or the repository in a checkout.
+
+    Found once per process (the data does not move while agentlab runs). A data folder this user may not read
+    (a checkout in another user's private folder) is a ``ConfigError`` of one line naming it, not a traceback."""
     package = _package_dir()
-    if (package / "data").is_dir():
-        return package
     checkout = package.resolve().parent
-    if (checkout / "data").is_dir():
-        return checkout
+    for folder in (package, checkout):
+        if _readable_dir(folder / "data"):
+            return folder
     raise ConfigError(f"agentlab's data folder is missing: neither {package / 'data'} (an installed wheel) "
                       f"nor {checkout / 'data'} (a checkout) exists; reinstall agentlab")
+
+
+def _readable_dir(path: Path) -> bool:
+    """Whether ``path`` is a folder; a ``ConfigError`` when it, or a folder above it, may not be read by this user."""
+    try:
+        if not path.is_dir():
+            return False
+    except PermissionError:
+        raise ConfigError(unreadable_data(path)) from None
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise ConfigError(unreadable_data(path))
+    return True
+
+
+def unreadable_data(path: Path) -> str:
+    """The one line that says agentlab's own data cannot be read by the user running it."""
+    return (f"agentlab's data folder {path} cannot be read by this user (uid {os.geteuid()}): it, or a folder "
+            "above it, is private to another user. Run agentlab as that user, or install it where this user can "
+            "read it (a clone or a venv in a folder of this user's)")
 
 
 def data_dir() -> Path:
@@ -64,6 +87,16 @@ def sandbox_dir() -> Path:
 
 def observed_dir() -> Path:
     return data_dir() / "observed"
+
+
+@functools.cache
+def sandbox_files() -> tuple[str, ...]:
+    """The files the demo tools read (listed once per process, like the data folder they live in)."""
+    folder = sandbox_dir()
+    try:
+        return tuple(str(p) for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else ()
+    except PermissionError:
+        raise ConfigError(unreadable_data(folder)) from None
 
 
 # -- reading a small input file (a scenario, a settings file) ---------------------------------------------
