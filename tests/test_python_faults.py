@@ -81,3 +81,39 @@ def test_the_cli_trace_does_not_warn_it_says_the_failure_in_its_own_words():
         warnings.simplefilter("error")
         trace.emit(ResultEvent(subtype="success"), call=1)
     assert "No space left" in trace.write_error
+
+
+# --- a mistyped name in a notebook: one short message, as the CLI says it ---------------------------------------
+
+NOTEBOOK_CALLS = {
+    "scenario_loop": "from agentlab import scenario_loop\nscenario_loop('no_such')",
+    "run_scenario": "from agentlab.lab import run_scenario\nrun_scenario('no_such')",
+    "load_scenario": "from agentlab import load_scenario\nload_scenario('no_such')",
+    "unknown_setting": "from agentlab import scenario_loop\nscenario_loop('end_turn', max_turnz=3)",
+    "ReplayStepper": "from agentlab.ui.widgets import ReplayStepper\nReplayStepper('no_such')",
+    "show_requests": "from agentlab.exercises.lesson11 import show_requests\nshow_requests('no_such')",
+}
+
+
+@pytest.fixture(scope="module")
+def notebook_errors() -> dict[str, dict]:
+    """Each call of NOTEBOOK_CALLS as a cell of one notebook, run in a real kernel as JupyterLab runs it: the
+    error output of each cell."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in NOTEBOOK_CALLS.values()])
+    NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=True).execute()
+    return {name: next(o for o in cell.outputs if o["output_type"] == "error")
+            for name, cell in zip(NOTEBOOK_CALLS, nb.cells, strict=True)}
+
+
+@pytest.mark.parametrize("name", list(NOTEBOOK_CALLS))
+def test_a_mistyped_name_in_a_notebook_is_one_line_without_agentlabs_frames(notebook_errors, name):
+    import re
+
+    error = notebook_errors[name]
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error["traceback"]))
+    assert shown == f"{error['ename']}: {error['evalue']}", shown[:2000]
+    assert error["ename"] in ("ScenarioError", "ConfigError")
+    assert "no_such" in shown or "max_turnz" in shown

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 
 class AgentlabError(Exception):
-    """Base class: bad input or configuration (the CLI exits with status 2 on these)."""
+    """Base class: bad input or configuration (the CLI exits with status 2 on these).
+
+    In a notebook it shows as its name and message alone, as the CLI shows it in one line: IPython prints what
+    ``_render_traceback_`` returns in place of a traceback, and agentlab's frames say nothing about the name or
+    value the learner typed, which the message names. Elsewhere (a script, pytest) the traceback is as usual.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]  # IPython's colour for an error's name
 
 
 class ScenarioError(AgentlabError, ValueError):
