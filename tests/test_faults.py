@@ -364,11 +364,11 @@ def test_serve_records_a_request_the_engine_failed_on_and_answers_json_500(tmp_p
         real = server.engine.handle
         calls = {"n": 0}
 
-        def flaky(method, path, body):
+        def flaky(method, path, body, headers=None):
             calls["n"] += 1
             if calls["n"] == 1:
                 raise RuntimeError("engine bug")
-            return real(method, path, body)
+            return real(method, path, body, headers)
 
         server.engine.handle = flaky
         body = b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}'

@@ -26,6 +26,10 @@ from ..core.transitions import DEFAULT_MODEL, MAX_TOKENS_BOUND, STOP_REASONS
 
 SCENARIO_DIR = scenarios_dir()
 
+# the categories of a refusal's stop_details (the SDK's BetaRefusalStopDetails.category; "Refusals and fallback")
+REFUSAL_CATEGORIES = ("cyber", "bio", "frontier_llm", "reasoning_extraction", "general_harms")
+# the refusal's fields the server fills in itself (data/models.yaml and the request's beta headers decide them)
+SERVER_STOP_DETAILS = ("fallback_credit_token", "fallback_has_prefill_claim", "recommended_model")
 KNOWN_STOP_REASONS = STOP_REASONS   # the core's Literal; unknown_stop_reason: true lets a scenario send another
 
 
@@ -256,6 +260,39 @@ class Reply(_Strict):
     # A case that answers a request the scenario's branch cannot reach (a request with nothing such a server
     # could refuse): why, in words; the record marks the request not reached with it, so no grade passes it.
     not_reached: str | None = None
+    # A refusal's fallbacks: what each fallback model answers to the same request, when a server-side
+    # ``fallbacks`` chain reaches it or the client retries the refusal on it (a credited retry or not). A reply
+    # here may refuse too (the chain goes on; the last refusal is final) or be an ``error`` (the fallback
+    # attempt could not run: the refusal names it in ``stop_details.recommended_model``). See
+    # data/scenarios/README.md, "Refusal fallbacks".
+    fallback_replies: dict[str, Reply] | None = None
+
+    @model_validator(mode="after")
+    def _check_refusal(self) -> Reply:
+        """A refusal's ``stop_details`` in the API's shape (BetaRefusalStopDetails: ``type: refusal``, a
+        ``category`` of the documented five or null); ``fallback_replies`` only on a refusal, naming models."""
+        details = self.stop_details
+        if details is not None and self.stop_reason == "refusal":
+            if details.get("type", "refusal") != "refusal":
+                raise ValueError(f"stop_details.type of a refusal is 'refusal', got {details.get('type')!r}")
+            category = details.get("category")
+            if category is not None and category not in REFUSAL_CATEGORIES:
+                raise ValueError(f"stop_details.category {category!r} is not one of "
+                                 f"{', '.join(REFUSAL_CATEGORIES)} (or null)")
+            minted = [k for k in SERVER_STOP_DETAILS if k in details]
+            if minted:
+                raise ValueError(f"stop_details.{minted[0]} is the server's to fill in (from data/models.yaml and "
+                                 "the request): leave it out")
+        if self.fallback_replies is not None:
+            if self.stop_reason != "refusal":
+                raise ValueError("'fallback_replies' belongs to a refusal (stop_reason: refusal)")
+            if not self.fallback_replies or any(not str(k).strip() for k in self.fallback_replies):
+                raise ValueError("'fallback_replies' maps model names to replies; it cannot be empty")
+            nested = [k for k, r in self.fallback_replies.items() if r.fallback_replies or r.when is not None]
+            if nested:
+                raise ValueError(f"fallback_replies.{nested[0]}: a fallback's reply has no 'when' and no "
+                                 "'fallback_replies' of its own (the chain is one list, in the request's order)")
+        return self
 
     @model_validator(mode="after")
     def _check(self) -> Reply:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.caching import PromptCache
 from ..core.compaction import estimate_tokens, text_blocks
+from .fallback import CreditBook, Redemption, betas_of, fallback_block, fallback_chain, iteration
 from .models import model_limits
 from .offered import CANNOT_SEND, FORCED, SCENARIO_ONLY, fit_reply, fit_stop_sequence
 from .validate import model_problem, request_problem  # noqa: F401  (request_problem: re-exported)
@@ -153,10 +155,18 @@ class ScenarioEngine:
     # to a tool it never offered); by default a reply is fitted to the request (``fitted_reply``)
     as_scripted: bool = False
     main_model: str | None = None  # the model of the first request that used a step (side requests use others)
+    # the clock fallback credit tokens expire by (5 minutes after the refusal; tests inject their own)
+    clock: Callable[[], float] = time.monotonic
+    # what each fallback model answers to the request the last refusal declined (its ``fallback_replies``): a
+    # client's retry on one of them is answered from here, no step used
+    pending_fallbacks: dict[str, Reply] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.cache.min_tokens = self.scenario.cache_min_tokens
         self._signed = _scenario_signatures(self.scenario)
+        self.credits = CreditBook(self.clock)
+        self._betas: frozenset[str] | None = None     # the request being answered: its anthropic-beta values
+        self._redemption = Redemption()                # its fallback_credit_token, as checked
 
     @classmethod
     def from_name(cls, name_or_path: str) -> ScenarioEngine:
@@ -172,6 +182,8 @@ class ScenarioEngine:
         self.cache.clear()
         self.stand_ins.clear()
         self.main_model = None
+        self.pending_fallbacks.clear()
+        self.credits.minted.clear()
 
     def request_tokens(self, request: dict[str, Any]) -> int:
         """The engine's estimate of a request's size: what fills the context window, stand-ins at their weight."""
@@ -196,7 +208,10 @@ class ScenarioEngine:
             self.stand_ins[texts[-1]] = max(estimate_tokens(texts[-1]), message["usage"]["output_tokens"] - rest)
 
     # -- HTTP entry point --------------------------------------------------------------------------------
-    def handle(self, method: str, path: str, body: bytes | None) -> WireReply:
+    def handle(self, method: str, path: str, body: bytes | None, headers: dict[str, str] | None = None) -> WireReply:
+        """Answer one HTTP request. ``headers`` are the request's (its ``anthropic-beta`` values decide the beta
+        fields the reply may carry); left out, the request is answered as if it sent every beta it needs."""
+        self._betas, self._redemption = betas_of(headers), Redemption()
         route = path.split("?", 1)[0].rstrip("/") or "/"
         if method == "HEAD" or (method == "GET" and route in ("/", "/api/hello")):
             return self._record(method, path, None, False, None, WireReply(200, {}, b"", "probe"))
@@ -220,8 +235,8 @@ class ScenarioEngine:
             return self._record(method, path, None, False, None, _error(400, "invalid_request_error", str(problem)))
         invalid = request_problem(request, count_tokens=route.endswith("count_tokens"))
         if invalid is None and not route.endswith("count_tokens"):  # what the requested model refuses
-            invalid = model_problem(normalise_request(request),
-                                    resuming=self.paused)
+            invalid = self._fallback_problem(normalise_request(request)) or model_problem(
+                normalise_request(request), resuming=self.paused or self._redemption.prefill)
         if invalid is not None:  # answered as the API does, and no scenario step is used up
             return self._record(method, path, request, bool(request.get("stream") is True), None,
                                 _error(400, "invalid_request_error", invalid), kind="invalid_request")
@@ -231,6 +246,15 @@ class ScenarioEngine:
                               json.dumps({"input_tokens": tokens}).encode(), "count_tokens")
             return self._record(method, path, request, False, None, reply)
         return self._answer(method, path, request)
+
+    def _fallback_problem(self, request: dict[str, Any]) -> str | None:
+        """The 400 a request's ``fallbacks`` or ``fallback_credit_token`` gets (backend/fallback.py); the
+        token's redemption is kept for the reply (``usage.fallback_credit``, the prefill it authorises)."""
+        _, problem = fallback_chain(request, self._betas)
+        if problem is not None:
+            return problem
+        self._redemption = self.credits.redeem(request, self._betas)
+        return self._redemption.problem
 
     # -- the scenario ------------------------------------------------------------------------------------
     def _answer(self, method: str, path: str, request: dict[str, Any]) -> WireReply:
@@ -258,6 +282,10 @@ class ScenarioEngine:
         if summary:
             return self._plain(method, path, request, tokens, summary_reply_text(scenario.summary),
                                f"summary{len(self.requests):03d}", "summary", stop_reason=None)
+        pending = self.pending_fallbacks.get(str(normalised.get("model")))
+        if pending is not None:  # a retry of the last refusal on one of its fallback models
+            self.pending_fallbacks.clear()
+            return self._answer_fallback_retry(method, path, request, normalised, tokens, pending)
         if self.next_step >= len(scenario.steps):
             # Not an HTTP error: a client could take a 4xx/5xx for a request problem and retry it. A plain
             # end_turn reply that says what happened ends every loop at once.
@@ -311,12 +339,96 @@ class ScenarioEngine:
                         "'staged')")
                 return self._scenario_error(method, path, request, stream, index, text)
         self._note_stand_in(built)
+        if reply.stop_reason == "refusal":
+            refusal = self._refused(built, reply, normalised, f"{index:03d}")
+            if refusal is None:
+                text = (f"scenario {scenario.name!r} step {index}: the request's fallbacks reach a model its "
+                        f"fallback_replies do not script ({', '.join(fallback_chain(normalised, None)[0])}; scripted: "
+                        f"{', '.join(reply.fallback_replies or {}) or 'none'})")
+                return self._scenario_error(method, path, request, stream, index, text)
+            built = refusal
         wire = self._wire(built, reply, stream)
         placeholder = bool(not_reached) and any(str(b.get("text", "")).startswith(CANNOT_SEND)
                                                 for b in built["content"])
         return self._record(method, path, request, stream, index, wire, stop_reason=reply.stop_reason,
                             staged=staged, not_reached=not_reached, final_answer_call=forced,
                             placeholder=placeholder)
+
+    def _answer_fallback_retry(self, method: str, path: str, request: dict[str, Any], normalised: dict[str, Any],
+                               tokens: int, reply: Reply) -> WireReply:
+        """The fallback model's scripted answer to a client's retry of a refusal (no step used up)."""
+        stream = bool(request.get("stream"))
+        if reply.error is not None:
+            return self._record(method, path, request, stream, None, _error_from_spec(reply.error, normalised),
+                                kind="fallback_retry")
+        tag = f"fallback{len(self.requests):03d}"
+        built = self._build(reply, normalised, tag, tokens)
+        if reply.stop_reason == "refusal":
+            built = self._refused(built, reply, {**normalised, "fallbacks": None}, tag) or built
+        return self._record(method, path, request, stream, None, self._wire(built, reply, stream),
+                            kind="fallback_retry", stop_reason=reply.stop_reason)
+
+    def _refused(self, built: dict[str, Any], reply: Reply, request: dict[str, Any], tag: str
+                 ) -> dict[str, Any] | None:
+        """A refusal as the API sends it: down the request's server-side ``fallbacks`` chain, else with the
+        credit fields of its ``stop_details`` (backend/fallback.py). None: the chain reaches a model the
+        scenario's ``fallback_replies`` do not script."""
+        chain, _ = fallback_chain(request, None)
+        scripted = reply.fallback_replies or {}
+        if chain:
+            if any(m not in scripted for m in chain):
+                return None
+            return self._down_the_chain(built, reply, request, chain, tag)
+        self.pending_fallbacks = dict(scripted)
+        return {**built, "stop_details": self._refusal_details(reply.stop_details, request, built["content"])}
+
+    def _refusal_details(self, scripted: dict[str, Any] | None, request: dict[str, Any],
+                         content: list[dict[str, Any]], recommended: str | None = None) -> dict[str, Any] | None:
+        """``stop_details`` of a refusal to ``request``: as scripted for a model without classifiers (no credit,
+        data/models.yaml), else with the credit token fields and ``recommended_model`` filled in."""
+        limits = model_limits(request.get("model"))
+        if not limits.classifiers:
+            return scripted
+        details = {"type": "refusal", "category": None, "explanation": None, **(scripted or {})}
+        return {**details, **self.credits.mint(request, limits, content, self._betas),
+                "recommended_model": recommended}
+
+    def _down_the_chain(self, built: dict[str, Any], reply: Reply, request: dict[str, Any], chain: list[str],
+                        tag: str) -> dict[str, Any]:
+        """The requested model declined: each model of the chain answers in turn ("Refusals and fallback",
+        server-side fallback): a ``fallback`` block at each hop, a ``usage.iterations`` entry per model that ran
+        (``fallback_message`` for the one that served), the reply's ``model`` the serving model's. When the
+        whole chain declines the last refusal is final (no credit token); a hop that could not run (a scripted
+        ``error``) ends it with a refusal naming that model in ``recommended_model``."""
+        scripted = reply.fallback_replies or {}
+        content, model, last = list(built["content"]), str(request.get("model")), reply
+        iterations = [iteration("message", model, built["usage"])]
+        for k, hop in enumerate(chain):
+            answer = scripted[hop]
+            if answer.error is not None:
+                details = self._refusal_details(last.stop_details, {**request, "model": model}, content, hop)
+                return self._chained(built, content, model, last, details, iterations)
+            category = (last.stop_details or {}).get("category")
+            content.append(fallback_block(model, hop, category))
+            message = build_message(answer, {**request, "model": hop}, msg_id=f"{built['id']}_{k}",
+                                    input_tokens=built["usage"]["input_tokens"])
+            content.extend(message["content"])
+            model, last = hop, answer
+            if answer.stop_reason != "refusal":
+                iterations.append(iteration("fallback_message", hop, message["usage"]))
+                return self._chained(built, content, hop, answer, answer.stop_details, iterations)
+            iterations.append(iteration("message", hop, message["usage"]))
+        details = {"type": "refusal", "category": None, "explanation": None, **(last.stop_details or {}),
+                   "fallback_credit_token": None, "fallback_has_prefill_claim": None, "recommended_model": None}
+        return self._chained(built, content, model, last, details, iterations)
+
+    @staticmethod
+    def _chained(built: dict[str, Any], content: list[dict[str, Any]], model: str, last: Reply,
+                 details: dict[str, Any] | None, iterations: list[dict[str, Any]]) -> dict[str, Any]:
+        usage = {**built["usage"], "input_tokens": sum(i["input_tokens"] for i in iterations),
+                 "output_tokens": sum(i["output_tokens"] for i in iterations), "iterations": iterations}
+        return {**built, "model": model, "content": content, "stop_reason": last.stop_reason,
+                "stop_sequence": last.stop_sequence, "stop_details": details, "usage": usage}
 
     def _scenario_error(self, method: str, path: str, request: dict[str, Any], stream: bool, index: int,
                         text: str) -> WireReply:
@@ -394,7 +506,7 @@ class ScenarioEngine:
                 return (f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
                         f"`{first}`. When `thinking` is enabled, a final `assistant` message must start with a "
                         "thinking block (preceding the lastmost set of `tool_use` and `tool_result` blocks).")
-        if messages[-1].get("role") == "assistant" and not self.paused:
+        if messages[-1].get("role") == "assistant" and not self.paused and not self._redemption.prefill:
             return ("assistant message prefill is not supported when thinking is enabled: end the request with "
                     "a user message")
         return None
@@ -406,6 +518,8 @@ class ScenarioEngine:
                              usage=self.usage(reply, request, tokens, content))
 
     def _wire(self, message: dict[str, Any], reply: Reply, stream: bool) -> WireReply:
+        if self._redemption.usage is not None:  # on every reply to a request that carried a credit token
+            message = {**message, "usage": {**message["usage"], "fallback_credit": self._redemption.usage}}
         self.last_stop_reason = reply.stop_reason
         self.paused = self.paused or reply.stop_reason in ("pause_turn", "compaction")
         if stream:
@@ -684,8 +798,14 @@ def sse_body(message: dict[str, Any], reply: Reply, chunk: int = 24) -> bytes:
     delta: dict[str, Any] = {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]}
     if message.get("stop_details") is not None:
         delta["stop_details"] = message["stop_details"]
-    out.append(_event("message_delta", {"type": "message_delta", "delta": delta,
-                                        "usage": {"output_tokens": usage["output_tokens"]}}))
+    # the final counts are cumulative: with the beta fields (iterations, fallback_credit) the totals come again
+    beta = {k: usage[k] for k in ("iterations", "fallback_credit") if k in usage}
+    final = {**({"input_tokens": usage["input_tokens"]} if beta else {}), "output_tokens": usage["output_tokens"],
+             **beta}
+    event: dict[str, Any] = {"type": "message_delta", "delta": delta, "usage": final}
+    if message.get("context_management") is not None:
+        event["context_management"] = message["context_management"]
+    out.append(_event("message_delta", event))
     out.append(_event("message_stop", {"type": "message_stop"}))
     return "".join(out).encode()
 
@@ -723,12 +843,12 @@ def mock_transport(engine: ScenarioEngine):
     held = HeldThreads()
 
     def handler(request: httpx2.Request) -> httpx2.Response:
-        path, body = request.url.raw_path.decode(), request.read()
+        path, body, headers = request.url.raw_path.decode(), request.read(), dict(request.headers)
         thread = thread_of(path, _parsed(body)) if b'"thread"' in body else None
         if thread is None:
-            reply = engine.handle(request.method, path, body)
+            reply = engine.handle(request.method, path, body, headers)
         else:
-            reply, _ = held.answer(lambda full: engine.handle(request.method, path, full), thread_error,
+            reply, _ = held.answer(lambda full: engine.handle(request.method, path, full, headers), thread_error,
                                    json.loads(body), thread)
         return httpx2.Response(reply.status, headers=reply.headers, content=reply.body)
 

@@ -215,7 +215,8 @@ class _Handler(tornado.web.RequestHandler):
         if self._refused:
             return
         body = b"".join(self._chunks)
-        reply = self.server.answer(self.request.method or "GET", self.request.uri or "/", body)
+        reply = self.server.answer(self.request.method or "GET", self.request.uri or "/", body,
+                                   dict(self.request.headers))
         self.set_status(reply.status, REASONS.get(reply.status))
         for name, value in reply.headers.items():
             self.set_header(name, value)
@@ -309,8 +310,10 @@ class ScenarioServer:
                     f"(only {self.base_url} may)")
         return None
 
-    def answer(self, method: str, path: str, body: bytes | None) -> WireReply:
-        """Answer one request with the engine and record it (called on the server thread).
+    def answer(self, method: str, path: str, body: bytes | None,
+               headers: dict[str, str] | None = None) -> WireReply:
+        """Answer one request with the engine and record it (called on the server thread). ``headers`` reach
+        the engine: their ``anthropic-beta`` values decide the beta fields a reply carries.
 
         A request the engine fails on is answered with the API's JSON 500 and recorded all the same."""
         arrived = time.monotonic()
@@ -329,10 +332,10 @@ class ScenarioServer:
             count = len(self.engine.requests)
             try:
                 if thread is None:
-                    reply = self.engine.handle(method, path, body)
+                    reply = self.engine.handle(method, path, body, headers)
                     recorded = self.engine.requests[-1]
                 else:
-                    reply, recorded = self._answer_threaded(method, path, sent, thread)
+                    reply, recorded = self._answer_threaded(method, path, sent, thread, headers)
             except Exception as exc:  # noqa: BLE001 - the client gets an answer, the record keeps the request
                 reply = _json_error(500, "api_error", f"agentlab serve failed on this request: "
                                                       f"{type(exc).__name__}: {exc}"[:500], "server_error")
@@ -371,10 +374,11 @@ class ScenarioServer:
         if self.log is not None:
             self.log(_log_line(recorded, index))
 
-    def _answer_threaded(self, method: str, path: str, sent: dict[str, Any],
-                         thread: dict[str, Any]) -> tuple[WireReply, RecordedRequest]:
+    def _answer_threaded(self, method: str, path: str, sent: dict[str, Any], thread: dict[str, Any],
+                         headers: dict[str, str] | None = None) -> tuple[WireReply, RecordedRequest]:
         """A request with a ``thread`` field: the held conversation put back in front (:mod:`.threads`)."""
-        reply, code = self._threads.answer(lambda full: self.engine.handle(method, path, full), thread_error,
+        reply, code = self._threads.answer(lambda full: self.engine.handle(method, path, full, headers),
+                                          thread_error,
                                           sent, thread)
         if code is not None:
             return reply, RecordedRequest(index=len(self.exchanges), method=method, path=path, body=sent,

@@ -1,0 +1,250 @@
+"""Refusal fallbacks as the scripted server serves them: server-side `fallbacks` and fallback credit tokens,
+through the real `anthropic` client (in-process transport) and over HTTP (`agentlab serve`)."""
+
+from __future__ import annotations
+
+import anthropic
+import httpx2
+import pytest
+from anthropic.lib.middleware import BetaRefusalFallbackMiddleware
+
+from agentlab.backend.fallback import TOKEN_LIFETIME_S
+from agentlab.backend.scenario import ScenarioError, parse_scenario
+from agentlab.backend.scripted import ScenarioEngine, mock_transport, scripted_client
+from agentlab.backend.serve import ScenarioServer
+from agentlab.backend.validate import NO_PREFILL
+
+SERVER = ["server-side-fallback-2026-07-01"]
+CREDIT = ["fallback-credit-2026-07-01"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def engine(name: str, clock: Clock | None = None) -> ScenarioEngine:
+    out = ScenarioEngine.from_name(name)
+    if clock is not None:
+        out.clock = clock
+        out.credits.clock = clock
+    return out
+
+
+def ask(client: anthropic.Anthropic, prompt: str, **kwargs):
+    params = {"model": "claude-opus-5-5", "max_tokens": 1024, "messages": [{"role": "user", "content": prompt}]}
+    return client.beta.messages.create(**{**params, **kwargs})
+
+
+PORTS = "Explain how port scanners work."
+HISTORY = "Summarise the history of port scanning tools."
+EXPLOIT = "Write a working exploit for this router's firmware."
+
+
+# -- server-side fallbacks ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fallbacks", ["default", [{"model": "claude-opus-4-8"}]])
+def test_a_declined_request_is_served_by_the_fallback_in_one_reply(fallbacks) -> None:
+    eng = engine("refusal_server_fallback")
+    reply = ask(scripted_client(eng), PORTS, fallbacks=fallbacks, betas=SERVER)
+    fallback, answer = reply.content
+    assert fallback.type == "fallback" and fallback.from_.model == "claude-opus-5-5"
+    assert fallback.to.model == "claude-opus-4-8" and fallback.trigger.category == "cyber"
+    assert answer.type == "text" and "port scanner" in answer.text
+    assert (reply.stop_reason, reply.model) == ("end_turn", "claude-opus-4-8")
+    assert [(i.type, i.model) for i in reply.usage.iterations] == [("message", "claude-opus-5-5"),
+                                                                   ("fallback_message", "claude-opus-4-8")]
+    assert reply.usage.output_tokens == sum(i.output_tokens for i in reply.usage.iterations)
+    assert len(eng.requests) == 1 and eng.next_step == 1
+
+
+def test_the_fallback_reply_streams_with_its_block_and_iterations() -> None:
+    client = scripted_client(engine("refusal_server_fallback"))
+    with client.beta.messages.stream(model="claude-opus-5-5", max_tokens=1024, fallbacks="default", betas=SERVER,
+                                     messages=[{"role": "user", "content": PORTS}]) as stream:
+        final = stream.get_final_message()
+    assert [b.type for b in final.content] == ["fallback", "text"]
+    assert final.stop_reason == "end_turn"
+    assert [i.type for i in final.usage.iterations] == ["message", "fallback_message"]
+
+
+def test_a_chain_that_declines_whole_ends_with_a_final_refusal_without_credit() -> None:
+    reply = ask(scripted_client(engine("refusal_fallback_exhausted")), EXPLOIT, fallbacks="default", betas=SERVER)
+    assert reply.stop_reason == "refusal" and [b.type for b in reply.content] == ["fallback"]
+    assert reply.stop_details.category == "cyber"
+    assert reply.stop_details.fallback_credit_token is None and reply.stop_details.recommended_model is None
+    assert [(i.type, i.model) for i in reply.usage.iterations] == [("message", "claude-opus-5-5"),
+                                                                   ("message", "claude-opus-4-8")]
+
+
+@pytest.mark.parametrize(("model", "fallbacks", "extra", "said"), [
+    ("claude-sonnet-4-6", [{"model": "claude-opus-4-8"}], {}, "does not support fallbacks"),
+    ("claude-haiku-5-5", [{"model": "claude-opus-4-8"}], {}, "does not support fallbacks"),
+    ("claude-opus-5-5", [{"model": "claude-haiku-4-5"}], {}, "not an allowed fallback model"),
+    ("claude-opus-5-5", [{"model": "claude-opus-4-8", "temperature": 1}], {}, "Extra inputs are not permitted"),
+    ("claude-opus-5-5", [], {}, "non-empty list"),
+    ("claude-opus-5-5", "default", {"fallback_credit_token": "fct_x"}, "cannot be combined"),
+])
+def test_fallbacks_the_api_refuses_are_400s_and_use_no_step(model, fallbacks, extra, said) -> None:
+    eng = engine("refusal_server_fallback")
+    with pytest.raises(anthropic.BadRequestError, match=said):
+        ask(scripted_client(eng), PORTS, model=model, fallbacks=fallbacks, betas=SERVER, extra_body=extra)
+    assert eng.next_step == 0 and eng.requests[-1].kind == "invalid_request"
+
+
+def test_fallbacks_need_their_beta_header() -> None:
+    with pytest.raises(anthropic.BadRequestError, match="server-side-fallback-2026-07-01"):
+        ask(scripted_client(engine("refusal_server_fallback")), PORTS, fallbacks="default")
+
+
+def test_default_on_a_model_without_server_fallbacks_runs_it_alone() -> None:
+    reply = ask(scripted_client(engine("refusal_server_fallback")), PORTS, model="claude-haiku-5-5",
+                fallbacks="default", betas=SERVER)
+    assert reply.stop_reason == "refusal" and reply.content == [] and reply.usage.iterations is None
+    assert reply.stop_details.fallback_credit_token  # Haiku 5.5 has classifiers: its refusal carries credit
+
+
+def test_a_fallback_that_could_not_run_is_named_in_recommended_model(tmp_path) -> None:
+    sc = parse_scenario({"description": "d", "model": "claude-opus-5-5", "steps": [{
+        "content": [], "stop_reason": "refusal", "stop_details": {"type": "refusal", "category": "bio"},
+        "fallback_replies": {"claude-opus-4-8": {"error": {"status": 529, "type": "overloaded_error"}}}}]},
+        str(tmp_path / "overloaded.yaml"))
+    reply = ask(scripted_client(ScenarioEngine(sc)), "q", fallbacks="default", betas=SERVER)
+    assert reply.stop_reason == "refusal" and reply.stop_details.recommended_model == "claude-opus-4-8"
+    assert reply.stop_details.fallback_credit_token  # the client can retry the recommended model directly
+
+
+# -- fallback credit --------------------------------------------------------------------------------------------
+
+def refused(client: anthropic.Anthropic, **kwargs):
+    return ask(client, HISTORY, betas=CREDIT, **kwargs)
+
+
+def test_a_refusal_carries_a_credit_token_only_with_the_beta_and_a_model_that_has_fallbacks() -> None:
+    with_beta = refused(scripted_client(engine("refusal_credit_retry"))).stop_details
+    assert with_beta.fallback_credit_token.startswith("fct_") and with_beta.fallback_has_prefill_claim is True
+    assert with_beta.category == "cyber" and with_beta.recommended_model is None
+    without = ask(scripted_client(engine("refusal_credit_retry")), HISTORY).stop_details
+    assert without.fallback_credit_token is None and without.fallback_has_prefill_claim is None
+    old = ask(scripted_client(engine("refusal")), EXPLOIT, model="claude-sonnet-4-6", betas=CREDIT).stop_details
+    assert old.fallback_credit_token is None  # claude-sonnet-4-6 has no classifiers: stop_details as scripted
+
+
+@pytest.mark.parametrize("form", ["bare", "object"])
+def test_the_same_body_on_the_fallback_model_redeems_the_token(form) -> None:
+    client = scripted_client(eng := engine("refusal_credit_retry"))
+    token = refused(client).stop_details.fallback_credit_token
+    sent = token if form == "bare" else {"token": token, "mode": "strict"}
+    retry = ask(client, HISTORY, model="claude-opus-4-8", betas=CREDIT, fallback_credit_token=sent)
+    assert retry.stop_reason == "end_turn" and "nmap" in retry.content[0].text
+    assert retry.usage.fallback_credit.status.type == "redeemed"
+    assert eng.requests[-1].kind == "fallback_retry" and eng.next_step == 1
+
+
+def test_the_partial_answer_appended_is_a_prefill_only_the_token_authorises() -> None:
+    client = scripted_client(engine("refusal_credit_retry"))
+    first = refused(client)
+    partial = first.content[0].text.rstrip()
+    messages = [{"role": "user", "content": HISTORY}, {"role": "assistant", "content": partial}]
+    with pytest.raises(anthropic.BadRequestError, match=NO_PREFILL[:40]):  # claude-opus-4-8 refuses prefill
+        client.beta.messages.create(model="claude-opus-4-8", max_tokens=1024, messages=messages, betas=CREDIT)
+    retry = client.beta.messages.create(model="claude-opus-4-8", max_tokens=1024, messages=messages, betas=CREDIT,
+                                        fallback_credit_token=first.stop_details.fallback_credit_token)
+    assert retry.usage.fallback_credit.status.type == "redeemed"
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"model": "claude-opus-5-5"}, "invalid_target_model"),
+    ({"model": "claude-sonnet-4-6"}, "invalid_target_model"),
+    ({"messages": [{"role": "user", "content": "Something else."}]}, "body_mismatch"),
+    ({"system": "A new system prompt."}, "body_mismatch"),
+])
+def test_a_token_that_does_not_fit_the_retry_is_a_400_or_reported(change, reason) -> None:
+    client = scripted_client(engine("refusal_credit_retry"))
+    token = refused(client).stop_details.fallback_credit_token
+    retry = {"model": "claude-opus-4-8", "betas": CREDIT, **change}
+    with pytest.raises(anthropic.BadRequestError, match=reason):
+        ask(client, HISTORY, fallback_credit_token=token, **retry)
+    served = ask(client, HISTORY, fallback_credit_token={"token": token, "mode": "best_effort"}, **retry)
+    assert served.usage.fallback_credit.status.type == "not_applied"
+    assert served.usage.fallback_credit.status.reason == reason
+
+
+def test_a_token_expires_five_minutes_after_the_refusal() -> None:
+    clock = Clock()
+    client = scripted_client(engine("refusal_credit_retry", clock))
+    token = refused(client).stop_details.fallback_credit_token
+    clock.now += TOKEN_LIFETIME_S + 1
+    with pytest.raises(anthropic.BadRequestError, match="expired"):
+        ask(client, HISTORY, model="claude-opus-4-8", betas=CREDIT, fallback_credit_token=token)
+    clock.now -= 2  # still inside the five minutes
+    ok = ask(client, HISTORY, model="claude-opus-4-8", betas=CREDIT, fallback_credit_token=token)
+    assert ok.usage.fallback_credit.status.type == "redeemed"
+
+
+def test_a_token_sent_again_is_redeemed_again_and_a_forged_one_is_always_a_400() -> None:
+    client = scripted_client(engine("refusal_credit_retry"))
+    token = refused(client).stop_details.fallback_credit_token
+    for _ in range(2):  # "permitted but yields no additional credit"
+        again = ask(client, HISTORY, model="claude-opus-4-8", betas=CREDIT, fallback_credit_token=token)
+        assert again.usage.fallback_credit.status.type == "redeemed"
+    with pytest.raises(anthropic.BadRequestError, match="malformed"):
+        ask(client, HISTORY, model="claude-opus-4-8", betas=CREDIT,
+            fallback_credit_token={"token": "fct_forged", "mode": "best_effort"})
+
+
+def test_the_object_form_needs_the_2026_07_01_credit_beta() -> None:
+    client = scripted_client(engine("refusal_credit_retry"))
+    token = ask(client, HISTORY, betas=SERVER).stop_details.fallback_credit_token  # this header grants the fields
+    assert token
+    with pytest.raises(anthropic.BadRequestError, match="object form requires"):
+        ask(client, HISTORY, model="claude-opus-4-8", betas=SERVER, fallback_credit_token={"token": token})
+    assert ask(client, HISTORY, model="claude-opus-4-8", betas=SERVER, fallback_credit_token=token).stop_reason \
+        == "end_turn"
+
+
+def test_the_sdk_middleware_retries_a_refusal_on_its_chain_and_redeems_the_credit() -> None:
+    eng = engine("refusal_credit_retry")
+    client = anthropic.Anthropic(api_key="x", base_url="http://scripted.agentlab", max_retries=0,
+                                 http_client=httpx2.Client(transport=mock_transport(eng)),
+                                 middleware=[BetaRefusalFallbackMiddleware([{"model": "claude-opus-4-8"}])])
+    reply = ask(client, HISTORY)
+    assert reply.stop_reason == "end_turn" and "nmap" in reply.content[-1].text
+    assert [r.body["model"] for r in eng.requests] == ["claude-opus-5-5", "claude-opus-4-8"]
+    assert eng.requests[1].body["fallback_credit_token"]["mode"] == "best_effort"
+
+
+# -- over HTTP, as any client sends it ------------------------------------------------------------------------
+
+def test_agentlab_serve_reads_the_beta_header_of_a_raw_request() -> None:
+    body = {"model": "claude-opus-5-5", "max_tokens": 100, "messages": [{"role": "user", "content": PORTS}],
+            "fallbacks": [{"model": "claude-opus-4-8"}]}
+    with ScenarioServer("refusal_server_fallback") as server:
+        url = f"{server.base_url}/v1/messages"
+        refused_400 = httpx2.post(url, json=body)
+        served = httpx2.post(url, json=body, headers={"anthropic-beta": "context-1m-2025-08-07, " + SERVER[0]})
+    assert refused_400.status_code == 400 and SERVER[0] in refused_400.json()["error"]["message"]
+    assert served.status_code == 200
+    assert [b["type"] for b in served.json()["content"]] == ["fallback", "text"]
+    assert served.json()["content"][0]["from"] == {"model": "claude-opus-5-5"}
+
+
+# -- the scenario format --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("step", "said"), [
+    ({"content": [], "stop_reason": "end_turn", "fallback_replies": {"claude-opus-4-8": {}}},
+     "belongs to a refusal"),
+    ({"content": [], "stop_reason": "refusal", "stop_details": {"category": "weapons"}}, "is not one of"),
+    ({"content": [], "stop_reason": "refusal", "stop_details": {"fallback_credit_token": "x"}},
+     "server's to fill in"),
+    ({"content": [], "stop_reason": "refusal", "fallback_replies": {}}, "cannot be empty"),
+    ({"content": [], "stop_reason": "refusal", "fallback_replies": {"claude-opus-4-8": {
+        "when": {"model": "x"}, "content": []}}}, "no 'when'"),
+])
+def test_a_bad_refusal_step_names_the_file_and_the_field(step, said) -> None:
+    with pytest.raises(ScenarioError, match=said) as err:
+        parse_scenario({"description": "d", "steps": [step]}, "bad.yaml")
+    assert str(err.value).startswith("bad.yaml: steps[0]")
