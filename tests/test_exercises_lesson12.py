@@ -143,12 +143,38 @@ def _escalates_unstreamed(client, prompt, tools, run_tool, model="claude-sonnet-
      r"^max_tokens_give_up · rule bounded_max_tokens_recovery .*yours: request 1 was cut off; request 2 sent it "
      r"again at the same max_tokens \(1024\)"),
     (_never_calls, ["end_turn", "tool_use"],
-     r"^end_turn · rule sends_the_prompt .*yours: no request reached the server \(raised ValueError\) \(all failed "
-     r"checks: end_turn: sends_the_prompt; tool_use: sends_the_prompt\)"),
+     r"^end_turn · rule sends_the_prompt .*yours: no request reached the server \(raised ValueError\)\n"
+     r"fails 1 rule in 2 scenarios \(the details per scenario follow\):\n    ✗ sends_the_prompt: end_turn, tool_use$"),
 ])
 def test_wrong_loops_fail_naming_scenario_rule_and_what_they_did(loop, scenarios, message):
     with pytest.raises(AssertionError, match=message):
         check_agent_loop(loop, scenarios=scenarios)
+
+
+def _naive_edited():
+    """The notebook's naive loop with one harmless line more: a learner's edit, graded as an answer."""
+    (cell,) = [c for c in _cells() if "exercise" in c.get("metadata", {}).get("tags", [])]
+    source = "".join(cell["source"]).replace('    messages = [', '    edited = True\n    messages = [', 1)
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "12_your_loop_graded:edited", "exec"), namespace)
+    return namespace["agent_loop"]
+
+
+def test_the_headline_is_a_real_failure_and_the_rules_come_one_a_line():
+    """api_errors sorts first, but its rule fails only as a policy difference: the check and the report card lead
+    with the rule that fails outright and list every failed rule on a line of its own, the policy one last."""
+    loop, scenarios = _naive_edited(), ["api_errors", "pause_turn", "max_tokens_give_up"]
+    report = grade_loop(loop, scenarios)
+    lines = report.text().splitlines()
+    assert lines[1] == "fails 3 rules in 3 scenarios (the details per scenario follow):"
+    assert lines[2:5] == ["    ✗ bounded_max_tokens_recovery: max_tokens_give_up", "    ✗ pause_turn_resume: pause_turn",
+                          "    ✗ retry_with_backoff: api_errors (policy: differs from the reference loop's choice, "
+                          "counted as a failure: --policy strict)"]
+    with pytest.raises(WrongAnswer) as caught:
+        check_agent_loop(loop, scenarios=scenarios)
+    first, *rest = str(caught.value).splitlines()
+    assert first.startswith("max_tokens_give_up · rule bounded_max_tokens_recovery (row 3): a careful loop ")
+    assert rest == lines[1:5]
 
 
 def test_the_check_reads_a_report_of_the_same_function_only(capsys):

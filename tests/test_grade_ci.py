@@ -73,7 +73,7 @@ def test_json_is_one_document_valid_against_the_shipped_schema(naive):
     assert status["end_turn"]["retry_with_backoff"] == "not_reached"
     message = {r["rule"]: r["message"] for r in found["pause_turn"]["rules"]}
     assert "the server tool unfinished" in message["pause_turn_resume"]
-    assert "fails: pause_turn: pause_turn_resume" in naive["stderr"]
+    assert "    ✗ pause_turn_resume: pause_turn\n" in naive["stderr"]     # the headline: a failed rule a line
 
 
 def test_the_schema_rejects_what_is_not_a_report():

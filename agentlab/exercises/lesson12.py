@@ -205,17 +205,17 @@ def check_agent_loop(agent_loop: Callable[..., Any], report: Report | None = Non
     if _is_stub(agent_loop) or all(g.ending.startswith("raised NotImplementedError") for g in report.grades):
         return _say(Verdict("not solved", (
             f"Not solved yet: the naive loop fails {len(rules)} rules in {len(failed)} of {len(report.grades)} "
-            f"scenarios — {', '.join(rules)}. Rewrite agent_loop so that each branch is handled (the report card "
-            "above says where it goes wrong), then run its cell, the grading cell and this one again. For a hint: "
-            "hint(\"lesson12\"); for a solution: show_solution(\"lesson12\").")))
-    scenario, names = next(iter(failed.items()))
-    grade = next(g for g in report.grades if g.scenario == scenario)
-    check = grade.check(names[0])
-    rule = next(r for r in RULES if r.name == names[0])
+            "scenarios — one a line, with where:\n" + "\n".join(report.failure_lines()[1:]) + "\n"
+            "Rewrite agent_loop so that each branch is handled (the report card above says how each scenario went "
+            "wrong), then run its cell, the grading cell and this one again. For a hint: hint(\"lesson12\"); for a "
+            "solution: show_solution(\"lesson12\").")))
+    failing = report.failed_rules()          # the rules that fail outright first, a policy difference last
+    name, where, _ = failing[0]
+    scenario = where[0]
+    check = report.grade(scenario).check(name)
+    rule = next(r for r in RULES if r.name == name)
     assert check is not None
-    others = sum(len(v) for v in failed.values()) - 1
-    listing = "; ".join(f"{name}: {', '.join(rules)}" for name, rules in failed.items())
-    more = f" (all failed checks: {listing})" if others else ""
+    more = "" if len(failing) == 1 and len(where) == 1 else "\n" + "\n".join(report.failure_lines())
     raise WrongAnswer(f"{scenario} · rule {rule.name} (row {rule.row}): a careful loop {rule.statement}; "
                       f"yours: {rule_result(check, POLICY)['message']}{more}")
 

@@ -256,6 +256,33 @@ class Report:
         """``{scenario: [failed rules]}`` for the scenarios that failed (``[NO_CHECKS]`` for one without checks)."""
         return {g.scenario: g.failed or [NO_CHECKS] for g in self.grades if g.verdict == "fail"}
 
+    def failed_rules(self) -> list[tuple[str, list[str], bool]]:
+        """Each failed rule once: ``(rule, [scenarios], policy)``, the rules that fail outright first, then those
+        failing as a policy difference counted as a failure (--policy strict), each group in the table's order."""
+        where: dict[str, list[str]] = {}
+        as_policy: set[str] = set()
+        for g in self.grades:
+            for c in g.checks:
+                if rule_verdict(c, self.policy) == "fail":
+                    where.setdefault(c.rule, []).append(g.scenario)
+                    if c.status == "policy":
+                        as_policy.add(c.rule)
+        order = [r.name for r in RULES]
+        ranked = sorted(where, key=lambda rule: (rule in as_policy, order.index(rule) if rule in order else len(order)))
+        return [(rule, where[rule], rule in as_policy) for rule in ranked]
+
+    def failure_lines(self) -> list[str]:
+        """The report's headline when something fails: each failed rule on a line of its own, with where."""
+        rules = self.failed_rules()
+        if not rules:
+            return []
+        lines = [f"fails {plural(len(rules), 'rule')} in {plural(len(self.failed), 'scenario')} (the details per "
+                 "scenario follow):"]
+        for rule, scenarios, policy in rules:
+            why = f" ({POLICY_WORDS}, counted as a failure: --policy strict)" if policy else ""
+            lines.append(f"    {MARKS['fail']} {rule}: {', '.join(scenarios)}{why}")
+        return lines
+
     def policy_groups(self) -> list[tuple[str, str, list[str]]]:
         """Each policy difference once: ``(rule, behaviour, [scenarios])``."""
         return policy_groups((g.scenario, g.checks) for g in self.grades)
@@ -301,8 +328,9 @@ class Report:
                    passed_env=[str(n) for n in env.get("passed") or []])
 
     def text(self) -> str:
-        """The report as the CLI prints it: per scenario its verdict and ending, then each rule with its mark and
-        message; then what fails, and each policy difference once. Text from the client or the server is shown
+        """The report as the CLI prints it: its counts; what fails, a rule a line (the rules that fail outright
+        first); per scenario its verdict and ending, then each rule with its mark and message; then a line naming
+        what fails, and each policy difference once. Text from the client or the server is shown
         printable (:func:`agentlab.core.text.printable`)."""
         lines = [f"{printable(self.client, newlines=False)}: {plural(len(self.grades), 'scenario')}, "
                  f"{counts_text(g.verdict for g in self.grades)}"]
@@ -310,7 +338,8 @@ class Report:
             passed = f" (passed with --pass-env: {', '.join(self.passed_env)})" if self.passed_env else ""
             lines.append(f"environment: the command ran without the {' and '.join(STRIPPED_ENV)} variables{passed}; "
                          "grade set ANTHROPIC_BASE_URL, a dummy ANTHROPIC_API_KEY and the AGENTLAB_* variables")
-        lines.append("")
+        headline = self.failure_lines()
+        lines += [*headline, ""] if headline else [""]
         width = max([len(g.scenario) for g in self.grades] + [8])
         rule_width = max(len(c.rule) for g in self.grades for c in g.checks) if any(
             g.checks for g in self.grades) else 10
@@ -344,7 +373,8 @@ class Report:
             return ["nothing graded: a report without scenarios does not pass"]
         lines = []
         if self.failed:
-            lines.append("fails: " + "; ".join(f"{s}: {', '.join(rules)}" for s, rules in self.failed.items()))
+            lines.append(f"fails {plural(len(self.failed_rules()), 'rule')} in {plural(len(self.failed), 'scenario')}"
+                         f": {', '.join(rule for rule, _, _ in self.failed_rules())} (each with where, at the top)")
         groups = self.policy_groups()
         if groups and self.policy != "ignore":
             counted = "counted as failures: --policy strict" if self.policy == "strict" else \
