@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
-SCRIPTS = ("overhead", "scaling", "compaction", "stepper", "notebooks", "make_test", "make_lab", "grade")
+SCRIPTS = ("overhead", "scaling", "compaction", "stepper", "notebooks", "make_test", "make_lab", "grade", "replay")
 
 
 def script(name: str) -> ModuleType:
@@ -140,6 +140,15 @@ def test_scaling_quick(tmp_path):
     assert figures["time_per_call_ratio"] > 0
     assert set(figures["streamed_memory_mb"]) == {str(figures["large"])}
     assert figures["sizes"][str(figures["large"])]["compactions"] > 0
+
+
+def test_replay_quick_executes_lines_in_proportion_to_the_calls(tmp_path):
+    """Replaying twice the calls executes twice the Python lines (a machine-free count; the replay that looked
+    through every event after each call executed 2.5 times as many)."""
+    figures = _quick("replay", tmp_path)
+    assert set(figures["lines"]) == {"100", "200"}
+    assert 1.8 < figures["line_ratio"] < 2.2, figures["lines"]
+    assert figures["big"] is None and set(figures["sizes"]) == {"100", "200"}
 
 
 def test_compaction_quick(tmp_path):

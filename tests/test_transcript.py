@@ -310,10 +310,16 @@ def test_an_unreadable_file_is_named(tmp_path, monkeypatch):
     """A file the reader may not open (chmod 0 as a user; faked here, the tests may run as root)."""
     path = write(tmp_path / "s.jsonl", [entry("user", uuid="a", message={"role": "user", "content": "go"})])
 
-    def refuse(self, *args, **kwargs):
-        raise PermissionError(13, "Permission denied")
+    import os
 
-    monkeypatch.setattr(Path, "open", refuse)
+    real_open = os.open
+
+    def refuse(name, *args, **kwargs):
+        if str(name).endswith("s.jsonl"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse)
     with pytest.raises(TranscriptError, match="s.jsonl: cannot be read: Permission denied"):
         read_session(path)
 

@@ -27,8 +27,10 @@ tells a transcript from an agentlab trace and a ``data/observed`` record.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ from typing import IO, Any, Literal
 
 from ..core.cost import format_cost, usage_cost
 from ..core.errors import AgentlabError
+from ..core.text import printable
 from ..core.transitions import ROW_OF, StopReason
 from ..core.transitions import STOP_REASONS as CORE_STOP_REASONS
 
@@ -46,7 +49,8 @@ CLIENT = "claude-code"
 
 Kind = Literal["claude-code", "agentlab-trace", "observed-record"]
 EventName = Literal["prompt", "tools", "api_error", "retry_error", "compaction", "refusal", "refusal_retry",
-                    "hook_block", "hook", "continuation", "notice", "interrupted", "subagent_done"]
+                    "hook_block", "hook", "continuation", "notice", "interrupted", "subagent_done",
+                    "fallback"]
 
 # What the parser knows (seen in Claude Code 2.1.197 and 2.1.332 transcripts): the rest is "not understood".
 READ_TYPES = {"user", "assistant", "system", "attachment", "api-request", "cost-state"}
@@ -75,7 +79,9 @@ KNOWN_FIELDS: dict[str, set[str]] = {
                          "failedHookErrorIndexes", "hasOutput", "hookAdditionalContext", "hookCount", "hookErrors",
                          "hookInfos", "level", "maxRetries", "originalModel", "preventedContinuation",
                          "refusedUserMessageUuid", "retryAttempt", "retryInMs", "source", "stopReason", "subtype",
-                         "toolUseID", "fallbackModel"},
+                         "toolUseID", "fallbackModel",
+                         # model_refusal_fallback (2.1.332): read in _Parser.refusal_notice, which says what they are
+                         "trigger", "direction", "retractedMessageUuids", "scope"},
     "attachment": _COMMON | {"attachment", "rendered", "renderedBesideToolResult", "renderedRole"},
 }
 MESSAGE_FIELDS = {"container", "content", "context_management", "diagnostics", "id", "model", "role",
@@ -166,10 +172,11 @@ class Session:
     cut_last_line: bool = False
     unknown: Counter[str] = field(default_factory=Counter)
     reported_cost_usd: float | None = None    # what Claude Code itself wrote (cost-state), for comparison
+    refused_files: list[str] = field(default_factory=list)   # sub-agent files not read (not regular files), why
 
     @property
     def partial(self) -> bool:
-        return bool(self.bad_lines) or self.cut_last_line
+        return bool(self.bad_lines) or self.cut_last_line or bool(self.refused_files)
 
     @property
     def known_cost_usd(self) -> float:
@@ -187,6 +194,13 @@ class Session:
     @property
     def unpriced(self) -> list[str]:
         return sorted({str(c.model) for c in self.calls + self.sidechain_calls if c.usage_known and c.cost_usd is None})
+
+    def events_by_call(self) -> dict[int, list[SessionEvent]]:
+        """The events by the number of main-thread calls before them (one pass: a long session stays linear)."""
+        out: dict[int, list[SessionEvent]] = {}
+        for e in self.events:
+            out.setdefault(e.after, []).append(e)
+        return out
 
     def of(self, *names: str) -> list[SessionEvent]:
         return [e for e in self.events if e.name in names]
@@ -213,6 +227,7 @@ class Session:
         if self.bad_lines:
             shown = ", ".join(str(n) for n in self.bad_lines[:5]) + (" ..." if len(self.bad_lines) > 5 else "")
             out.append(f"partial: {len(self.bad_lines)} line(s) not read (not JSON or too long): line {shown}")
+        out += [f"partial: sub-agent file not read: {why}" for why in self.refused_files]
         if self.duplicates:
             out.append(f"{self.duplicates} entr{'y' if self.duplicates == 1 else 'ies'} repeated from an earlier "
                        "file (a resumed or forked session) counted once")
@@ -253,7 +268,12 @@ def result_subtype(session: Session) -> str:
 
 def _ending(session: Session) -> str:
     last_call = session.calls[-1] if session.calls else None
-    tail = [e for e in session.events if last_call is None or e.after >= last_call.n]
+    tail = []   # the events after the last call (they are in order of ``after``): a short walk from the end
+    for e in reversed(session.events):
+        if last_call is not None and e.after < last_call.n:
+            break
+        tail.append(e)
+    tail.reverse()
     final = next((e for e in reversed(tail) if e.name in ("api_error", "refusal", "interrupted")), None)
     if final is not None:
         return {"api_error": "API error", "refusal": "refusal", "interrupted": "interrupted"}[final.name] + \
@@ -283,9 +303,34 @@ def _lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes | None, bool]]:
         yield number, line, line.endswith(b"\n")
 
 
+def open_regular(path: Path) -> IO[bytes]:
+    """``path`` opened for reading when it is a regular file (a link is followed); a named pipe, a device
+    (``/dev/zero``) or a folder is refused as TranscriptError without blocking: opening a pipe waits for a
+    writer, and a device never ends."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except IsADirectoryError:
+        raise TranscriptError(path, "is a folder: `agentlab sessions DIR` lists the sessions in it") from None
+    except OSError as exc:
+        raise TranscriptError(path, f"cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise TranscriptError(path, "not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def _parsed(line: bytes) -> Any:
+    """A line's JSON value; ValueError for a line that is not JSON, nested too deep for Python included."""
+    try:
+        return json.loads(line.decode("utf-8", errors="replace"))
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+
+
 def iter_entries(path: Path, session: Session) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a transcript, one at a time; bad lines are noted on ``session``."""
-    with path.open("rb") as handle:
+    """The JSON objects of a transcript, one at a time; bad lines (not JSON, nested too deep, not an object, too
+    long) are noted on ``session``."""
+    with open_regular(path) as handle:
         for number, line, ended in _lines(handle):
             if line is None:
                 session.bad_lines.append(number)
@@ -293,7 +338,7 @@ def iter_entries(path: Path, session: Session) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                entry = json.loads(line.decode("utf-8", errors="replace"))
+                entry = _parsed(line)
             except ValueError:
                 if not ended:
                     session.cut_last_line = True
@@ -312,21 +357,23 @@ SNIFF_LINES = 10   # a file whose first ten lines hold no JSON object is not JSO
 
 
 def _first_object(path: Path) -> dict[str, Any] | None:
-    """The first JSON object among the first lines (a stray bad line before it is left to the reader)."""
-    with path.open("rb") as handle:
+    """The first JSON object among the first lines. A line before it that is not one (not JSON, or JSON that is
+    not an object: ``null``, ``[]``) is left to the reader, which marks it, whatever it is."""
+    with open_regular(path) as handle:
         for number, line, ended in _lines(handle):
             if number > SNIFF_LINES:
                 return None
             if line is None or not line.strip():
                 continue
             try:
-                value = json.loads(line.decode("utf-8", errors="replace"))
+                value = _parsed(line)
             except ValueError:
                 if not ended and line.lstrip().startswith(b"{") and number == 1:
                     raise TranscriptError(path, "no readable entry: its only line is cut off (a session still "
                                                 "being written?)") from None
                 continue
-            return value if isinstance(value, dict) else None
+            if isinstance(value, dict):
+                return value
     return None
 
 
@@ -349,8 +396,10 @@ def _detect(p: Path) -> Kind:
     if p.stat().st_size == 0:
         raise TranscriptError(p, "empty file: nothing to replay")
     if p.suffix == ".json" and p.stat().st_size < 50 << 20:
+        with open_regular(p) as handle:
+            text = handle.read()
         try:
-            whole = json.loads(p.read_text(encoding="utf-8", errors="replace"))
+            whole = _parsed(text)
         except ValueError:
             whole = None
         if isinstance(whole, dict) and "requests" in whole and "client" in whole:
@@ -369,19 +418,51 @@ def _detect(p: Path) -> Kind:
 
 # -- parsing ---------------------------------------------------------------------------------------------------
 
-def _cut(value: Any) -> Any:
-    """A content value with long texts cut to KEEP_CHARS (memory stays flat on huge tool results)."""
+MAX_DEPTH = 16   # a content value is kept to this depth; deeper is "…" (so printing it can never recurse too far)
+USAGE_SPLITS = ("cache_creation", "server_tool_use")   # usage fields that are objects of counts
+
+
+def _cut(value: Any, depth: int = 0) -> Any:
+    """A content value with long texts cut to KEEP_CHARS, lists to 50 items and nesting to MAX_DEPTH (memory
+    stays flat on huge tool results)."""
     if isinstance(value, str):
         return value if len(value) <= KEEP_CHARS else value[:KEEP_CHARS] + f"… [{len(value) - KEEP_CHARS} more]"
+    if isinstance(value, (list, dict)) and depth >= MAX_DEPTH:
+        return "…"
     if isinstance(value, list):
-        return [_cut(v) for v in value[:50]]
+        return [_cut(v, depth + 1) for v in value[:50]]
     if isinstance(value, dict):
-        return {k: _cut(v) for k, v in value.items()}
+        return {k: _cut(v, depth + 1) for k, v in value.items()}
     return value
 
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: Any) -> int | None:
+    """A token count or a number of milliseconds: an integer (a finite float is rounded down); else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    return None
+
+
+def _shape(value: Any) -> str:
+    """What a JSON value is, in words, for a field whose value has an unexpected shape."""
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", int: "a number",
+            float: "a number"}.get(type(value), "null")
 
 
 def _first_line(text: str, limit: int = 100) -> str:
@@ -393,8 +474,18 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        return "\n".join(b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"
+                         and isinstance(b.get("text"), str))
     return ""
+
+
+@dataclass
+class _Request:
+    """An ``api-request`` entry (2.1.332 writes one before each request): the model it asked, its max_tokens."""
+
+    id: str
+    model: str | None
+    max_tokens: int | None
 
 
 class _Parser:
@@ -406,9 +497,12 @@ class _Parser:
         self.file_of: dict[str, int] = {}      # the file each call was first read from
         self.file_no = 0
         self.seen_entries: set[str] = set()
-        self.refused: set[str] = set()
+        self.refused: set[str] = set()          # refused replies' message ids, and "req:" + their request ids
+        self.replies: set[str] = set()          # the message ids of the replies written
         self.known = 0                          # entries of a type Claude Code writes
-        self.max_tokens: dict[str, int] = {}    # a request entry's max_tokens, by its id (the reply's requestRef)
+        self.requests: dict[str, _Request] = {}   # every api-request entry, by its id (a reply's requestRef)
+        self.unanswered: dict[str, _Request] = {}  # the main thread's requests with no reply, error or refusal yet
+        self.last_compaction: SessionEvent | None = None
 
     # every entry goes through here
     def entry(self, e: dict[str, Any]) -> None:
@@ -420,17 +514,20 @@ class _Parser:
                 return
             self.seen_entries.add(uuid)
         kind = e.get("type")
+        if not isinstance(kind, str):
+            self.s.unknown[f"({_shape(kind)} as its type)"] += 1
+            return
         if kind in SKIPPED_TYPES:
             self.known += 1
             return
         if kind not in READ_TYPES:
-            self.s.unknown[str(kind)] += 1
+            self.s.unknown[kind] += 1
             return
         self.known += 1
-        self._fields(str(kind), e)
+        self._fields(kind, e)
         self._meta(e)
         {"user": self.user, "assistant": self.assistant, "system": self.system, "attachment": self.attachment,
-         "api-request": self.api_request, "cost-state": self.cost_state}[str(kind)](e)
+         "api-request": self.api_request, "cost-state": self.cost_state}[kind](e)
 
     def _fields(self, kind: str, e: dict[str, Any]) -> None:
         known = KNOWN_FIELDS.get(kind)
@@ -441,6 +538,42 @@ class _Parser:
         if kind in ("user", "assistant") and isinstance(message, dict):
             for key in message.keys() - MESSAGE_FIELDS:
                 self.s.unknown[f"message field {kind}.message.{key}"] += 1
+
+    def odd(self, where: str, value: Any) -> None:
+        """A known field whose value has a shape Claude Code does not write: counted as not understood."""
+        self.s.unknown[f"field {where} as {_shape(value)}"] += 1
+
+    def text(self, holder: dict[str, Any], key: str, where: str) -> str | None:
+        """``holder[key]`` when it is a string (None when absent); another shape is noted as not understood."""
+        value = holder.get(key)
+        if value is None or isinstance(value, str):
+            return value
+        self.odd(where, value)
+        return None
+
+    def number(self, holder: dict[str, Any], key: str, where: str) -> int | None:
+        """``holder[key]`` when it is a number (None when absent); another shape is noted as not understood."""
+        value = holder.get(key)
+        counted = _count(value)
+        if counted is None and value is not None:
+            self.odd(where, value)
+        return counted
+
+    def usage(self, raw: Any, where: str) -> dict[str, Any]:
+        """The counts of a reply's usage; a count that is not a number is left out and noted."""
+        out: dict[str, Any] = {}
+        for key, value in _dict(raw).items():
+            if key in USAGE_SPLITS and isinstance(value, dict):
+                split = {k: _count(v) for k, v in value.items()}
+                for k in [k for k, v in split.items() if v is None and value[k] is not None]:
+                    self.odd(f"{where}.{key}.{k}", value[k])
+                out[key] = {k: v for k, v in split.items() if v is not None}
+            elif _count(value) is not None:
+                out[key] = _count(value)
+            elif key.endswith("_tokens") or key in USAGE_SPLITS:
+                if value is not None:
+                    self.odd(f"{where}.{key}", value)
+        return out
 
     def _meta(self, e: dict[str, Any]) -> None:
         s = self.s
@@ -459,10 +592,19 @@ class _Parser:
     def event(self, name: EventName, e: dict[str, Any], detail: str = "", **data: Any) -> None:
         if e.get("isSidechain"):
             return
-        self.s.events.append(SessionEvent(name, len(self.s.calls), str(e.get("timestamp") or ""), detail, data))
+        self.s.events.append(SessionEvent(name, len(self.s.calls), _str(e.get("timestamp")) or "", detail, data))
 
     def _main(self, e: dict[str, Any]) -> list[Call]:
         return self.s.sidechain_calls if e.get("isSidechain") else self.s.calls
+
+    def answered(self, e: dict[str, Any], model: str | None = None) -> _Request | None:
+        """The main thread's request an error, a refusal or a reply ends: the latest one not answered yet (of
+        ``model``, when one of that model is waiting); None when the file has no request entries (2.1.197)."""
+        if e.get("isSidechain") or not self.unanswered:
+            return None
+        ids = list(reversed(self.unanswered))
+        chosen = next((i for i in ids if model and self.unanswered[i].model == model), ids[0])
+        return self.unanswered.pop(chosen)
 
     # entry kinds
     def assistant(self, e: dict[str, Any]) -> None:
@@ -470,64 +612,96 @@ class _Parser:
         if e.get("isApiErrorMessage") or message.get("model") == _SYNTHETIC:
             self.api_error_message(e, message)
             return
-        mid = message.get("id")
-        key = f"{mid}|{e.get('requestId') or ''}"
-        content = [b for b in (message.get("content") or []) if isinstance(b, dict)]
+        mid = self.text(message, "id", "assistant.message.id")
+        rid = self.text(e, "requestId", "assistant.requestId")
+        key = f"{mid}|{rid or ''}"
+        content = [b for b in _list(message.get("content")) if isinstance(b, dict)]
+        if not isinstance(message.get("content"), (list, type(None))):
+            self.odd("assistant.message.content", message.get("content"))
         for block in content:
-            if block.get("type") not in BLOCK_TYPES:
-                self.s.unknown[f"content block {block.get('type')}"] += 1
+            kind = block.get("type")
+            if not isinstance(kind, str) or kind not in BLOCK_TYPES:
+                self.s.unknown[f"content block {_str(kind) or _shape(kind)}"] += 1
         call = self.by_id.get(key) if mid else None
         if call is not None and self.file_of[key] < self.file_no:   # a resumed or forked file repeats it
             self.s.duplicates += 1
             return
         if call is None:
-            calls = self._main(e)
-            call = Call(n=len(calls) + 1, message_id=mid, request_id=e.get("requestId"), model=message.get("model"),
-                        stop_reason=None, usage={}, blocks=[], content=[], timestamp=str(e.get("timestamp") or ""),
-                        sidechain=bool(e.get("isSidechain")), agent=e.get("agentId"),
-                        max_tokens=self.max_tokens.get(str(e.get("requestRef"))))
-            calls.append(call)
-            if mid:
-                self.by_id[key], self.file_of[key] = call, self.file_no
+            call = self._new_call(e, message, mid, rid)
         call.content += [_cut(b) for b in content]
-        call.blocks += [str(b.get("type")) for b in content]
-        call.stop_reason = message.get("stop_reason") or call.stop_reason
+        call.blocks += [_str(b.get("type")) or "?" for b in content]
+        stop = message.get("stop_reason")
+        if stop is not None and not isinstance(stop, str):
+            self.odd("assistant.message.stop_reason", stop)
+            stop = None
+        call.stop_reason = stop or call.stop_reason
         if call.stop_reason not in STOP_REASONS:
             self.s.unknown[f"stop_reason {call.stop_reason}"] += 1
         if isinstance(message.get("usage"), dict):
-            call.usage = {k: v for k, v in message["usage"].items() if isinstance(v, (int, float, dict))}
+            call.usage = self.usage(message["usage"], "assistant.message.usage")
+        elif message.get("usage") is not None:
+            self.odd("assistant.message.usage", message["usage"])
+
+    def _new_call(self, e: dict[str, Any], message: dict[str, Any], mid: str | None, rid: str | None) -> Call:
+        calls = self._main(e)
+        ref = self.requests.get(_str(e.get("requestRef")) or "")
+        if ref is not None and not e.get("isSidechain"):
+            self.unanswered.pop(ref.id, None)
+        call = Call(n=len(calls) + 1, message_id=mid, request_id=rid,
+                    model=self.text(message, "model", "assistant.message.model") or (ref.model if ref else None),
+                    stop_reason=None, usage={}, blocks=[], content=[], timestamp=_str(e.get("timestamp")) or "",
+                    sidechain=bool(e.get("isSidechain")), agent=_str(e.get("agentId")),
+                    max_tokens=ref.max_tokens if ref else None)
+        calls.append(call)
+        if mid:
+            self.replies.add(mid)
+            key = f"{mid}|{rid or ''}"
+            self.by_id[key], self.file_of[key] = call, self.file_no
+        return call
 
     def api_error_message(self, e: dict[str, Any], message: dict[str, Any]) -> None:
         text = _text_of(message.get("content"))
         if e.get("refusedMessageId") or message.get("stop_reason") == "refusal":
-            self._refused_call(e, str(e.get("refusedMessageId") or e.get("requestId") or ""))
-            self.event("refusal", e, _first_line(text), model=e.get("refusingModel"), message=text[:600])
+            model = self.text(e, "refusingModel", "assistant.refusingModel")
+            self._refused_call(e, self.text(e, "refusedMessageId", "assistant.refusedMessageId"),
+                               self.text(e, "requestId", "assistant.requestId"), model)
+            self.event("refusal", e, _first_line(text), model=model, message=text[:600])
             return
-        status = e.get("apiErrorStatus")
-        self.event("api_error", e, f"{status or ''} {e.get('error') or ''}".strip() or _first_line(text),
-                   status=status, error=e.get("error"), message=text[:300])
+        status = self.number(e, "apiErrorStatus", "assistant.apiErrorStatus")
+        error = self.text(e, "error", "assistant.error")
+        if status is not None:
+            self.answered(e)   # the request that failed
+        self.event("api_error", e, f"{status or ''} {error or ''}".strip() or _first_line(text),
+                   status=status, error=error, message=text[:300])
 
-    def _refused_call(self, e: dict[str, Any], message_id: str) -> None:
-        """A refused reply: 2.1.332 writes only its id (in a note); it is a call all the same."""
-        if not message_id or message_id in self.refused or e.get("isSidechain"):
+    def _refused_call(self, e: dict[str, Any], message_id: str | None, request_id: str | None,
+                      model: str | None) -> None:
+        """A refused reply: 2.1.332 writes only its id (in a note, a notice or an error message), once or more;
+        it is a call all the same, of the model its request asked for."""
+        keys = {k for k in (message_id, f"req:{request_id}" if request_id else None) if k}
+        if not keys or e.get("isSidechain"):
             return
-        self.refused.add(message_id)
+        if keys & self.refused or message_id in self.replies:   # told already, or written as a reply
+            self.refused |= keys
+            return
+        self.refused |= keys
+        request = self.answered(e, model)
         self.s.calls.append(Call(
-            n=len(self.s.calls) + 1, message_id=message_id, request_id=e.get("requestId"),
-            model=e.get("refusingModel") or e.get("originalModel"), stop_reason="refusal", usage={}, blocks=[],
-            content=[], timestamp=str(e.get("timestamp") or ""), usage_known=False))
+            n=len(self.s.calls) + 1, message_id=message_id, request_id=request_id,
+            model=(request.model if request else None) or model, stop_reason="refusal", usage={}, blocks=[],
+            content=[], timestamp=_str(e.get("timestamp")) or "", usage_known=False,
+            max_tokens=request.max_tokens if request else None))
 
     def user(self, e: dict[str, Any]) -> None:
         message = _dict(e.get("message"))
         content = message.get("content")
         text = _text_of(content)
         if e.get("isCompactSummary"):
-            last = next((x for x in reversed(self.s.events) if x.name == "compaction"), None)
-            if last is not None:
-                last.data["summary"] = _cut(text)[:600]
+            if self.last_compaction is not None:
+                self.last_compaction.data["summary"] = _cut(text)[:600]
             return
         if e.get("refusalRetry") or e.get("refusedMessageId"):
-            self._refused_call(e, str(e.get("refusedMessageId") or ""))
+            self._refused_call(e, self.text(e, "refusedMessageId", "user.refusedMessageId"), None, None)
             self.event("refusal_retry", e, _first_line(text, 160))
             return
         if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
@@ -535,6 +709,9 @@ class _Parser:
             self.event("tools", e, f"{len(results)} tool result(s)",
                        errors=sum(1 for b in results if b.get("is_error")), results=[_cut(b) for b in results])
             return
+        self._user_text(e, text)
+
+    def _user_text(self, e: dict[str, Any], text: str) -> None:
         if _STOP_HOOK.match(text):
             self.event("hook_block", e, text.split(":", 1)[-1].strip()[:300], hook="Stop")
             return
@@ -554,55 +731,105 @@ class _Parser:
         self.event("prompt", e, _cut(text)[:300])
 
     def system(self, e: dict[str, Any]) -> None:
-        sub = str(e.get("subtype"))
+        sub = self.text(e, "subtype", "system.subtype") or "(none)"
         if sub not in SYSTEM_SUBTYPES and not sub.startswith("model_refusal_"):
             self.s.unknown[f"system/{sub}"] += 1
             return
         if sub == "compact_boundary":
-            meta = _dict(e.get("compactMetadata"))
-            self.event("compaction", e, str(meta.get("trigger") or ""), trigger=meta.get("trigger"),
-                       pre_tokens=meta.get("preTokens"), post_tokens=meta.get("postTokens"))
+            self.compaction(e)
         elif sub == "api_error":
             error = _dict(e.get("error"))
-            self.event("retry_error", e, str(error.get("formatted") or error.get("message") or "")[:200],
-                       status=error.get("status"), attempt=e.get("retryAttempt"), retry_in_ms=e.get("retryInMs"))
+            self.answered(e)   # the request that failed, sent again
+            self.event("retry_error", e, (_str(error.get("formatted")) or _str(error.get("message")) or "")[:200],
+                       status=self.number(error, "status", "system.error.status"),
+                       attempt=self.number(e, "retryAttempt", "system.retryAttempt"),
+                       retry_in_ms=self.number(e, "retryInMs", "system.retryInMs"))
         elif sub == "stop_hook_summary":
-            errors = e.get("hookErrors") or []
+            errors = _list(e.get("hookErrors"))
             if errors and not self._told_block(e):
-                self.event("hook_block", e, str(errors[0])[:300], hook="Stop")
+                self.event("hook_block", e, (_str(errors[0]) or json.dumps(_cut(errors[0])))[:300], hook="Stop")
             self.event("hook", e, "Stop hook ran" + (" and blocked" if errors else ""), hook="Stop",
                        blocked=bool(errors))
         elif sub.startswith("model_refusal_"):
-            self.event("notice", e, f"{sub}: {e.get('apiRefusalCategory') or ''} "
-                                    f"{e.get('apiRefusalExplanation') or ''}".strip(), subtype=sub)
+            self.refusal_notice(e, sub)
         else:
-            self.event("notice", e, str(e.get("content") or "")[:200], subtype=sub)
+            self.event("notice", e, (self.text(e, "content", "system.content") or "")[:200], subtype=sub)
+
+    def compaction(self, e: dict[str, Any]) -> None:
+        meta = _dict(e.get("compactMetadata"))
+        trigger = self.text(meta, "trigger", "system.compactMetadata.trigger")
+        self.event("compaction", e, trigger or "", trigger=trigger,
+                   pre_tokens=self.number(meta, "preTokens", "system.compactMetadata.preTokens"),
+                   post_tokens=self.number(meta, "postTokens", "system.compactMetadata.postTokens"))
+        self.last_compaction = self.s.events[-1] if not e.get("isSidechain") else self.last_compaction
+
+    def refusal_notice(self, e: dict[str, Any], sub: str) -> None:
+        """``model_refusal_fallback`` (2.1.332: a second refusal, the turn retried on ``fallbackModel``) and
+        ``model_refusal_no_fallback`` (the turn ends on the refusal): each tells of a refused request. Of the
+        fallback's fields, ``trigger`` is what set it off ("refusal"), ``direction`` how ("retry": the turn is sent
+        again on the fallback model, which stays for the session), ``retractedMessageUuids`` the entries of the
+        refused reply Claude Code withdraws from view, ``scope`` "local" when a sub-agent fell back and the
+        session's model is unchanged (read by third-party readers of the format; not a published contract)."""
+        original = self.text(e, "originalModel", "system.originalModel")
+        category = self.text(e, "apiRefusalCategory", "system.apiRefusalCategory") or ""
+        explanation = self.text(e, "apiRefusalExplanation", "system.apiRefusalExplanation") or ""
+        self._refused_call(e, None, self.text(e, "requestId", "system.requestId"), original)
+        self.event("notice", e, f"{sub}: {category} {explanation}".strip(), subtype=sub)
+        if sub != "model_refusal_fallback":
+            return
+        fallback = self.text(e, "fallbackModel", "system.fallbackModel")
+        retracted = [u for u in _list(e.get("retractedMessageUuids")) if isinstance(u, str)][:50]
+        if not isinstance(e.get("retractedMessageUuids"), (list, type(None))):
+            self.odd("system.retractedMessageUuids", e.get("retractedMessageUuids"))
+        scope = self.text(e, "scope", "system.scope")
+        why = f"{category}: {explanation}" if explanation else category
+        self.event("fallback", e, f"{original or '?'} → {fallback or '?'} after a refusal" + (f" ({why})" if why
+                   else "") + (" in a sub-agent; the session's model is unchanged" if scope == "local" else ""),
+                   from_model=original, to_model=fallback, category=category or None, explanation=explanation or None,
+                   trigger=self.text(e, "trigger", "system.trigger"),
+                   direction=self.text(e, "direction", "system.direction"), scope=scope, retracted=retracted)
 
     def _told_block(self, e: dict[str, Any]) -> bool:
-        """A block already told for this point (by the attachment or the feedback message)."""
-        return any(x.name == "hook_block" and x.after == len(self.s.calls) for x in self.s.events)
+        """A block already told for this point (by the attachment or the feedback message): the events are in
+        order of ``after``, so only the last ones are looked at."""
+        for x in reversed(self.s.events):
+            if x.after < len(self.s.calls):
+                return False
+            if x.name == "hook_block":
+                return True
+        return False
 
     def attachment(self, e: dict[str, Any]) -> None:
         att = _dict(e.get("attachment"))
-        kind = str(att.get("type"))
+        kind = _str(att.get("type")) or f"({_shape(att.get('type'))})"
         if kind not in ATTACHMENT_TYPES:
             self.s.unknown[f"attachment/{kind}"] += 1
             return
         if kind == "hook_blocking_error" and not self._told_block(e):
             blocking = _dict(att.get("blockingError"))
-            self.event("hook_block", e, str(blocking.get("blockingError") or "")[:300],
-                       hook=att.get("hookEvent") or att.get("hookName"))
+            self.event("hook_block", e, (_str(blocking.get("blockingError")) or "")[:300],
+                       hook=_str(att.get("hookEvent")) or _str(att.get("hookName")))
 
     def api_request(self, e: dict[str, Any]) -> None:
-        """A request Claude Code is about to send (2.1.332): its max_tokens, for the reply that answers it."""
-        limit = _dict(e.get("params")).get("max_tokens")
-        if isinstance(e.get("id"), str) and isinstance(limit, int):
-            self.max_tokens[e["id"]] = limit
+        """A request Claude Code is about to send (2.1.332): the model it asks for and its max_tokens, for the reply
+        (or the refusal, or the error) that answers it."""
+        rid = self.text(e, "id", "api-request.id")
+        params = _dict(e.get("params"))
+        if not isinstance(e.get("params"), (dict, type(None))):
+            self.odd("api-request.params", e.get("params"))
+        request = _Request(rid or "", self.text(params, "model", "api-request.params.model"),
+                           self.number(params, "max_tokens", "api-request.params.max_tokens"))
+        if rid:
+            self.requests[rid] = request
+            if not e.get("isSidechain"):
+                self.unanswered[rid] = request
 
     def cost_state(self, e: dict[str, Any]) -> None:
         cost = e.get("totalCostUSD")
-        if isinstance(cost, (int, float)):
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost):
             self.s.reported_cost_usd = float(cost)
+        elif cost is not None:
+            self.odd("cost-state.totalCostUSD", cost)
 
 
 # -- after reading: rows, what came next, costs -------------------------------------------------------------
@@ -612,7 +839,7 @@ _NEXT_WORDS = {"tools": "ran the tools", "continuation": "asked to continue", "c
                "hook_block": "Stop hook blocked: fed back", "refusal_retry": "continued once after the refusal",
                "refusal": "ended on the refusal", "prompt": "ended the turn; next prompt",
                "subagent_done": "ended the turn; a sub-agent's result came in",
-               "interrupted": "interrupted"}
+               "interrupted": "interrupted", "fallback": "switched model after the refusal"}
 
 
 def _branch(call: Call, after: list[SessionEvent], called_again: bool = False) -> str:
@@ -631,7 +858,7 @@ def _branch(call: Call, after: list[SessionEvent], called_again: bool = False) -
         return "context_compact" if "compaction" in names else \
             "max_tokens_continue" if "continuation" in names else "context_give_up"
     if stop == "refusal":
-        return "refusal_fallback" if "refusal_retry" in names else "refusal"
+        return "refusal_fallback" if names & {"refusal_retry", "fallback"} else "refusal"
     if stop == "pause_turn":
         return "pause_turn" if "continuation" in names else "pause_give_up"
     if "hook_block" in names:
@@ -643,13 +870,19 @@ def _branch(call: Call, after: list[SessionEvent], called_again: bool = False) -
     return "complete"
 
 
+def _next_words(e: SessionEvent) -> str:
+    if e.name == "fallback" and e.data.get("to_model"):
+        return f"switched to {e.data['to_model']} after the refusal"
+    return _NEXT_WORDS[e.name]
+
+
 def _finish(session: Session) -> None:
+    by_call = session.events_by_call()
     for i, call in enumerate(session.calls):
-        after = [e for e in session.events if e.after == call.n]
+        after = by_call.get(call.n, [])
         call.branch = _branch(call, after, called_again=i < len(session.calls) - 1)
         call.row = ROW_OF.get(call.branch, "—")
-        told = [_NEXT_WORDS[e.name] for e in after if e.name in _NEXT_WORDS]
-        told = list(dict.fromkeys(told))
+        told = list(dict.fromkeys(_next_words(e) for e in after if e.name in _NEXT_WORDS))
         last = i == len(session.calls) - 1
         call.next = "; ".join(told) or ("end" if last else "called again")
     models = [c.model for c in session.calls if c.model]
@@ -675,8 +908,7 @@ def read_sessions(paths: Iterable[str | os.PathLike[str]]) -> Session:
             for entry in iter_entries(path, session):
                 parser.entry(entry)
             for side in sorted((path.parent / path.stem / "subagents").glob("*.jsonl")):
-                for entry in iter_entries(side, session):
-                    parser.entry({**entry, "isSidechain": True})
+                _read_sidechain(side, session, parser)
         except OSError as exc:
             raise TranscriptError(path, f"cannot be read: {exc.strerror or exc}") from None
     if not session.entries:
@@ -687,6 +919,18 @@ def read_sessions(paths: Iterable[str | os.PathLike[str]]) -> Session:
                                         f"a type Claude Code writes (found: {types})")
     _finish(session)
     return session
+
+
+def _read_sidechain(path: Path, session: Session, parser: _Parser) -> None:
+    """A sub-agent's file; one that is not a regular file (a named pipe, a link to a device) is refused as at the
+    top level, and named in the notes, without reading it: the session is partial."""
+    try:
+        for entry in iter_entries(path, session):
+            parser.entry({**entry, "isSidechain": True})
+    except TranscriptError as exc:
+        if exc.reason != "not a regular file" and not exc.reason.startswith("is a folder"):
+            raise
+        session.refused_files.append(f"{path}: {exc.reason}")
 
 
 def read_session(path: str | os.PathLike[str]) -> Session:
@@ -701,7 +945,13 @@ def _k(value: Any) -> str:
 
 
 def table_lines(session: Session) -> list[str]:
-    """The per-call table of the main thread, then the sidechains, the events and the totals."""
+    """The per-call table of the main thread, then the sidechains, the events and the totals; each line one line
+    whatever the file holds (a newline or an escape sequence in a path, a model name or a message is shown in
+    caret notation)."""
+    return [printable(line, newlines=False) for line in _table(session)]
+
+
+def _table(session: Session) -> list[str]:
     out = [f"Claude Code {session.version or '?'} · {session.project or '?'} · {session.started[:19]} · "
            f"{len(session.calls)} call(s) · ended: {session.ending}"]
     out.append(f"{'call':>4}  {'model':20} {'stop_reason':30} {'row':>3}  {'input':>7} {'output':>7} "
@@ -713,7 +963,7 @@ def table_lines(session: Session) -> list[str]:
         out.append(f"sidechains (sub-agents: {', '.join(agents)}), apart from the main thread:")
         out += [_call_line(c) for c in session.sidechain_calls]
     for e in session.events:
-        if e.name in ("compaction", "api_error", "retry_error", "hook_block", "refusal", "refusal_retry"):
+        if e.name in ("compaction", "api_error", "retry_error", "hook_block", "refusal", "refusal_retry", "fallback"):
             out.append(f"  after call {e.after}: {e.name.replace('_', ' ')}: {_event_detail(e)}")
     unknown_usage = sum(1 for c in session.calls + session.sidechain_calls if not c.usage_known)
     if unknown_usage and not session.unpriced:
@@ -736,5 +986,6 @@ def _call_line(c: Call) -> str:
 def _event_detail(e: SessionEvent) -> str:
     if e.name == "compaction":
         pre, post = e.data.get("pre_tokens"), e.data.get("post_tokens")
-        return f"{e.detail or 'compacted'}, {_k(pre)} tokens before" + (f", {_k(post)} after" if post else "")
+        return f"{e.detail or 'compacted'}, {'?' if pre is None else _k(pre)} tokens before" + \
+            (f", {_k(post)} after" if post else "")
     return e.detail

@@ -4,7 +4,8 @@ Per main-thread call: a ``request`` (its context is the prompt Claude Code repor
 reads and writes), a ``response`` with the measured usage and its cost, the tool results, then a
 ``transition`` naming the decision-table branch. Between calls: ``api_error`` and ``retry`` events for the
 failures it retried, ``compaction`` (tokens before: Claude Code's ``preTokens``; after: its ``postTokens``, else
-the next call's prompt), ``hook`` for a Stop-hook block. A ``result`` ends the trace. Nothing is estimated
+the next call's prompt), ``hook`` for a Stop-hook block, ``fallback`` when a refusal made Claude Code switch model
+(``model_refusal_fallback``). A ``result`` ends the trace. Nothing is estimated
 except the context window, which is Claude Code's default of 200k tokens.
 """
 
@@ -17,6 +18,7 @@ from ..core.events import (
     Append,
     ApiError,
     CompactionEvent,
+    Fallback,
     HookEvent,
     Request,
     Response,
@@ -94,6 +96,9 @@ class _Builder:
                                 self.n)
             elif e.name == "compaction":
                 self.compaction(e, next_call)
+            elif e.name == "fallback":
+                self.trace.emit(Fallback(from_model=e.data.get("from_model"), to_model=e.data.get("to_model"),
+                                         cause="refusal"), self.n)
             elif e.name == "hook_block":
                 self.trace.emit(HookEvent(event=str(e.data.get("hook") or "Stop"), source="claude-code hook",
                                           decision="block", reason=e.detail), self.n)
@@ -143,8 +148,10 @@ def session_to_trace(session: Session, *, secrets: tuple[str, ...] = ()) -> Trac
     if prompt:
         trace.emit(Append(role="user", content=[{"type": "text", "text": prompt}], blocks="text"), 0)
     build = _Builder(trace, session)
-    build.between([e for e in session.events if e.after == 0 and e.name != "prompt"], first, not session.calls)
+    by_call = session.events_by_call()   # one pass over the events: replay stays linear in the session's length
+    build.between([e for e in by_call.get(0, []) if e.name != "prompt"], first, not session.calls)
     run_cost: float | None = 0.0
+    subtype = result_subtype(session)
     for i, call in enumerate(session.calls):
         nxt = session.calls[i + 1] if i + 1 < len(session.calls) else None
         build.n += 1
@@ -155,9 +162,9 @@ def session_to_trace(session: Session, *, secrets: tuple[str, ...] = ()) -> Trac
             run_cost = None if run_cost is None or call.cost_usd is None else run_cost + call.cost_usd
         trace.emit(_response(call, run_cost), build.n)
         trace.emit(Append(role="assistant", content=list(call.content), blocks=",".join(call.blocks)), build.n)
-        after = [e for e in session.events if e.after == call.n]
+        after = by_call.get(call.n, [])
         ends_on_error = nxt is None and any(_failed_request(e) for e in after)
-        trace.emit(_transition(call, nxt is None and not ends_on_error, result_subtype(session), i + 1), build.n)
+        trace.emit(_transition(call, nxt is None and not ends_on_error, subtype, i + 1), build.n)
         build.attempts = 0
         build.between(after, nxt, nxt is None)
     _result(trace, session, build.n)
