@@ -387,7 +387,8 @@ def test_describe_reads_like_the_table(tmp_path: Path) -> None:
     record = {"row": "3", "summary": {"requests": 4, "actions": ["continuation"] * 3, "max_tokens": [32000],
                                       "max_tokens_raised": False, "models": ["m"], "beyond_script": 0},
               "result": {"exit_code": 1, "subtype": "success", "is_error": True}}
-    assert describe(record) == "4 requests: continuation ×3; no max_tokens raise; success, is_error (exit 1)"
+    assert describe(record) == ("4 requests: continuation ×3; no max_tokens raise; "
+                                "ended in error: is_error true, though its subtype says success (exit 1)")
     assert signature(record) == (("continuation",) * 3, "error")
 
 

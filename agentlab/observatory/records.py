@@ -516,7 +516,7 @@ def _compress(actions: list[str]) -> str:
 
 def describe(record: dict[str, Any]) -> str:
     """A short description of a behaviour record, e.g. "4 requests: continuation ×3; no max_tokens raise;
-    success, is_error (exit 1)"."""
+    ended in error: is_error true, though its subtype says success (exit 1)"."""
     summary, result = record["summary"], record.get("result") or {}
     if overflowed(record):
         first = record["requests"][0]
@@ -542,9 +542,10 @@ def describe(record: dict[str, Any]) -> str:
     elif result.get("raised"):
         status = f" {result['status']}" if result.get("status") else ""
         ending = f"raised {result['raised']}{status}"
+    elif result.get("subtype") == "success" and result.get("is_error"):   # Claude Code's error endings
+        ending = "ended in error: is_error true, though its subtype says success"
     elif result.get("subtype"):
-        ending = result["subtype"] + (", is_error" if result.get("is_error") and result["subtype"] == "success"
-                                      else "")
+        ending = result["subtype"]
     else:
         ending = f"stop_reason {result.get('stop_reason')}"
     if result.get("exit_code") not in (None, 0):

@@ -25,12 +25,20 @@ from agentlab.ui.plots import DPI, ERROR_COLOR, OK_COLOR, PlotFigure, _empty, _f
 __all__ = ["grade_heatmap"]
 
 
+def unreached_scenarios(report: Any, rule: str) -> int:
+    """How many scenarios judged ``rule`` although their own branch was not reached (a thinking scenario whose
+    request enabled no thinking still judges its cut-off reply): counted in the cell, marked apart."""
+    return sum(1 for g in report.grades if g.not_reached and (c := g.check(rule)) is not None
+               and c.status != "not_reached")
+
+
 def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = None, dpi: int = DPI,
                   title: str = "Careful-loop rules: scenarios passed per branch") -> PlotFigure:
     """Report cards side by side (``agentlab.observatory.grade.Report``): one row per client, one column per branch (a
     rule of the decision table), each cell the share of the client's scenarios where the rule held — green
     all, red none, grey where the branch was never reached — with the count written in (``≠n``: n scenarios
-    where it differs from the reference loop's choice, counted as held unless ``--policy strict``). Every count
+    where it differs from the reference loop's choice, counted as held unless ``--policy strict``; ``n in –``: n
+    scenarios whose own branch was not reached, which a rule they did reach still judges). Every count
     comes from ``agentlab.observatory.grade_verdict``: a rule reached in a scenario whose own branch was not
     reached counts too."""
     import numpy as np
@@ -57,7 +65,9 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
             held, _, differs, reached = cells[(y, rule.name)]
             if reached:
                 values[y, x] = (held + differs) / reached
-                labels[y][x] = f"{held + differs}/{reached}" + (f"\n≠{differs}" if differs else "")
+                aside = unreached_scenarios(reports[y], rule.name)
+                labels[y][x] = (f"{held + differs}/{reached}" + (f"\n≠{differs}" if differs else "")
+                                + (f"\n{aside} in –" if aside else ""))
             else:
                 labels[y][x] = "–"
     cmap = LinearSegmentedColormap.from_list("grade", [ERROR_COLOR, "#F2D16B", OK_COLOR]).with_extremes(
@@ -83,6 +93,7 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
         side.set_visible(False)
     fig_w, fig_h = fig.get_size_inches()
     fig.text(0.15 / fig_w, 0.12 / fig_h, "cell: scenarios where the rule held / scenarios that reached it;  ≠n: n "
-             "of them differ from the reference loop's choice;  –: never reached;  (n/m) after a client: scenarios "
-             "with no failure / scenarios judged", fontsize=8, color="#555555")
+             "of them differ from the reference loop's choice;  n in –: n of them in scenarios whose own branch was "
+             "not reached (– on the report card);  –: never reached;  (n/m) after a client: scenarios with no failure "
+             "/ scenarios judged", fontsize=8, color="#555555")
     return _finish(fig, save)
