@@ -94,6 +94,27 @@ BRANCHES: tuple[Branch, ...] = tuple(branch for _, branch, _ in TABLE)
 ROW_OF: dict[str, Row] = {branch: row for row, branch, _ in TABLE}
 assert sorted(BRANCHES) == sorted(get_args(Branch)), "every branch has exactly one row in the table"
 
+# Every stop reason the API sends (anthropic's StopReason and BetaStopReason: tests/test_transitions.py checks
+# this table against both) and the branch decide() takes for it when the content holds no tool_use block. A
+# refusal is read before the content; a tool_use block cut off by max_tokens or the context window is row 1
+# or 4. An unknown or missing stop_reason completes, recorded in the reason ("complete" below).
+StopBranch = Literal["refusal", "max_tokens_escalate", "context_compact", "pause_turn", "empty_nudge",
+                     "stop_sequence", "complete"]
+STOP_REASON_BRANCH: dict[StopReason, StopBranch] = {
+    "refusal": "refusal",                                 # row 5 (a fallback model first, if one is set)
+    "max_tokens": "max_tokens_escalate",                  # row 1 or 3 (then continuations, then giving up)
+    "model_context_window_exceeded": "context_compact",   # row 4 (or giving up)
+    "pause_turn": "pause_turn",                           # row 6
+    "compaction": "pause_turn",                           # row 6: the beta API's server-side compaction paused
+    "end_turn": "empty_nudge",                            # row 8 when empty right after tool results, else 11
+    "stop_sequence": "stop_sequence",                     # row 7
+    "tool_use": "complete",                               # row 2 if the content agrees, else 11
+}
+assert sorted(STOP_REASON_BRANCH) == sorted(STOP_REASONS), "every stop reason has exactly one branch"
+# the stop reasons whose reply is not the turn's answer: the loop recovers, resumes or refuses (rows 1-6)
+RECOVERY_STOP_REASONS: frozenset[StopReason] = frozenset(
+    r for r, b in STOP_REASON_BRANCH.items() if b not in ("empty_nudge", "stop_sequence", "complete"))
+
 CONTINUATION_TEXT = (
     "[Output token limit hit] Continue exactly where your previous message stopped. "
     "Do not apologise or repeat what you already wrote.")
@@ -405,10 +426,6 @@ Transition: TypeAlias = (RunTools | Retry | Escalate | Clamp | ContinueTruncated
 
 # --- reading a message ------------------------------------------------------------------------------------
 
-def _field(message: Any, name: str) -> Any:
-    return message.get(name) if isinstance(message, dict) else getattr(message, name, None)
-
-
 def tool_uses(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [b for b in blocks if b.get("type") == "tool_use"]
 
@@ -435,8 +452,8 @@ def refusal_message(details: Any) -> str:
 
 # --- the decision -----------------------------------------------------------------------------------------
 
-def decide(outcome: Message | Failure | Any, state: LoopState, limits: Limits) -> Transition:
-    """The branch for one model-call outcome: a Message (SDK object or dict) or a Failure."""
+def decide(outcome: Message | Failure, state: LoopState, limits: Limits) -> Transition:
+    """The branch for one model-call outcome: a Message (the reply as a dict) or a Failure."""
     if isinstance(outcome, Failure):
         return _decide_failure(outcome, state, limits)
     return _decide_message(outcome, state, limits)
@@ -488,22 +505,18 @@ def _decide_failure(f: Failure, state: LoopState, limits: Limits) -> Transition:
                  f"{limits.max_api_retries}: retry in {delay:g}s", delay=delay, consecutive_overloads=overloads)
 
 
-def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transition:
+def _decide_message(message: Message, state: LoopState, limits: Limits) -> Transition:
     blocks = message_blocks(message)
-    raw = _field(message, "stop_reason")              # what the server sent, a value the API may add later too
+    raw = message.get("stop_reason")                  # what the server sent, a value the API may add later too
     stop_reason: StopReason | None = raw if raw in STOP_REASONS else None
+    branch: StopBranch = "complete" if stop_reason is None else STOP_REASON_BRANCH[stop_reason]
     uses = tool_uses(blocks)
     last_type = blocks[-1].get("type") if blocks else None
 
-    if stop_reason == "refusal":                                                    # row 5
-        model = limits.refusal_fallback_model
-        if model and not state.refusal_fallback_used and model != state.model:
-            return RetryOnModel("refusal_fallback", f"refusal on {state.model}: one retry on {model}", model=model)
-        text = refusal_message(_field(message, "stop_details"))
-        return End("refusal", text, subtype="error_refusal", message=text)
-
-    if stop_reason in ("max_tokens", "model_context_window_exceeded") and last_type == "tool_use":
-        if stop_reason == "max_tokens":                                             # row 1
+    if branch == "refusal":                                                         # row 5
+        return _refusal(message, state, limits)
+    if branch in ("max_tokens_escalate", "context_compact") and last_type == "tool_use":
+        if branch == "max_tokens_escalate":                                         # row 1
             return _escalate_or_give_up("incomplete_tool_use", "the last tool_use block was cut off", state, limits)
         return _compact_or_give_up("the context window cut a tool_use block off", state, limits)
 
@@ -512,52 +525,72 @@ def _decide_message(message: Any, state: LoopState, limits: Limits) -> Transitio
         label = f" (labelled {raw!r})" if stop_reason != "tool_use" else ""
         return RunTools("tool_use", f"{len(uses)} tool_use block(s): {names}{label}", tool_uses=tuple(uses))
 
-    if stop_reason == "max_tokens":                                                 # row 3
-        target = min(limits.escalated_max_tokens, limits.max_tokens_ceiling)
-        if state.escalations < limits.max_escalations and target > state.max_tokens:
-            return Escalate("max_tokens_escalate",
-                            f"max_tokens {state.max_tokens} hit: escalation {state.escalations + 1} of "
-                            f"{limits.max_escalations}, resend with max_tokens {target}", max_tokens=target)
-        if state.continuations_in_a_row >= limits.max_continuations:
-            text = (f"The response hit max_tokens ({state.max_tokens}) again after "
-                    f"{_count(state.escalations, 'escalation')} and "
-                    f"{_count(state.continuations_in_a_row, 'continuation')}; the limit is "
-                    f"{_count(limits.max_continuations, 'continuation')} in a row.")
-            return End("max_tokens_give_up", text, subtype="error_max_output_tokens", message=text)
-        return ContinueTruncated("max_tokens_continue",
-                                 f"max_tokens hit: continuation {state.continuations_in_a_row + 1} of "
-                                 f"{limits.max_continuations}")
+    match branch:
+        case "max_tokens_escalate":                                                 # row 3
+            return _cut_text(state, limits)
+        case "context_compact":                                                     # row 4
+            return _compact_or_give_up("model_context_window_exceeded", state, limits)
+        case "pause_turn":                                                          # row 6
+            return _resume_or_give_up(str(raw), state, limits)
+        case "empty_nudge" if is_empty(blocks) and state.after_tool_results and state.nudges < limits.max_empty_nudges:
+            return Nudge("empty_nudge", "empty end_turn right after tool results: nudge once")       # row 8
+        case "empty_nudge":
+            return Complete("complete", "end_turn with no tool_use")               # row 11
+        case "stop_sequence":                                                       # row 7
+            sequence = message.get("stop_sequence")
+            return Complete("stop_sequence", f"stop sequence {sequence!r} matched; no tool_use: complete",
+                            stop_sequence=sequence)
+        case "complete":
+            return Complete("complete", _completion_reason(stop_reason, raw))       # row 11
+        case _:
+            assert_never(branch)
 
-    if stop_reason == "model_context_window_exceeded":                              # row 4
-        return _compact_or_give_up("model_context_window_exceeded", state, limits)
 
-    if stop_reason in ("pause_turn", "compaction"):                                 # row 6
-        if state.pauses_in_a_row >= limits.max_pause_continuations:
-            text = (f"{stop_reason}: continuing is switched off (max_pause_continuations=0)"
-                    if limits.max_pause_continuations == 0 else
-                    f"{stop_reason} {state.pauses_in_a_row} times in a row; the turn never finished")
-            return End("pause_give_up", text, subtype="error_during_execution", message=text)
-        return Resume("pause_turn", f"{stop_reason}: send the content back unchanged "
-                      f"({state.pauses_in_a_row + 1} of {limits.max_pause_continuations})")
-
-    if (stop_reason == "end_turn" and is_empty(blocks) and state.after_tool_results   # row 8
-            and state.nudges < limits.max_empty_nudges):
-        return Nudge("empty_nudge", "empty end_turn right after tool results: nudge once")
-
-    if stop_reason == "stop_sequence":                                              # row 7
-        sequence = _field(message, "stop_sequence")
-        return Complete("stop_sequence", f"stop sequence {sequence!r} matched; no tool_use: complete",
-                        stop_sequence=sequence)
-
+def _completion_reason(stop_reason: StopReason | None, raw: Any) -> str:
+    """Row 11 for a tool_use label without a tool_use block, an unknown stop_reason, or none."""
     if stop_reason == "tool_use":
-        reason = "labelled tool_use but no tool_use block: the content says the turn is complete"
-    elif stop_reason is None and raw is not None:
-        reason = f"unknown stop_reason {raw!r}: no tool_use block, complete"
-    elif stop_reason is None:
-        reason = "no stop_reason: no tool_use block, complete"
-    else:
-        reason = "end_turn with no tool_use"
-    return Complete("complete", reason)                                             # row 11
+        return "labelled tool_use but no tool_use block: the content says the turn is complete"
+    if stop_reason is None and raw is not None:
+        return f"unknown stop_reason {raw!r}: no tool_use block, complete"
+    return "no stop_reason: no tool_use block, complete"
+
+
+def _refusal(message: Message, state: LoopState, limits: Limits) -> RetryOnModel | End:
+    """Row 5: one retry on the refusal-fallback model, if one is set and not used yet; else the run ends."""
+    model = limits.refusal_fallback_model
+    if model and not state.refusal_fallback_used and model != state.model:
+        return RetryOnModel("refusal_fallback", f"refusal on {state.model}: one retry on {model}", model=model)
+    text = refusal_message(message.get("stop_details"))
+    return End("refusal", text, subtype="error_refusal", message=text)
+
+
+def _cut_text(state: LoopState, limits: Limits) -> Escalate | ContinueTruncated | End:
+    """Row 3: text cut off by max_tokens: escalate, then continue, then give up."""
+    target = min(limits.escalated_max_tokens, limits.max_tokens_ceiling)
+    if state.escalations < limits.max_escalations and target > state.max_tokens:
+        return Escalate("max_tokens_escalate",
+                        f"max_tokens {state.max_tokens} hit: escalation {state.escalations + 1} of "
+                        f"{limits.max_escalations}, resend with max_tokens {target}", max_tokens=target)
+    if state.continuations_in_a_row >= limits.max_continuations:
+        text = (f"The response hit max_tokens ({state.max_tokens}) again after "
+                f"{_count(state.escalations, 'escalation')} and "
+                f"{_count(state.continuations_in_a_row, 'continuation')}; the limit is "
+                f"{_count(limits.max_continuations, 'continuation')} in a row.")
+        return End("max_tokens_give_up", text, subtype="error_max_output_tokens", message=text)
+    return ContinueTruncated("max_tokens_continue",
+                             f"max_tokens hit: continuation {state.continuations_in_a_row + 1} of "
+                             f"{limits.max_continuations}")
+
+
+def _resume_or_give_up(stop_reason: str, state: LoopState, limits: Limits) -> Resume | End:
+    """Row 6: pause_turn (or the beta API's compaction): send the content back, at most so many times in a row."""
+    if state.pauses_in_a_row >= limits.max_pause_continuations:
+        text = (f"{stop_reason}: continuing is switched off (max_pause_continuations=0)"
+                if limits.max_pause_continuations == 0 else
+                f"{stop_reason} {state.pauses_in_a_row} times in a row; the turn never finished")
+        return End("pause_give_up", text, subtype="error_during_execution", message=text)
+    return Resume("pause_turn", f"{stop_reason}: send the content back unchanged "
+                  f"({state.pauses_in_a_row + 1} of {limits.max_pause_continuations})")
 
 
 def _escalate_or_give_up(branch: EscalateBranch, why: str, state: LoopState, limits: Limits) -> Escalate | End:
