@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend.scenario import Scenario
-from ..core.transitions import TRANSIENT_STATUSES, Limits, is_prompt_too_long, max_tokens_ceiling
+from ..core.transitions import (
+    RECOVERY_STOP_REASONS,
+    TRANSIENT_STATUSES,
+    Limits,
+    is_prompt_too_long,
+    max_tokens_ceiling,
+)
 from .grade_verdict import UNIVERSAL, Check, Verdict  # noqa: F401  (UNIVERSAL: re-exported)
 
 # -- the bounds the rules use -------------------------------------------------------------------------------
@@ -31,7 +37,7 @@ OVERLOADS_BEFORE_FALLBACK = _REFERENCE.overloads_before_fallback
 MAX_COMPACTIONS = _REFERENCE.max_compactions                  # compactions in a row that do not fit, at most
 MAX_PAUSE_RESUMES = _REFERENCE.max_pause_continuations        # pause_turn: resumes in a row, at most
 MAX_STOP_BLOCKS = _REFERENCE.stop_hook_block_cap              # Stop hook: blocks fed back, at most
-RECOVERY_STOPS = frozenset({"max_tokens", "pause_turn", "compaction", "refusal", "model_context_window_exceeded"})
+RECOVERY_STOPS = RECOVERY_STOP_REASONS   # a reply with one of these stop reasons is no final answer
 
 Status = Verdict  # what a check found: pass, fail, policy or not_reached (grade_verdict says what each counts as)
 # the builtin exceptions that are a bug in the loop's own code, not an ending it chose (ends_cleanly)
@@ -911,7 +917,7 @@ def ends_cleanly(run: Run) -> Check | None:
     limit = run.scenario.max_turns if run.scenario is not None else None
     if stop == "refusal":
         return _pass(name, f"{error} after {got}: ending with an error result after a refusal is right")
-    if stop in ("max_tokens", "model_context_window_exceeded", "pause_turn", "compaction"):
+    if stop in RECOVERY_STOPS:   # refusal, the other one, was judged above
         return _pass(name, f"{error} after {got}: ending there is its branch's to judge (the branch's rule says "
                            "whether the loop tried enough first)")
     if limit and run.message_replies() >= limit:
