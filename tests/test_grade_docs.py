@@ -52,6 +52,26 @@ def test_the_samples_show_every_verdict():
     assert "policy: differs from the reference loop's choice (2 behaviours, each listed once" in shown
 
 
+SOURCES = re.compile(r"<!-- grade:sources -->\n(?P<table>.*?)<!-- /grade:sources -->", re.S)
+# the rules of the refusal path (row 5) and of server-side compaction, each with the sentence it enforces
+SOURCED_ROWS = ("5",)
+SOURCED_RULES = ("pause_turn_resume", "compaction_block_unchanged")
+
+
+def test_each_refusal_and_compaction_rule_names_its_source():
+    from agentlab.observatory.grade import RULES
+
+    table = SOURCES.search(DOC.read_text(encoding="utf-8"))
+    assert table is not None, "docs/grade.md: no <!-- grade:sources --> table"
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([a-z_]+)`[^|]*\|[^|]+\|(.+)\|$",
+                                                         table.group("table"), re.M)}
+    wanted = {r.name for r in RULES if r.row in SOURCED_ROWS or r.name in SOURCED_RULES}
+    assert set(rows) == wanted, f"docs/grade.md's sources table: missing {sorted(wanted - set(rows))}, " \
+                                f"not rules of the refusal path or compaction {sorted(set(rows) - wanted)}"
+    for rule, source in rows.items():
+        assert "https://platform.claude.com/docs/en/" in source, f"{rule}: no docs page named"
+
+
 if __name__ == "__main__":
     DOC.write_text(rendered(DOC.read_text(encoding="utf-8")), encoding="utf-8")
     print(f"{DOC}: samples written", file=sys.stderr)

@@ -307,6 +307,49 @@ def test_clamp_max_tokens():
 
 # -- rows 5 to 11 -------------------------------------------------------------------------------------------------
 
+def _refused(token: str | None = "tok", recommended: str | None = None) -> dict[str, Any]:
+    return {**msg("refusal"), "stop_details": {"type": "refusal", "fallback_credit_token": token,
+                                               "fallback_has_prefill_claim": False if token else None,
+                                               "recommended_model": recommended}}
+
+
+def test_credit_token_retry():
+    fallback = dict(body(P, model="claude-opus-4-8"), fallback_credit_token="tok")
+    assert held(grade([(body(P), _refused()), (fallback, msg("end_turn", "text"))], "credit_token_retry"))
+    fails(grade([(body(P), _refused()), ({**fallback, "messages": [P, user("Please.")]}, msg("end_turn", "text"))],
+                "credit_token_retry"), r"request 2 echoes the credit token of request 1's refusal but added a user")
+    fails(grade([(body(P), _refused()), ({**fallback, "model": M}, msg("end_turn", "text"))], "credit_token_retry"),
+          r"to claude-sonnet-4-6, the model that refused")
+
+
+def test_stop_after_chain_refusal():
+    chain = dict(body(P, model="claude-opus-5-5"), fallbacks="default")
+    assert held(grade([(chain, _refused(None))], "stop_after_chain_refusal"))
+    assert held(grade([(chain, _refused(None, "claude-opus-4-8")), (body(P, model="claude-opus-4-8"),
+                                                                       msg("end_turn", "text"))],
+                      "stop_after_chain_refusal"))
+    fails(grade([(chain, _refused(None)), (body(P, model="claude-opus-4-8"), msg("end_turn", "text"))],
+                "stop_after_chain_refusal"), r"request 1 named fallbacks \(default\) and was refused")
+
+
+def test_keep_fallback_block():
+    hop = {"type": "fallback", "from": {"model": "claude-opus-5-5"}, "to": {"model": "claude-opus-4-8"}}
+    served = {"status": 200, "stop_reason": "tool_use", "content": [hop, use("t1")]}
+    assert held(grade([(body(P), served), (body(P, asst(hop, use("t1")), user(result("t1"))),
+                                           msg("end_turn", "text"))], "keep_fallback_block"))
+    fails(grade([(body(P), served), (body(P, asst(use("t1")), user(result("t1"))), msg("end_turn", "text"))],
+                "keep_fallback_block"), r"request 2 sent request 1's answer back without its fallback block")
+
+
+def test_compaction_block_unchanged():
+    block = {"type": "compaction", "content": "Summary.", "signature": "sig", "encrypted_content": "opaque"}
+    paused = {"status": 200, "stop_reason": "compaction", "content": [block]}
+    assert held(grade([(body(P), paused), (body(P, asst(block)), msg("end_turn", "text"))],
+                      "compaction_block_unchanged"))
+    fails(grade([(body(P), paused), (body(P, asst({**block, "signature": "forged"})), msg("end_turn", "text"))],
+                "compaction_block_unchanged"), r"request 2 sent request 1's compaction block back changed")
+
+
 def test_no_resend_after_refusal():
     assert held(grade([(body(P), msg("refusal"))], "no_resend_after_refusal"))
     assert held(grade([(body(P), msg("refusal")), (body(P, model="claude-haiku-4-5"), msg("end_turn", "text"))],

@@ -23,6 +23,8 @@ from agentlab.observatory.grade import (
     scenario_verdict,
 )
 from agentlab.observatory.grade_output import failures
+from agentlab.observatory.grade_report import grade_record
+from agentlab.observatory.grade_rules import record_from_requests
 from agentlab.observatory.grade_verdict import cell, counted_once, policy_groups, rule_verdict
 
 CONTINUE = "Output token limit hit. Continue exactly where you stopped."
@@ -37,11 +39,16 @@ def careful_loop(*breaks: str):
     message full of terminal escape sequences), ``resend_after_refusal`` (asks the model that refused again),
     ``resend_fatal`` (sends a request a 400/401/403/404 refused twice more unchanged), ``run_cut_tool_call`` (runs
     a tool call that max_tokens cut off), ``no_clamp`` (a 400 naming the model's ceiling raises),
-    ``trusts_the_label`` (an ``end_turn`` label ends the run, whatever tool calls the content holds)."""
+    ``trusts_the_label`` (an ``end_turn`` label ends the run, whatever tool calls the content holds),
+    ``credit_changed_body`` (the retry that echoes a refusal's credit token changes the system prompt),
+    ``retry_after_chain_refusal`` (with server-side fallbacks, a refusal of the whole chain is retried on
+    claude-opus-4-8). ``server_fallbacks`` is no break: the loop asks for the server's fallbacks ("default")
+    instead of retrying a refusal itself with its credit token."""
     unknown = set(breaks) - {"no_retry", "two_retries", "no_compaction", "no_max_tokens_recovery",
                              "ignores_pause_turn", "no_nudge", "crash_after_answer", "escapes",
                              "resend_after_refusal", "resend_fatal", "run_cut_tool_call", "no_clamp",
-                             "trusts_the_label"}
+                             "trusts_the_label", "credit_changed_body", "retry_after_chain_refusal",
+                             "server_fallbacks"}
     assert not unknown, unknown
     retries = 0 if "no_retry" in breaks else 2 if "two_retries" in breaks else 5
 
@@ -49,12 +56,15 @@ def careful_loop(*breaks: str):
         client = client.with_options(max_retries=retries)
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
         state = {"max_tokens": 1024, "escalated": False, "continuations": 0, "compactions": 0, "nudged": False,
-                 "resent": 0}
+                 "resent": 0, "model": model, "fallback_tried": False, "credit": None, "system": None,
+                 "server_fallbacks": bool({"server_fallbacks", "retry_after_chain_refusal"} & set(breaks))}
         partial = ""
         while True:
-            reply = _call(client, model, tools, messages, state, prompt, breaks)
+            reply = _call(client, state["model"], tools, messages, state, prompt, breaks)
             if reply is None:
                 continue  # compacted or clamped: the same turn again
+            if reply.stop_reason == "refusal" and _fall_back(reply, state, breaks):
+                continue  # the same body again, on the fallback model
             stop, content = reply.stop_reason, list(reply.content)
             text = "".join(b.text for b in content if b.type == "text")
             step = _step(stop, content, messages, state, breaks, run_tool)
@@ -77,11 +87,43 @@ def _add_assistant(messages: list[dict[str, Any]], content: list[Any]) -> None:
         messages.append({"role": "assistant", "content": content})
 
 
+FALLBACK_MODEL = "claude-opus-4-8"  # the refusal fallback of claude-opus-5-5 (data/models.yaml)
+
+
+def _fall_back(reply, state, breaks) -> bool:
+    """After a refusal: whether to send the same body once more, to the fallback model. With server-side fallbacks
+    the refusal is the whole chain's and ends the run; else a refusal that carries a credit token is retried on
+    the fallback model with the token (the "Fallback credit" page); without one the run ends."""
+    if state["fallback_tried"] or "resend_after_refusal" in breaks:
+        return False
+    token = getattr(reply.stop_details, "fallback_credit_token", None)
+    if state["server_fallbacks"]:
+        if "retry_after_chain_refusal" not in breaks:
+            return False
+        state.update(server_fallbacks=False)
+    elif not token:
+        return False
+    state.update(fallback_tried=True, model=FALLBACK_MODEL, credit=token)
+    if "credit_changed_body" in breaks:
+        state["system"] = "Answer briefly."
+    return True
+
+
 def _call(client, model, tools, messages, state, prompt, breaks):
     """One model call; None when the request was changed to be sent again (compacted, clamped)."""
+    server = state["server_fallbacks"]
+    extra: dict[str, Any] = {"extra_headers": {"anthropic-beta": "server-side-fallback-2026-07-01" if server
+                                               else "fallback-credit-2026-07-01"}}
+    body = {"fallbacks": "default"} if server else {}
+    if state["credit"]:
+        body["fallback_credit_token"], state["credit"] = state["credit"], None
+    if body:
+        extra["extra_body"] = body
+    if state["system"]:
+        extra["system"] = state["system"]
     try:
         with client.messages.stream(model=model, max_tokens=state["max_tokens"], tools=tools,
-                                    messages=messages) as stream:
+                                    messages=messages, **extra) as stream:
             return stream.get_final_message()
     except anthropic.APIStatusError as exc:
         if not isinstance(exc, anthropic.BadRequestError):
@@ -214,7 +256,15 @@ BROKEN = {
     "ignores_pause_turn": (FAST, {("pause_turn", "pause_turn_resume"): "fail",
                                   ("redacted_thinking", "pause_turn_resume"): "fail"}),
     "no_nudge": (FAST, {("empty_end_turn", "nudge_empty_turn"): "fail"}),
-    "resend_after_refusal": (FAST, {("refusal", "no_resend_after_refusal"): "fail"}),
+    "resend_after_refusal": (FAST, {(s, "no_resend_after_refusal"): "fail" for s in (
+        "refusal", "refusal_fallback_exhausted", "refusal_model_fallback", "refusal_server_fallback")}),
+    # each refusal that carries a credit token (the loop sends the credit beta; claude-opus-5-5 gives one)
+    "credit_changed_body": (FAST, {(s, "credit_token_retry"): "fail" for s in (
+        "refusal_fallback_exhausted", "refusal_model_fallback", "refusal_server_fallback")}),
+    # with server-side fallbacks: refusal.yaml's claude-sonnet-4-6 runs alone ("default" there), and
+    # refusal_fallback_exhausted's chain declines
+    "retry_after_chain_refusal": (FAST, {(s, "stop_after_chain_refusal"): "fail" for s in (
+        "refusal", "refusal_fallback_exhausted")}),
     "resend_fatal": (FAST, {("api_error_fatal", "no_retry_on_fatal"): "fail",
                             ("unsupported_field", "no_retry_on_fatal"): "fail"}),  # its 400 names a field sent
     "run_cut_tool_call": (FAST, {("incomplete_tool_use", "escalate_cut_tool_call"): "fail"}),
@@ -233,6 +283,97 @@ def test_each_broken_behaviour_fails_exactly_its_rule_once(broken, correct):
         assert g.verdict == (max((expected.get((g.scenario, c.rule), "pass") for c in g.checks),
                                  key=["pass", "policy", "fail"].index)
                              if any(k[0] == g.scenario for k in expected) else correct.grade(g.scenario).verdict)
+
+
+def test_a_loop_on_server_side_fallbacks_passes_every_rule_it_reaches():
+    report = _grade("server_fallbacks", scenarios=[s for s in FAST if s.startswith("refusal")])
+    assert _not_passing(report) == {}, report.text()
+    chain = report.grade("refusal_fallback_exhausted").check("stop_after_chain_refusal")
+    assert chain is not None and chain.why == "the refusal of the whole fallback chain ended the run"
+    served = report.grade("refusal_server_fallback")
+    assert served.verdict == "pass" and served.check("stop_when_done").why.startswith(
+        "the final answer (end_turn [fallback, text])")
+
+
+def _refusal(token: str | None = "tok-1", claim: bool = False) -> dict[str, Any]:
+    details = {"type": "refusal", "category": "cyber", "fallback_credit_token": token,
+               "fallback_has_prefill_claim": claim if token else None}
+    return {"stop_reason": "refusal", "content": [{"type": "text", "text": "Port scanning began"}] if claim else [],
+            "stop_details": details}
+
+
+def _rules(record: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c.rule: (c.status, c.why) for c in grade_record(record, None).checks}
+
+
+ASK = [{"role": "user", "content": "Summarise the history of port scanning tools."}]
+
+
+def test_credit_token_retry_judges_the_body_the_model_and_the_token():
+    def retry(model="claude-opus-4-8", messages=ASK, token="tok-1", **more):
+        return {"body": {"model": model, "max_tokens": 1024, "messages": messages, "fallback_credit_token": token,
+                         **more}}
+    first = {"body": {"model": "claude-opus-5-5", "max_tokens": 1024, "messages": ASK}}
+    same = record_from_requests([{**first, "reply": _refusal()}, retry()])
+    assert _rules(same)["credit_token_retry"] == (
+        "pass", "1 retry echoed the credit token to claude-opus-4-8 with the same body")
+    partial = [*ASK, {"role": "assistant", "content": "Port scanning began"}]
+    claimed = record_from_requests([{**first, "reply": _refusal(claim=True)}, retry(messages=partial)])
+    assert _rules(claimed)["credit_token_retry"][0] == "pass"
+    unclaimed = record_from_requests([{**first, "reply": _refusal(claim=False)}, retry(messages=partial)])
+    assert "has no prefill claim" in _rules(unclaimed)["credit_token_retry"][1]
+    changed = record_from_requests([{**first, "reply": _refusal()}, retry(system="Answer briefly.")])
+    assert _rules(changed)["credit_token_retry"][1].endswith(
+        "but its system changed: the retry sends the refused body unchanged, or with one assistant message that "
+        "continues the partial answer")
+    other = record_from_requests([{**first, "reply": _refusal()}, retry(token="tok-2")])
+    assert "did not give" in _rules(other)["credit_token_retry"][1]
+    # to the model that refused: a resend there fails no_resend_after_refusal as well (both rules say it)
+    same_model = _rules(record_from_requests([{**first, "reply": _refusal()}, retry(model="claude-opus-5-5")]))
+    assert "the model that refused" in same_model["credit_token_retry"][1]
+    assert same_model["no_resend_after_refusal"][0] == "fail"
+    # retrying without the token is allowed (billed as a cache write), and the record never holds the token
+    untoken = record_from_requests([{**first, "reply": _refusal()}, {"body": {**first["body"],
+                                                                               "model": "claude-opus-4-8"}}])
+    assert _rules(untoken)["credit_token_retry"][0] == "pass"
+    assert "tok-1" not in json.dumps(same)
+
+
+def test_stop_after_chain_refusal_allows_one_retry_on_the_recommended_model():
+    chain = {"body": {"model": "claude-opus-5-5", "max_tokens": 1024, "messages": ASK, "fallbacks": "default"}}
+    again = {"body": {"model": "claude-opus-4-8", "max_tokens": 1024, "messages": ASK}}
+    refused = {"stop_reason": "refusal", "blocks": [], "stop_details": {"type": "refusal"}}
+    assert _rules(record_from_requests([{**chain, "reply": refused}]))["stop_after_chain_refusal"][0] == "pass"
+    failed = _rules(record_from_requests([{**chain, "reply": refused}, again]))["stop_after_chain_refusal"]
+    assert failed[0] == "fail" and "the whole chain declined" in failed[1]
+    busy = {**refused, "stop_details": {"type": "refusal", "recommended_model": "claude-opus-4-8"}}
+    assert _rules(record_from_requests([{**chain, "reply": busy}, again]))["stop_after_chain_refusal"][0] == "pass"
+
+
+def test_keep_fallback_block_and_compaction_block_unchanged():
+    served = [{"type": "fallback", "from": {"model": "claude-opus-5-5"}, "to": {"model": "claude-opus-4-8"}},
+              {"type": "tool_use", "id": "t1", "name": "calculator", "input": {"expression": "2+2"}}]
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "4"}]}
+    first = {"body": {"model": "claude-opus-5-5", "max_tokens": 1024, "messages": ASK},
+             "reply": {"stop_reason": "tool_use", "content": served}}
+
+    def then(content):
+        return {"body": {**first["body"], "messages": [*ASK, {"role": "assistant", "content": content}, result]}}
+    assert _rules(record_from_requests([first, then(served)]))["keep_fallback_block"][0] == "pass"
+    dropped = _rules(record_from_requests([first, then(served[1:])]))["keep_fallback_block"]
+    assert dropped[0] == "fail" and "without its fallback block" in dropped[1]
+    block = {"type": "compaction", "content": "Summary of the work.", "signature": "sig", "encrypted_content": "e"}
+    compacted = {"body": first["body"], "reply": {"stop_reason": "compaction", "content": [block]}}
+
+    def resumed(content):
+        return {"body": {**first["body"], "messages": [*ASK, {"role": "assistant", "content": content}]}}
+    assert _rules(record_from_requests([compacted, resumed([block])]))["compaction_block_unchanged"] == (
+        "pass", "1 compaction block sent back unchanged")
+    edited = _rules(record_from_requests([compacted, resumed([{**block, "content": "Shorter."}])]))
+    assert edited["compaction_block_unchanged"][0] == "fail"
+    assert "back changed" in edited["compaction_block_unchanged"][1]
+    left_out = _rules(record_from_requests([compacted, resumed([{"type": "text", "text": "Go on."}])]))
+    assert "left out the compaction block" in left_out["compaction_block_unchanged"][1]
 
 
 def test_a_crash_after_the_answer_never_passes_and_fails_ends_cleanly_alone():

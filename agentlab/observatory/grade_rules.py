@@ -681,6 +681,139 @@ def no_resend_after_refusal(run: Run) -> Check | None:
                  f"after the refusal, request {run.n(j)} went to {run.requests[j].get('model')}, another model")
 
 
+def _before(run: Run, j: int) -> int | None:
+    """The index of the main request before ``j`` (None for the first)."""
+    return max((i for i in run.main if i < j), default=None)
+
+
+def credit_token_retry(run: Run) -> Check | None:
+    """Row 5, a fallback retry the client builds ("Fallback credit"; the SDK's ``BetaRefusalStopDetails``): a
+    request that echoes a refusal's ``fallback_credit_token`` goes to another model with the refused request's
+    body unchanged, or with one assistant message appended that continues the partial answer, where the refusal's
+    ``fallback_has_prefill_claim`` allows it. (Retrying without the token is allowed: it is billed as a cache
+    write.)"""
+    name = "credit_token_retry"
+    echoing = [j for j in run.main if run.requests[j].get("credit_token")]
+    if not echoing:
+        offered = [i for i in run.main if _reply(run.requests[i]).get("credit_token")]
+        j = run.next_main(offered[0]) if offered else None
+        if j is None or run.requests[j].get("model") == run.requests[offered[0]].get("model"):
+            return None
+        return _pass(name, f"request {run.n(j)} retried the refusal of request {run.n(offered[0])} on "
+                           f"{run.requests[j].get('model')} without its credit token (allowed: billed as a cache "
+                           "write)")
+    for j in echoing:
+        r = run.requests[j]
+        i = _before(run, j)
+        refused = _reply(run.requests[i]) if i is not None else {}
+        if r.get("credit_token") != "echoed" or refused.get("stop_reason") != "refusal":
+            return _fail(name, f"request {run.n(j)} sends a fallback_credit_token that the reply before it did not "
+                               "give: a token is echoed on the retry of the refusal that carried it")
+        assert i is not None
+        if r.get("model") == run.requests[i].get("model"):
+            return _fail(name, f"request {run.n(j)} echoes the credit token to {r.get('model')}, the model that "
+                               "refused: the token is redeemed on a fallback model")
+        diff = _diff(r)
+        changed = sorted(k for k in diff.get("changed") or {} if k in ("system", "tools"))
+        entries = list(diff.get("appended") or [])
+        continued = (len(entries) == 1 and entries[0].get("role") == "assistant" and not entries[0].get(
+            "extends_previous") and diff.get("kept") == diff.get("messages_before") and not diff.get("dropped"))
+        if changed or not (diff.get("same_messages") or continued):
+            what = f"its {' and '.join(changed)} changed" if changed else _said(r)
+            return _fail(name, f"request {run.n(j)} echoes the credit token of request {run.n(i)}'s refusal but "
+                               f"{what}: the retry sends the refused body unchanged, or with one assistant message "
+                               "that continues the partial answer")
+        if continued and not refused.get("prefill_claim"):
+            return _fail(name, f"request {run.n(j)} echoes the credit token with the partial answer appended, "
+                               f"but request {run.n(i)}'s refusal has no prefill claim: send the body unchanged")
+    how = "the same body" if all(_diff(run.requests[j]).get("same_messages") for j in echoing) else \
+        "the partial answer appended as one assistant message"
+    return _pass(name, f"{plural(len(echoing), 'retry', 'retries')} echoed the credit token to "
+                       f"{run.requests[echoing[-1]].get('model')} with {how}")
+
+
+def stop_after_chain_refusal(run: Run) -> Check | None:
+    """Row 5, with server-side ``fallbacks`` ("Refusals and fallback"; the SDK's ``BetaFallbacksParam``: "Tried in
+    order: if the first entry also declines, the second is tried"): a refusal to a request that named fallbacks is
+    the whole chain's, and the run ends there; only a refusal that names a ``recommended_model`` (its fallback
+    could not run) may be retried, once, directly on that model."""
+    name = "stop_after_chain_refusal"
+    found = [i for i in run.main if _reply(run.requests[i]).get("stop_reason") == "refusal"
+             and run.requests[i].get("fallbacks")]
+    if not found:
+        return None
+    for i in found:
+        r = run.requests[i]
+        j = run.next_main(i)
+        if j is None:
+            continue
+        recommended = _reply(r).get("recommended_model")
+        nxt = run.requests[j]
+        if recommended and nxt.get("model") == recommended and not nxt.get("fallbacks"):
+            continue
+        chain = r["fallbacks"] if isinstance(r["fallbacks"], str) else ", ".join(map(str, r["fallbacks"]))
+        return _fail(name, f"request {run.n(i)} named fallbacks ({chain}) and was refused: the whole chain "
+                           f"declined; request {run.n(j)} {_said(nxt)} to {nxt.get('model')} instead of ending the run")
+    i = found[-1]
+    j = run.next_main(i)
+    return _pass(name, "the refusal of the whole fallback chain ended the run" if j is None else
+                 f"request {run.n(j)} retried once on {run.requests[j].get('model')}, the refusal's recommended_model")
+
+
+def keep_fallback_block(run: Run) -> Check | None:
+    """Row 5: an answer served by a fallback model carries a ``fallback`` block; when that assistant turn is sent
+    back, the block is kept, the blocks after it unchanged (the SDK's ``BetaFallbackBlockParam``: "When you send the
+    assistant turn back, keep this block in its original position")."""
+    name = "keep_fallback_block"
+    judged = 0
+    for i in run.main:
+        want = _blocks(run.requests[i])
+        j = run.next_main(i)
+        if "fallback" not in want or j is None or _reply(run.requests[i])["status"] != 200:
+            continue
+        sent = [b for e in _diff(run.requests[j]).get("appended") or [] if e.get("role") == "assistant"
+                for b in e.get("blocks") or []]
+        if not sent:
+            continue
+        judged += 1
+        after = want[len(want) - want[::-1].index("fallback"):]
+        if "fallback" not in sent:
+            return _fail(name, f"request {run.n(j)} sent request {run.n(i)}'s answer back without its fallback "
+                               "block: keep it in its original position")
+        if sent[len(sent) - sent[::-1].index("fallback"):] != after:
+            return _fail(name, f"request {run.n(j)} moved the fallback block of request {run.n(i)}'s answer: the "
+                               f"blocks after it were [{', '.join(after)}]")
+    if not judged:
+        return None
+    return _pass(name, f"{plural(judged, 'answer')} served by a fallback sent back with the fallback block in place")
+
+
+def compaction_block_unchanged(run: Run) -> Check | None:
+    """The beta ``compaction`` stop reason (server-side compaction): each ``compaction`` block of a reply goes back
+    in the next request unchanged (the SDK's ``BetaCompactionBlock``: encrypted content and signature "to be
+    round-tripped verbatim", tool changes "Send the block back unchanged"). That a ``compaction`` stop is resumed at
+    all is ``pause_turn_resume``'s to judge."""
+    name = "compaction_block_unchanged"
+    judged = 0
+    for i in run.main:
+        want = list(_reply(run.requests[i]).get("compactions") or [])
+        j = run.next_main(i)
+        if not want or j is None:
+            continue
+        judged += 1
+        sent = [d for e in _diff(run.requests[j]).get("appended") or [] for d in e.get("compactions") or []]
+        missing = [d for d in want if d not in sent]
+        if missing and sent:
+            return _fail(name, f"request {run.n(j)} sent request {run.n(i)}'s compaction block back changed (its "
+                               "content, signature, encrypted content or tool changes differ): send it unchanged")
+        if missing:
+            return _fail(name, f"request {run.n(j)} left out the compaction block of request {run.n(i)}'s reply: "
+                               "send it back unchanged")
+    if not judged:
+        return None
+    return _pass(name, f"{plural(judged, 'compaction block')} sent back unchanged")
+
+
 def pause_turn_resume(run: Run) -> Check | None:
     """Row 6: after ``pause_turn`` the next request sends the assistant content back unchanged as the last
     message (no user message after it), at most MAX_PAUSE_RESUMES times in a row."""
@@ -958,9 +1091,20 @@ RULES: tuple[Rule, ...] = (
          "sends the request again within the ceiling a 400 names", clamp_max_tokens),
     Rule("no_resend_after_refusal", "5", "refusal",
          "never sends anything to the model that refused", no_resend_after_refusal),
+    Rule("credit_token_retry", "5", "credit token",
+         "echoes a refusal's fallback credit token only on a retry to another model, with the refused body unchanged "
+         "or one assistant message continuing the partial answer", credit_token_retry),
+    Rule("stop_after_chain_refusal", "5", "fallback chain",
+         "ends the run when a request with server-side fallbacks is refused (the whole chain declined), but for one "
+         "retry on the refusal's recommended_model", stop_after_chain_refusal),
+    Rule("keep_fallback_block", "5", "fallback block",
+         "keeps the fallback block of an answer a fallback model served when it sends that turn back",
+         keep_fallback_block),
     Rule("pause_turn_resume", "6", "pause_turn",
          "sends the paused assistant content back unchanged as the last message, at most "
          f"{MAX_PAUSE_RESUMES} times in a row", pause_turn_resume),
+    Rule("compaction_block_unchanged", "6", "compaction block",
+         "sends each compaction block of a reply back unchanged in the next request", compaction_block_unchanged),
     Rule("stop_when_done", "7, 11", "final answer",
          "ends the run on a final answer (no tool_use block, nothing to recover), whatever its label",
          stop_when_done),
@@ -1005,30 +1149,41 @@ def record_from_requests(requests: Sequence[dict[str, Any]], scenario: str = "?"
     """A behaviour record from requests given by hand (or read from another tool's log), for
     :func:`grade_record`: each item has the request ``body`` and its ``reply`` (``status``, and ``stop_reason``
     and ``blocks`` — the content block types — for a message, or ``error`` — the error type — and ``message``
-    for an error), optionally the scenario ``step`` that answered and the reply ``kind`` ("error" for an error
-    the scenario sends on purpose, the default for errors). What each request appended and its action label
+    for an error; or the message's ``content`` itself, and its ``stop_details``), optionally the scenario ``step``
+    that answered and the reply ``kind`` ("error" for an error the scenario sends on purpose, the default for
+    errors). What each request appended and its action label
     are computed as ``agentlab observe`` computes them, and a request the live API would refuse (the validator
     ``agentlab serve`` answers with) is marked ``api_would_refuse``, which the report notes."""
     from ..backend.scenario import is_summary_request
     from ..backend.scripted import normalise_request
     from ..backend.validate import request_problem
-    from .records import classify, diff_requests
+    from .records import classify, compaction_digest, credit_token_of, diff_requests, refusal_facts, \
+        request_fallback_facts
 
     out: list[dict[str, Any]] = []
     prev_body: dict[str, Any] | None = None
     prev_reply: dict[str, Any] | None = None
+    refused_token: str | None = None
     for n, item in enumerate(requests, 1):
         body = item["body"]
         reply = dict(item.get("reply") or {"status": 200, "stop_reason": "end_turn", "blocks": ["text"]})
         reply.setdefault("status", 200)
         message = reply.pop("message", None)
+        details = reply.pop("stop_details", None)
+        reply.update(refusal_facts(details))
+        content = reply.pop("content", None)
+        if isinstance(content, list):
+            reply["blocks"] = [b.get("type") for b in content]
+            digests = [compaction_digest(b) for b in content if b.get("type") == "compaction"]
+            reply.update({"compactions": digests} if digests else {})
         diff = diff_requests(prev_body, body)
         entry: dict[str, Any] = {
             "n": n, "model": body.get("model"), "max_tokens": body.get("max_tokens"),
             "stream": bool(body.get("stream")), "step": item.get("step"),
             "kind": item.get("kind") or ("error" if reply["status"] >= 400 else
                                          "summary" if is_summary_request(normalise_request(body)) else "message"),
-            "action": classify(diff, prev_reply), "reply": reply, "appended": diff}
+            "action": classify(diff, prev_reply), "reply": reply, "appended": diff,
+            **request_fallback_facts(body, refused_token)}
         if message is not None:
             entry["error"] = message
         refused = request_problem(body) if reply["status"] < 400 else None
@@ -1037,6 +1192,7 @@ def record_from_requests(requests: Sequence[dict[str, Any]], scenario: str = "?"
         out.append(entry)
         if prev_body is None or not diff["summary_request"]:
             prev_body, prev_reply = body, reply
+            refused_token = credit_token_of((details or {}).get("fallback_credit_token"))
     record: dict[str, Any] = {"client": client, "version": "-", "scenario": scenario, "requests": out,
                               "result": dict(result or {"exit_code": 0})}
     if times is not None:

@@ -5,6 +5,7 @@ committed ones (:func:`drift`) and described in a few words (:func:`describe`). 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import re
@@ -73,6 +74,54 @@ def describe_message(message: dict[str, Any]) -> dict[str, Any]:
                for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
     if results:
         out["tool_results"] = results
+    compacted = [compaction_digest(b) for b in m["content"] if isinstance(b, dict) and b.get("type") == "compaction"]
+    if compacted:
+        out["compactions"] = compacted
+    return out
+
+
+def compaction_digest(block: dict[str, Any]) -> str:
+    """A short digest of what a ``compaction`` block must carry back unchanged (its content, signature, encrypted
+    content and tool changes: the SDK's BetaCompactionBlock, "to be round-tripped verbatim"), so a record can say
+    whether a block came back as it was sent without holding its text."""
+    kept = {k: block.get(k) for k in ("content", "encrypted_content", "signature", "tool_changes")}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode("utf-8")).hexdigest()[:12]
+
+
+def refusal_facts(stop_details: Any) -> dict[str, Any]:
+    """What a refusal's ``stop_details`` offers a fallback retry (the SDK's BetaRefusalStopDetails), for a record:
+    ``credit_token`` (a token was given; the token itself is never recorded), ``prefill_claim``,
+    ``recommended_model``. Empty when it offers none of them."""
+    if not isinstance(stop_details, dict):
+        return {}
+    out: dict[str, Any] = {}
+    if stop_details.get("fallback_credit_token"):
+        out["credit_token"] = True
+        out["prefill_claim"] = bool(stop_details.get("fallback_has_prefill_claim"))
+    if stop_details.get("recommended_model"):
+        out["recommended_model"] = stop_details["recommended_model"]
+    return out
+
+
+def credit_token_of(token: Any) -> str | None:
+    """The token a request's ``fallback_credit_token`` carries (the bare string, or the ``{token, mode}`` form)."""
+    if isinstance(token, dict):
+        token = token.get("token")
+    return token if isinstance(token, str) and token else None
+
+
+def request_fallback_facts(body: dict[str, Any], refused_token: str | None) -> dict[str, Any]:
+    """A request's server-side ``fallbacks`` (the models named, or "default") and whether its
+    ``fallback_credit_token`` echoes the token of the refusal before it (``credit_token``: "echoed" or "other")."""
+    out: dict[str, Any] = {}
+    chain = body.get("fallbacks")
+    if chain == "default":
+        out["fallbacks"] = "default"
+    elif isinstance(chain, list):
+        out["fallbacks"] = [e.get("model") if isinstance(e, dict) else e for e in chain]
+    token = credit_token_of(body.get("fallback_credit_token"))
+    if token is not None:
+        out["credit_token"] = "echoed" if token == refused_token else "other"
     return out
 
 
@@ -235,26 +284,44 @@ def reply_summary(status: int, headers: dict[str, str], body: bytes) -> dict[str
         except (ValueError, KeyError, TypeError):
             out["error"] = "unknown"
         return out
+    message = reply_message(headers, body)
+    if message is not None:
+        out.update(stop_reason=message.get("stop_reason"), blocks=[b.get("type") for b in message["content"]])
+        out.update(refusal_facts(message.get("stop_details")))
+        compacted = [compaction_digest(b) for b in message["content"] if b.get("type") == "compaction"]
+        if compacted:
+            out["compactions"] = compacted
+    return out
+
+
+def reply_message(headers: dict[str, str], body: bytes) -> dict[str, Any] | None:
+    """A message reply (JSON or SSE) as one message: ``stop_reason``, ``stop_details`` and ``content`` (each
+    block as it started, with a compaction block's content and a text block's text filled in from their deltas);
+    None when the body is not a message."""
     if headers.get("content-type", "").startswith("text/event-stream"):
-        blocks: list[str] = []
-        stop = None
+        message: dict[str, Any] = {"stop_reason": None, "stop_details": None, "content": []}
         for line in body.decode("utf-8", "replace").splitlines():
             if not line.startswith("data: "):
                 continue
             event = json.loads(line[6:])
             if event.get("type") == "content_block_start":
-                blocks.append(event["content_block"]["type"])
+                message["content"].append(dict(event["content_block"]))
+            elif event.get("type") == "content_block_delta" and message["content"]:
+                delta = event.get("delta") or {}
+                if delta.get("type") == "compaction_delta":
+                    block = message["content"][-1]
+                    block.update({k: v for k, v in delta.items() if k != "type"})
             elif event.get("type") == "message_delta":
-                stop = event["delta"].get("stop_reason")
-        out.update(stop_reason=stop, blocks=blocks)
-        return out
+                message["stop_reason"] = event["delta"].get("stop_reason")
+                message["stop_details"] = event["delta"].get("stop_details")
+        return message
     try:
-        message = json.loads(body)
+        parsed = json.loads(body)
     except ValueError:
-        return out
-    if isinstance(message, dict) and message.get("type") == "message":
-        out.update(stop_reason=message.get("stop_reason"), blocks=[b.get("type") for b in message["content"]])
-    return out
+        return None
+    if isinstance(parsed, dict) and parsed.get("type") == "message":
+        return parsed
+    return None
 
 
 @dataclass
@@ -284,6 +351,7 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
     prev_body: dict[str, Any] | None = None
     prev_reply: dict[str, Any] | None = None
     prev_step_tokens: int | None = None
+    refused_token: str | None = None  # the credit token of the last reply (never written into the record)
     for exchange in server.exchanges:
         recorded, reply = exchange.request, exchange.reply
         route = recorded.path.split("?", 1)[0]
@@ -302,6 +370,7 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
             "max_tokens": body.get("max_tokens"), "stream": recorded.stream, "step": recorded.step,
             "kind": recorded.kind, "action": classify(diff, prev_reply), "reply": summary, "appended": diff,
         }
+        entry.update(request_fallback_facts(body, refused_token))
         if recorded.not_reached:
             entry["not_reached"] = list(recorded.not_reached)
         if recorded.final_answer_call:  # the server's call of the client's final-answer tool (tool_choice)
@@ -334,6 +403,8 @@ def build_record(scenario: Scenario, server: ScenarioServer, client: str, versio
         arrivals.append(exchange.at)
         if prev_body is None or not diff["summary_request"]:
             prev_body, prev_reply = body, summary
+            message = reply_message(reply.headers, reply.body) if reply.status < 400 else None
+            refused_token = credit_token_of(((message or {}).get("stop_details") or {}).get("fallback_credit_token"))
     notes = list(outcome.notes)
     # the server's own failures (a scenario whose numbers disagree with the request, the server raising): no
     # reply the live API would give, and no fault of the client's; a grade of this run is not a verdict
