@@ -18,6 +18,7 @@ from typing import Any
 
 from ..core.caching import PromptCache
 from ..core.compaction import estimate_tokens, text_blocks
+from . import context_edits
 from .fallback import CreditBook, Redemption, betas_of, fallback_block, fallback_chain, iteration
 from .models import model_limits
 from .offered import CANNOT_SEND, FORCED, SCENARIO_ONLY, fit_reply, fit_stop_sequence
@@ -167,6 +168,7 @@ class ScenarioEngine:
         self.credits = CreditBook(self.clock)
         self._betas: frozenset[str] | None = None     # the request being answered: its anthropic-beta values
         self._redemption = Redemption()                # its fallback_credit_token, as checked
+        self._edits: context_edits.Edited | None = None  # its context management, as applied
 
     @classmethod
     def from_name(cls, name_or_path: str) -> ScenarioEngine:
@@ -211,7 +213,7 @@ class ScenarioEngine:
     def handle(self, method: str, path: str, body: bytes | None, headers: dict[str, str] | None = None) -> WireReply:
         """Answer one HTTP request. ``headers`` are the request's (its ``anthropic-beta`` values decide the beta
         fields the reply may carry); left out, the request is answered as if it sent every beta it needs."""
-        self._betas, self._redemption = betas_of(headers), Redemption()
+        self._betas, self._redemption, self._edits = betas_of(headers), Redemption(), None
         route = path.split("?", 1)[0].rstrip("/") or "/"
         if method == "HEAD" or (method == "GET" and route in ("/", "/api/hello")):
             return self._record(method, path, None, False, None, WireReply(200, {}, b"", "probe"))
@@ -235,17 +237,29 @@ class ScenarioEngine:
             return self._record(method, path, None, False, None, _error(400, "invalid_request_error", str(problem)))
         invalid = request_problem(request, count_tokens=route.endswith("count_tokens"))
         if invalid is None and not route.endswith("count_tokens"):  # what the requested model refuses
-            invalid = self._fallback_problem(normalise_request(request)) or model_problem(
-                normalise_request(request), resuming=self.paused or self._redemption.prefill)
+            invalid = context_edits.config_problem(request) or context_edits.returned_block_problem(request) \
+                or self._fallback_problem(normalise_request(request)) or model_problem(
+                    normalise_request(request), resuming=self.paused or self._redemption.prefill)
         if invalid is not None:  # answered as the API does, and no scenario step is used up
             return self._record(method, path, request, bool(request.get("stream") is True), None,
                                 _error(400, "invalid_request_error", invalid), kind="invalid_request")
         if route.endswith("count_tokens"):
-            tokens = self.request_tokens(normalise_request(request))
             reply = WireReply(200, {"content-type": "application/json"},
-                              json.dumps({"input_tokens": tokens}).encode(), "count_tokens")
+                              json.dumps(self._count(normalise_request(request))).encode(), "count_tokens")
             return self._record(method, path, request, False, None, reply)
         return self._answer(method, path, request)
+
+    def _count(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A count_tokens answer: the prompt as the model would read it, the clearing edits applied (with the
+        size before them in ``context_management.original_input_tokens``); ``compaction`` is ignored."""
+        tokens = self.request_tokens(request)
+        if request.get("context_management") is None and not context_edits.involved(request):
+            return {"input_tokens": tokens}
+        edited = context_edits.apply(request, tokens, self.scenario.summary, compact=False)
+        counted: dict[str, Any] = {"input_tokens": self.request_tokens(edited.request)}
+        if request.get("context_management") is not None:
+            counted["context_management"] = {"original_input_tokens": tokens}
+        return counted
 
     def _fallback_problem(self, request: dict[str, Any]) -> str | None:
         """The 400 a request's ``fallbacks`` or ``fallback_credit_token`` gets (backend/fallback.py); the
@@ -271,6 +285,12 @@ class ScenarioEngine:
         if invalid is not None:
             return self._record(method, path, request, stream, None, _error(400, "invalid_request_error", invalid),
                                 kind="invalid_thinking")
+        if context_edits.involved(normalised):  # the server's own compaction and context edits (context_edits.py)
+            self._edits = context_edits.apply(normalised, tokens, scenario.summary)
+            if normalised.get("compaction") is not None or self._edits.pause:
+                return self._compaction_reply(method, path, request, normalised, tokens)
+            normalised, tokens = self._edits.request, self.request_tokens(self._edits.request)
+            summary = is_summary_request(normalised)
         # the scenario's own small window (a client setting), else the requested model's
         window = scenario.context_window or model_limits(normalised.get("model")).context_window
         if tokens > window:
@@ -353,6 +373,45 @@ class ScenarioEngine:
         return self._record(method, path, request, stream, index, wire, stop_reason=reply.stop_reason,
                             staged=staged, not_reached=not_reached, final_answer_call=forced,
                             placeholder=placeholder)
+
+    def _compaction_reply(self, method: str, path: str, request: dict[str, Any], normalised: dict[str, Any],
+                          tokens: int) -> WireReply:
+        """The reply of a compaction request (``compaction: {type: summarize}``), or of a ``compact_20260112``
+        edit that paused after compacting: the signed compaction block alone, ``stop_reason: "compaction"``; the
+        summarising request is the one ``usage.iterations`` entry, and nothing was sampled after it (the
+        top-level usage counts nothing). No step is used up."""
+        assert self._edits is not None
+        edits, self._edits = self._edits, None
+        block = edits.block or context_edits.compaction_block(self.scenario.summary, tokens)
+        compacted = edits.compacted_tokens or tokens
+        reply = Reply.model_validate({"content": [], "stop_reason": "compaction"})
+        msg_id = f"msg_{reply_slug(self.scenario.name)}_compaction{len(self.requests):03d}"
+        message = build_message(reply, normalised, msg_id=msg_id, input_tokens=0)
+        summarising = {"input_tokens": compacted, "output_tokens": max(2, estimate_tokens(str(block["content"])))}
+        message["content"] = [block]
+        message["usage"] = {**message["usage"], "input_tokens": 0, "output_tokens": 0,
+                            "iterations": [context_edits.iteration("compaction", summarising)]}
+        if edits.applied:
+            message["context_management"] = {"applied_edits": edits.applied}
+        return self._record(method, path, request, bool(request.get("stream")), None,
+                            self._wire(message, reply, bool(request.get("stream"))), kind="server_compaction",
+                            stop_reason="compaction")
+
+    def _edited(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A reply to a request the server's context management changed: ``context_management.applied_edits``,
+        and, after a compaction the request triggered, the block first and the two iterations."""
+        edits = self._edits
+        assert edits is not None
+        out = dict(message)
+        if edits.applied:
+            out["context_management"] = {"applied_edits": edits.applied}
+        if edits.block is not None:
+            summarising = {"input_tokens": edits.compacted_tokens,
+                           "output_tokens": max(2, estimate_tokens(str(edits.block["content"])))}
+            out["content"] = [edits.block, *message["content"]]
+            out["usage"] = {**message["usage"], "iterations": [context_edits.iteration("compaction", summarising),
+                                                                context_edits.iteration("message", message["usage"])]}
+        return out
 
     def _answer_fallback_retry(self, method: str, path: str, request: dict[str, Any], normalised: dict[str, Any],
                                tokens: int, reply: Reply) -> WireReply:
@@ -520,6 +579,8 @@ class ScenarioEngine:
     def _wire(self, message: dict[str, Any], reply: Reply, stream: bool) -> WireReply:
         if self._redemption.usage is not None:  # on every reply to a request that carried a credit token
             message = {**message, "usage": {**message["usage"], "fallback_credit": self._redemption.usage}}
+        if self._edits is not None:
+            message = self._edited(message)
         self.last_stop_reason = reply.stop_reason
         self.paused = self.paused or reply.stop_reason in ("pause_turn", "compaction")
         if stream:
@@ -791,6 +852,14 @@ def sse_body(message: dict[str, Any], reply: Reply, chunk: int = 24) -> bytes:
             out.append(_event("content_block_delta", {
                 "type": "content_block_delta", "index": i,
                 "delta": {"type": "signature_delta", "signature": block.get("signature", "")}}))
+        elif kind == "compaction":  # its signature on the start, content and metadata in one compaction_delta
+            head = {**block, "content": None, "encrypted_content": None}
+            out.append(_event("content_block_start", {"type": "content_block_start", "index": i,
+                                                      "content_block": head}))
+            out.append(_event("content_block_delta", {
+                "type": "content_block_delta", "index": i,
+                "delta": {"type": "compaction_delta", "content": block.get("content"),
+                          "encrypted_content": block.get("encrypted_content")}}))
         else:  # blocks that arrive whole, such as web_search_tool_result
             out.append(_event("content_block_start", {"type": "content_block_start", "index": i,
                                                       "content_block": block}))
