@@ -180,3 +180,15 @@ def test_compare_paths_draws_two_panels():
     assert len(fig.axes) == 2
     assert fig.axes[0].get_title(loc="left").startswith("Claude Code ")
     assert plots.to_png(fig) == plots.to_png(compare_paths("max_tokens_give_up"))
+
+
+def test_a_graded_function_is_named_by_its_label_in_the_replay():
+    """A record that ``agentlab grade`` made of a function (version "graded") says "your agent_loop ran the tool
+    call(s)", not "your agent_loop graded ran …"."""
+    from agentlab.exercises.lesson12 import grade_loop, naive_loop
+
+    record = grade_loop(naive_loop, ["tool_use"]).grade("tool_use").record
+    assert record["version"] == "graded"
+    reasons = [e.payload.reason for e in record_to_trace(record) if e.kind == "transition"]
+    assert any(r.startswith("your agent_loop ran the tool call(s)") for r in reasons), reasons
+    assert not any("graded" in r for r in reasons), reasons

@@ -136,8 +136,11 @@ def _checked_record(record: Any, where: str) -> dict[str, Any]:
 
 
 def client_label(record: dict[str, Any]) -> str:
+    """The client as a sentence names it: "Claude Code 2.1.332"; a function graded by ``agentlab grade`` (its
+    version is "graded") by its label alone: "your agent_loop"."""
     names = {"claude-code": "Claude Code", "tool-runner": "tool runner", "agentlab": "agentlab"}
-    return f"{names.get(record['client'], record['client'])} {record['version']}"
+    name = names.get(record["client"], record["client"])
+    return name if record.get("version") == "graded" else f"{name} {record['version']}"
 
 
 def ending(record: dict[str, Any]) -> str:
