@@ -27,6 +27,7 @@ from ..core.errors import ConfigError
 from .. import __version__
 from ..core.events import ApiError, Request, ResultEvent, Response, Start, TransitionEvent
 from ..core.paths import data_dir
+from ..core.text import printable
 from ..core.trace import Trace, redact
 from .observe import ClientOutcome, installed_claude_versions, machine_replacements, observe_scenario, \
     resolve_client
@@ -372,7 +373,7 @@ def load_any(paths: list[str]) -> tuple[Session | None, Trace, dict[str, Any]]:
     else:
         try:
             trace = Trace.load(first)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise TranscriptError(first, str(exc).removeprefix(f"{first}: ")) from None
     return None, trace, trace_summary(trace, kind, first)
 
@@ -391,24 +392,42 @@ def replay_lines(*paths: str | Path) -> list[str]:
 def replay_main(args: Any, *, plot: Callable[..., Any] | None = None, out: Callable[[str], None] = print) -> int:
     """``agentlab replay PATH... [--json] [--plot FILE.png]``: 0 when read (partial results are marked), 2 when
     nothing could be read."""
-    if args.plot and not str(args.plot).lower().endswith(".png"):
-        raise ConfigError(f"--plot {args.plot}: give a .png file name")
+    if args.plot:
+        check_plot_target(Path(args.plot))
     session, trace, summary = load_any(args.paths)
     secrets = _secrets()
     if args.json:
         out(redact(json.dumps(summary, ensure_ascii=False, default=str), secrets))
     else:
         for line in _table(session, summary):
-            out(redact(line, secrets))
+            out(redact(printable(line, newlines=False), secrets))
     if args.plot and plot is not None:
         ending = str(summary["ending"])
         ending = ending if len(ending) <= 50 else ending[:49] + "…"
         source = f"Claude Code {session.version or ''}".strip() if session is not None else \
             source_line(summary).split(" · ")[0]
-        plot(trace, save=args.plot, title=f"{source}: {_call_count(summary)}, ended: {ending}")
+        try:
+            plot(trace, save=args.plot, title=printable(f"{source}: {_call_count(summary)}, ended: {ending}",
+                                                        newlines=False))
+        except OSError as exc:
+            raise ConfigError(f"--plot {args.plot}: cannot be written: {exc.strerror or exc}") from None
         if not args.json:
             out(f"plot written to {args.plot}")
     return 0
+
+
+def check_plot_target(path: Path) -> None:
+    """``--plot FILE.png`` checked before anything is read or printed: a .png name, in a folder that exists, and
+    not itself a folder. ConfigError naming what is wrong."""
+    if path.suffix.lower() != ".png":
+        raise ConfigError(f"--plot {path}: give a .png file name")
+    if path.is_dir():
+        raise ConfigError(f"--plot {path}: is a folder; give a file name ending in .png")
+    folder = path.parent
+    if not folder.exists():
+        raise ConfigError(f"--plot {path}: no such folder {folder}")
+    if not folder.is_dir():
+        raise ConfigError(f"--plot {path}: {folder} is not a folder")
 
 
 def sessions_main(args: Any, out: Callable[[str], None] = print) -> int:
@@ -424,13 +443,21 @@ def sessions_main(args: Any, out: Callable[[str], None] = print) -> int:
     base = Path(args.dir) if args.dir else default_projects_dir()
     out(f"{'date':16}  {'calls':>5}  {'project':32}  {'ended':44}  file")
     for line in lines:
-        project = line.project if len(line.project) <= 32 else "…" + line.project[-31:]
-        ended = line.ended if len(line.ended) <= 44 else line.ended[:43] + "…"
-        out(redact(f"{line.date:16}  {line.calls:>5}  {project:32}  {ended:44}  {line.path.relative_to(base)}",
-                   _secrets()))
+        project = _one_line(line.project)
+        project = project if len(project) <= 32 else "…" + project[-31:]
+        ended = _one_line(line.ended)
+        ended = ended if len(ended) <= 44 else ended[:43] + "…"
+        out(redact(f"{_one_line(line.date):16}  {line.calls:>5}  {project:32}  {ended:44}  "
+                   f"{_one_line(str(line.path.relative_to(base)))}", _secrets()))
     if total > len(lines):
         out(f"({total - len(lines)} older session(s) not shown: --limit N shows more)")
     return 0
+
+
+def _one_line(text: str) -> str:
+    """A name or a text from the file system or a transcript, on one line: a newline, a carriage return or an
+    escape sequence in it is shown in caret notation (``^J``), so it can neither split a row nor forge one."""
+    return printable(text, newlines=False)
 
 
 def example_sessions(root: Path = SESSIONS_DIR) -> list[dict[str, Any]]:
