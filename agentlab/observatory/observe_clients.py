@@ -432,7 +432,7 @@ def run_langchain(scenario: Scenario, base_url: str, workdir: Path, timeout: flo
     # steps, so the limit stops the run before the tool step that would lead to call n + 1
     recursion = 2 * (scenario.max_turns or CLAUDE_MAX_TURNS) - 1
     shown = {"call": "create_agent(ChatAnthropic(...), tools=[...]).invoke({'messages': [prompt]})",
-             "langchain-anthropic": _package_version("langchain-anthropic"),
+             "langchain-anthropic": frameworks.python_version("langchain-anthropic"),
              "max_tokens": scenario.max_tokens, "max_retries": 2, "recursion_limit": recursion,
              "server_tools": [t.get("name") for t in scenario.server_tools]}
     notes = []
@@ -458,16 +458,6 @@ def _lc_text(message: Any) -> str:
     if isinstance(content, str):
         return content
     return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-
-
-def _package_version(name: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        raise ConfigError(f"{name} is not installed: it is in the `clients` extra; `make record` installs it "
-                          "into .venv-clients") from None
 
 
 def _agentlab_version() -> str:
@@ -501,9 +491,9 @@ CLIENTS: dict[str, Client] = {c.name: c for c in (
     Client("claude-code", run_claude_code, lambda: claude_version(),
            f"the Claude Code CLI, headless; claude-code@VERSION picks an installed version "
            f"(default {CLAUDE_CODE_PINNED})", 2),
-    Client("pydantic-ai", run_pydantic_ai, lambda: _package_version("pydantic-ai-slim"),
+    Client("pydantic-ai", run_pydantic_ai, lambda: frameworks.python_version("pydantic-ai-slim"),
            "a pydantic-ai Agent (pydantic-ai-slim[anthropic]) with the demo tools", 4),
-    Client("langchain", run_langchain, lambda: _package_version("langchain"),
+    Client("langchain", run_langchain, lambda: frameworks.python_version("langchain"),
            "langchain's create_agent with ChatAnthropic (langchain-anthropic) and the demo tools", 4),
 )}
 
