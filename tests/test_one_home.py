@@ -159,3 +159,16 @@ def test_the_grader_reads_the_reference_loops_bounds_from_limits() -> None:
     written = [t.id for node in tree.body if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
                for t in node.targets if isinstance(t, ast.Name) and t.id in BOUNDS]
     assert written == [], f"grade_rules writes these bounds out instead of reading Limits: {written}"
+
+
+# --- helpers that had two copies -----------------------------------------------------------------------------
+
+def test_observe_reads_a_python_clients_version_with_the_frameworks_helper(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentlab.observatory import frameworks, observe_clients
+
+    asked: list[str] = []
+    monkeypatch.setattr(frameworks, "python_version", lambda name: asked.append(name) or f"{name} 9.9")
+    versions = {name: observe_clients.CLIENTS[name].version() for name in ("pydantic-ai", "langchain")}
+    assert versions == {"pydantic-ai": "pydantic-ai-slim 9.9", "langchain": "langchain 9.9"}
+    assert asked == ["pydantic-ai-slim", "langchain"]
+    assert modules_stating(r"except PackageNotFoundError") == ["observatory/frameworks.py"]
