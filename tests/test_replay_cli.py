@@ -85,6 +85,18 @@ def test_replay_plot_writes_a_png(tmp_path):
                     ).code == 2
 
 
+@pytest.mark.parametrize("target, words", [
+    ("notes.txt/x.png", "notes.txt is not a folder"), ("folder.png", "is a folder"),
+    ("missing/x.png", "no such folder"), ("x.svg", "give a .png file name")])
+def test_a_plot_that_cannot_be_written_is_one_line_before_the_table(tmp_path, target, words):
+    (tmp_path / "notes.txt").write_text("a file\n", encoding="utf-8")
+    (tmp_path / "folder.png").mkdir()
+    ran = agentlab("replay", str(SESSIONS / "2.1.332" / "tool_use.jsonl"), "--plot", str(tmp_path / target))
+    assert ran.code == 2 and ran.stdout == ""
+    (line,) = ran.stderr.splitlines()
+    assert line.startswith(f"agentlab: --plot {tmp_path / target}: ") and words in line
+
+
 def test_sessions_lists_newest_first(tmp_path):
     for i, name in enumerate(("tool_use", "stop_hook", "refusal")):
         folder = tmp_path / f"-home-me-{name}"
