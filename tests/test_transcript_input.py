@@ -287,3 +287,16 @@ def test_the_record_check_understands_both_refusal_transcripts():
     """What `make record` (agentlab sessions --record) runs on fresh transcripts: nothing not understood."""
     for path in (OPUS, SONNET):
         assert check_sessions({"refusal": {"s.jsonl": path.read_text(encoding="utf-8")}}) == [], path
+
+
+def test_every_request_2_1_332_wrote_is_a_call_a_failed_request_or_named_unanswered():
+    """Calls are counted from the api-request entries: each is answered by a reply, a refusal or an error, and the
+    one that nothing answers (a 400 prompt-too-long that Claude Code compacted on) is counted as such."""
+    for path in [*sorted((SESSIONS_DIR / "claude-code" / "2.1.332").glob("*.jsonl")), OPUS]:
+        session = read_session(path)
+        failed = [e for e in session.events if e.name == "retry_error"
+                  or (e.name == "api_error" and isinstance(e.data.get("status"), int))]
+        assert session.requests == len(session.calls) + len(failed) + session.unanswered, path
+        assert session.to_json()["requests"] == session.requests
+    assert read_session(SESSIONS_DIR / "claude-code" / "2.1.332" / "prompt_too_long.jsonl").unanswered == 1
+    assert (read_session(OPUS).requests, read_session(OPUS).unanswered) == (3, 0)

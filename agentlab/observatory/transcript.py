@@ -173,6 +173,8 @@ class Session:
     unknown: Counter[str] = field(default_factory=Counter)
     reported_cost_usd: float | None = None    # what Claude Code itself wrote (cost-state), for comparison
     refused_files: list[str] = field(default_factory=list)   # sub-agent files not read (not regular files), why
+    requests: int = 0               # the main thread's api-request entries (2.1.332 writes one per request sent)
+    unanswered: int = 0             # of those, the ones no reply, refusal or error answered (a 400 it compacted on)
 
     @property
     def partial(self) -> bool:
@@ -251,6 +253,7 @@ class Session:
             "reported_cost_usd": self.reported_cost_usd,
             "not_understood": dict(sorted(self.unknown.items())), "notes": self.notes(),
             "entries": self.entries, "bad_lines": self.bad_lines,
+            "requests": self.requests, "unanswered_requests": self.unanswered,
         }
 
 
@@ -821,8 +824,9 @@ class _Parser:
                            self.number(params, "max_tokens", "api-request.params.max_tokens"))
         if rid:
             self.requests[rid] = request
-            if not e.get("isSidechain"):
+            if not e.get("isSidechain") and rid not in self.unanswered:
                 self.unanswered[rid] = request
+                self.s.requests += 1
 
     def cost_state(self, e: dict[str, Any]) -> None:
         cost = e.get("totalCostUSD")
@@ -917,6 +921,7 @@ def read_sessions(paths: Iterable[str | os.PathLike[str]]) -> Session:
         types = ", ".join(sorted(session.unknown)[:5])
         raise TranscriptError(files[0], f"not a Claude Code transcript: none of its {session.entries} entries is of "
                                         f"a type Claude Code writes (found: {types})")
+    session.unanswered = len(parser.unanswered)
     _finish(session)
     return session
 
