@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SCENARIO ?= tour
 
-.PHONY: lab test test-times site site-test demo bench bench-docs lint clean claude-code node-clients grade grade-docs record
+.PHONY: lab test test-times site site-test demo bench bench-docs lint clean claude-code node-clients grade grade-docs record tool-runner-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -120,6 +120,16 @@ $(CLIENTS_STAMP): pyproject.toml $(CLIENTS_PINS)
 	$(CLIENTS_VENV)/bin/python -m pip install --quiet -e '.[clients]' -c $(CLIENTS_PINS)
 	touch $(CLIENTS_STAMP)
 
+# The anthropic SDK's beta tool runner is recorded at the newest release the range in pyproject.toml admits (the
+# clients' venv pins the SDK at the frameworks' version): its own venv, the SDK upgraded within that range on every
+# `make record`, so a new release shows up as a version without records until `make record UPDATE=1` writes them
+RUNNER_VENV    := .venv-tool-runner
+ANTHROPIC_SPEC := $(shell sed -n 's/^ *"\(anthropic[<>=!~][^"]*\)",*$$/\1/p' pyproject.toml)
+tool-runner-venv:
+	@[ -x $(RUNNER_VENV)/bin/python ] || { $(PYTHON) -m venv $(RUNNER_VENV) && $(RUNNER_VENV)/bin/python -m pip install --quiet --upgrade pip; }
+	@[ -f $(RUNNER_VENV)/.installed ] || { $(RUNNER_VENV)/bin/python -m pip install --quiet -e . && touch $(RUNNER_VENV)/.installed; }
+	$(RUNNER_VENV)/bin/python -m pip install --quiet --upgrade '$(ANTHROPIC_SPEC)'
+
 # Re-record every client on every scenario and compare with the committed records (exit 1 on a difference).
 # `make record UPDATE=1` writes the new records into data/observed instead. Then each installed Claude Code
 # runs the session scenarios again and its transcripts (~/.claude/projects) are parsed: anything `agentlab
@@ -135,10 +145,12 @@ record: $(STAMP)
 	@cmp -s clients/node/package-lock.json $(NODE_CLIENTS)/package-lock.json || $(MAKE) --no-print-directory node-clients \
 	  || echo "make record: npm could not install the Node clients (clients/node) into $(NODE_CLIENTS)"
 	@$(MAKE) --no-print-directory $(CLIENTS_STAMP) || echo "make record: could not install the clients extra into $(CLIENTS_VENV)"
+	@$(MAKE) --no-print-directory tool-runner-venv || echo "make record: could not install the newest '$(ANTHROPIC_SPEC)' into $(RUNNER_VENV)"
 	@py=$(BIN)/python; if [ -f $(CLIENTS_STAMP) ]; then py=$(CLIENTS_VENV)/bin/python; fi; failed=""; logs=$$(mktemp -d); \
 	for client in $(RECORD_CLIENTS); do \
-	  echo "== $$client"; \
-	  $$py -m agentlab observe $$client --skip-missing $(if $(UPDATE),,--check) >$$logs/$$client.log 2>&1; rc=$$?; \
+	  echo "== $$client"; run=$$py; \
+	  if [ $$client = tool-runner ] && [ -f $(RUNNER_VENV)/.installed ]; then run=$(RUNNER_VENV)/bin/python; fi; \
+	  $$run -m agentlab observe $$client --skip-missing $(if $(UPDATE),,--check) >$$logs/$$client.log 2>&1; rc=$$?; \
 	  cat $$logs/$$client.log; [ $$rc -eq 0 ] || failed="$$failed $$client"; \
 	done; \
 	if [ -n "$$failed" ]; then \

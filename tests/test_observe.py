@@ -190,8 +190,8 @@ def test_the_pinned_framework_versions_are_the_recorded_ones() -> None:
                 if line and not line.startswith("#"))
     recorded = {client: sorted(v for c, v in load_records() if c == client)
                 for client in ("tool-runner", "pydantic-ai", "langchain")}
-    # the tool runner is recorded at the pin (what `make record` runs) and may be at other SDK versions too (the
-    # project's own venv, which the drift test above re-records)
+    # the tool runner was recorded at the pin once; `make record` now runs it at the newest SDK release the project
+    # admits (test_make_record_runs_the_tool_runner_at_the_newest_sdk_release_the_project_admits)
     assert pins["anthropic"] in recorded["tool-runner"]
     assert [pins["pydantic-ai-slim"]] == recorded["pydantic-ai"]
     assert [pins["langchain"]] == recorded["langchain"]
@@ -200,11 +200,34 @@ def test_the_pinned_framework_versions_are_the_recorded_ones() -> None:
 
 
 def test_a_version_without_records_is_one_line_that_says_how_to_observe_it() -> None:
-    saved = next(iter(load_records()[("tool-runner", "2.14.0")].values()))
+    saved = next(iter(load_records()[("pydantic-ai", "2.68.0")].values()))
     fresh = [{**saved, "version": "9.9.9", "scenario": name} for name in ("end_turn", "tool_use", "refusal")]
     [line] = drift(fresh)
-    assert line.startswith("tool-runner 9.9.9 has no committed records (committed: 2.14.0, 2.15.0)")
+    assert line.startswith("pydantic-ai 9.9.9 has no committed records (committed: 2.68.0)")
     assert "clients-constraints.txt" in line and "make record UPDATE=1" in line
+    # the tool runner follows the newest SDK release: no pin to edit, only records to write
+    runner = next(iter(load_records()[("tool-runner", "2.17.0")].values()))
+    [line] = drift([{**runner, "version": "2.100.0", "scenario": "end_turn"}])
+    assert line == ("tool-runner 2.100.0 has no committed records (committed: 2.14.0, 2.15.0, 2.17.0); `make record` "
+                    "runs tool-runner at the newest anthropic release pyproject.toml admits; to record 2.100.0, run "
+                    "`make record UPDATE=1`")
+
+
+def test_make_record_runs_the_tool_runner_at_the_newest_sdk_release_the_project_admits() -> None:
+    """`make record` upgrades the tool runner's own venv to the newest release of the range pyproject.toml gives the
+    SDK (the clients' venv pins the SDK for the frameworks), and observes the tool runner with that venv."""
+    import subprocess
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    spec = next(d for d in tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "dependencies"] if d.startswith("anthropic"))
+    dry = subprocess.run(["make", "-n", "-B", "tool-runner-venv"], cwd=root, capture_output=True, text=True,
+                         check=True).stdout
+    assert f".venv-tool-runner/bin/python -m pip install --quiet --upgrade '{spec}'" in dry
+    record = (root / "Makefile").read_text(encoding="utf-8").split("\nrecord:", 1)[1]
+    assert ("[ $$client = tool-runner ] && [ -f $(RUNNER_VENV)/.installed ]; then run=$(RUNNER_VENV)/bin/python"
+            in record)
 
 
 def test_the_agentlab_client_runs_as_a_subprocess_with_the_same_record(tmp_path: Path) -> None:

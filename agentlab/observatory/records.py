@@ -25,6 +25,8 @@ from ..core.paths import observed_dir, project_dir
 REPO = project_dir()
 OBSERVED_DIR = observed_dir()
 CLIENTS_PINS = OBSERVED_DIR / "clients-constraints.txt"  # the framework versions the records are of
+# clients `make record` runs at the newest release their range admits, not at a pin (the SDK's own tool runner)
+NEWEST_RELEASE_CLIENTS = ("tool-runner",)
 RECORD_FORMAT = 1
 TEXT_LIMIT = 160
 SERVER_TOOLS_NOT_OFFERED = "never offered the server tool"  # in a record's notes (grade reports them)
@@ -541,10 +543,13 @@ def drift(fresh: list[dict[str, Any]], out: str | Path | None = None) -> list[st
         if key not in committed:
             if key not in unrecorded:  # a whole version without records: one line that says what to do
                 unrecorded.add(key)
-                others = sorted(v for c, v in committed if c == key[0])
+                others = sorted((v for c, v in committed if c == key[0]), key=version_key)
+                where = (f"`make record` runs {key[0]} at the newest anthropic release pyproject.toml admits; to "
+                         f"record {key[1]}, run `make record UPDATE=1`") if key[0] in NEWEST_RELEASE_CLIENTS else (
+                    f"the records are of the versions in {CLIENTS_PINS.name}, which `make record` installs; to "
+                    f"observe {key[1]}, pin it there and run `make record UPDATE=1`")
                 lines.append(f"{key[0]} {key[1]} has no committed records (committed: {', '.join(others) or 'none'})"
-                             f"; the records are of the versions in {CLIENTS_PINS.name}, which `make record` "
-                             f"installs; to observe {key[1]}, pin it there and run `make record UPDATE=1`")
+                             f"; {where}")
             continue
         saved = committed[key].get(record["scenario"])
         if saved is None:
