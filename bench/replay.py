@@ -124,31 +124,34 @@ def _big_child(megabytes: int) -> None:
         build_transcript(path, 0, result="x" * (1 << 20), megabytes=megabytes)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         started = time.perf_counter()
+        cpu = time.process_time()
         calls = replay(path)
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(calls, round(seconds, 3), max(peak, before) * 1024)
+        print(calls, round(seconds, 3), round(cpu, 3), max(peak, before) * 1024)
 
 
 def big_file(megabytes: int) -> dict[str, float]:
     child = subprocess.run([sys.executable, __file__, "--big-child", str(megabytes)], capture_output=True,
                            text=True, check=True)
-    calls, seconds, peak = child.stdout.split()[-3:]
-    return {"megabytes": megabytes, "calls": int(calls), "seconds": float(seconds),
+    calls, seconds, cpu, peak = child.stdout.split()[-4:]
+    return {"megabytes": megabytes, "calls": int(calls), "seconds": float(seconds), "cpu_seconds": float(cpu),
             "peak_rss_mb": round(int(peak) / 2**20, 1)}
 
 
-def timed(sizes: tuple[int, int], runs: int, folder: Path) -> dict[int, list[float]]:
+def timed(sizes: tuple[int, int], runs: int, folder: Path) -> dict[str, dict[int, list[float]]]:
+    """Wall and CPU seconds of each replay, by clock and size (CPU time: the machine may be shared)."""
     paths = {size: folder / f"time_{size}.jsonl" for size in sizes}
     for size, path in paths.items():
         build_transcript(path, size)
     replay(paths[sizes[0]])   # warm-up
-    seconds: dict[int, list[float]] = {size: [] for size in sizes}
+    seconds: dict[str, dict[int, list[float]]] = {"wall": {s: [] for s in sizes}, "cpu": {s: [] for s in sizes}}
     for _ in range(runs):
         for size in reversed(sizes):   # interleaved: both sizes see the same machine
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             replay(paths[size])
-            seconds[size].append(time.perf_counter() - started)
+            seconds["wall"][size].append(time.perf_counter() - started)
+            seconds["cpu"][size].append(time.process_time() - cpu)
     return seconds
 
 
@@ -177,21 +180,23 @@ def main(argv: list[str] | None = None) -> dict | None:
         f"python {sys.version.split()[0]}")
     out(f"  lines executed: {counts[half]:,} for {half} calls, {counts[full]:,} for {full} "
         f"(ratio {line_ratio:.2f}; in proportion to the calls = 2)")
-    medians = {size: statistics.median(s) for size, s in seconds.items()}
+    medians = {size: statistics.median(s) for size, s in seconds["wall"].items()}
+    cpu = {size: statistics.median(s) for size, s in seconds["cpu"].items()}
     for size, median in medians.items():
-        out(f"  {size:>6,} calls: median {median:.2f} s of {len(seconds[size])} run(s), "
-            f"{median * 1000 / size:.3f} ms per call")
-    time_ratio = (medians[args.large] / args.large) / (medians[args.small] / args.small)
-    out(f"  time per call({args.large:,})/time per call({args.small:,}) = {time_ratio:.2f} (flat = 1)")
+        out(f"  {size:>6,} calls: median {median:.2f} s wall, {cpu[size]:.2f} s cpu of {args.runs} run(s), "
+            f"{cpu[size] * 1000 / size:.3f} ms cpu per call")
+    time_ratio = (cpu[args.large] / args.large) / (cpu[args.small] / args.small)
+    out(f"  cpu time per call({args.large:,})/cpu time per call({args.small:,}) = {time_ratio:.2f} (flat = 1)")
     figures: dict[str, Any] = {
         "lines": {str(k): v for k, v in counts.items()}, "line_ratio": round(line_ratio, 3),
-        "sizes": {str(size): {"seconds": round(medians[size], 3), "ms_per_call": round(medians[size] * 1000 / size, 4),
-                              "runs": len(seconds[size])} for size in medians},
-        "time_per_call_ratio": round(time_ratio, 3), "big": None}
+        "sizes": {str(size): {"seconds": round(medians[size], 3), "cpu_seconds": round(cpu[size], 3),
+                              "cpu_ms_per_call": round(cpu[size] * 1000 / size, 4), "runs": args.runs}
+                  for size in medians},
+        "cpu_time_per_call_ratio": round(time_ratio, 3), "big": None}
     if args.big_mb:
         big = figures["big"] = big_file(args.big_mb)
-        out(f"  {big['megabytes']} MB transcript ({big['calls']:,} calls, 1 MB tool results): {big['seconds']:.2f} s, "
-            f"peak resident memory {big['peak_rss_mb']:.0f} MB")
+        out(f"  {big['megabytes']} MB transcript ({big['calls']:,} calls, 1 MB tool results): {big['seconds']:.2f} s "
+            f"wall, {big['cpu_seconds']:.2f} s cpu, peak resident memory {big['peak_rss_mb']:.0f} MB")
     return record("replay", figures, out.text, args=args,
                   command="bench/replay.py" + (" --quick" if args.quick else ""))
 

@@ -386,7 +386,7 @@ def replay_lines(*paths: str | Path) -> list[str]:
     """What ``agentlab replay PATH...`` prints: a transcript, an agentlab trace or a behaviour record, one line
     per model call (a failed one too) under a line saying where the run comes from."""
     session, _trace, summary = load_any([str(p) for p in paths])
-    return [redact(line, _secrets()) for line in _table(session, summary)]
+    return [redact(printable(line, newlines=False), _secrets()) for line in _table(session, summary)]
 
 
 def replay_main(args: Any, *, plot: Callable[..., Any] | None = None, out: Callable[[str], None] = print) -> int:

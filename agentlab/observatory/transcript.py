@@ -5,18 +5,22 @@ reads it as a stream (one line in memory at a time, message texts cut to ``KEEP_
 
 - every **model call**, in order: a streamed reply is written as several ``assistant`` entries sharing one
   ``message.id`` (one content block each), counted as one call; across resumed or forked files (which repeat
-  earlier entries) a call is counted once, by message id and request id;
+  earlier entries) a call is counted once, by message id and request id. 2.1.332 writes an ``api-request``
+  entry before each request, with the model it asks for (``params.model``): each is answered by a reply, a
+  refusal (a call whose reply was not written, only its id) or an error, and each call is of its own request's
+  model and priced on it;
 - the **events** between calls: API errors (``system`` ``api_error`` entries for the failures it retried, and
   the synthetic ``assistant`` entries with ``isApiErrorMessage`` for the one that ended the turn), compactions
   (``compact_boundary`` and the ``isCompactSummary`` user entry after it), refusals (``model_refusal_*``
-  notices and the refusal-retry note), Stop-hook blocks (``hook_blocking_error`` attachments, ``stop_hook_summary``
+  notices and the refusal-retry note) and the model switch a refusal made (``model_refusal_fallback``), Stop-hook blocks (``hook_blocking_error`` attachments, ``stop_hook_summary``
   entries with errors, "Stop hook feedback" messages), continuation notes after ``max_tokens``, tool results
   and new prompts;
 - **sidechains** (sub-agents: ``isSidechain`` entries, or ``<session>/subagents/*.jsonl`` beside the file),
   kept apart from the main thread;
-- what it could **not** read: lines that are not JSON (a cut last line is a session still being written), and
-  entry types, system subtypes, attachment types and fields it does not know, counted and named. The format is
-  not a published contract: nothing unknown raises, nothing is dropped silently.
+- what it could **not** read: lines that are not a JSON object (a cut last line is a session still being
+  written; a line nested deeper than Python parses is one too), sub-agent files that are not regular files, and
+  entry types, system subtypes, attachment types, fields and field values of a shape it does not know, counted
+  and named. The format is not a published contract: nothing unknown raises, nothing is dropped silently.
 
 Each main-thread call gets the row of agentlab's decision table its stop_reason (and content) corresponds to,
 what Claude Code did next, and its cost from ``data/prices.yaml``. ``transcript_trace.session_to_trace``
@@ -772,7 +776,9 @@ class _Parser:
         fallback's fields, ``trigger`` is what set it off ("refusal"), ``direction`` how ("retry": the turn is sent
         again on the fallback model, which stays for the session), ``retractedMessageUuids`` the entries of the
         refused reply Claude Code withdraws from view, ``scope`` "local" when a sub-agent fell back and the
-        session's model is unchanged (read by third-party readers of the format; not a published contract)."""
+        session's model is unchanged (as third-party readers of the format read them; not a published contract).
+        Why a refusal switches model: https://platform.claude.com/docs/en/build-with-claude/refusals-and-fallback
+        (the API's side) and https://support.claude.com/en/articles/16049681 (Opus 5 falls back to Opus 4.8)."""
         original = self.text(e, "originalModel", "system.originalModel")
         category = self.text(e, "apiRefusalCategory", "system.apiRefusalCategory") or ""
         explanation = self.text(e, "apiRefusalExplanation", "system.apiRefusalExplanation") or ""
