@@ -12,9 +12,9 @@ reads it as a stream (one line in memory at a time, message texts cut to ``KEEP_
 - the **events** between calls: API errors (``system`` ``api_error`` entries for the failures it retried, and
   the synthetic ``assistant`` entries with ``isApiErrorMessage`` for the one that ended the turn), compactions
   (``compact_boundary`` and the ``isCompactSummary`` user entry after it), refusals (``model_refusal_*``
-  notices and the refusal-retry note) and the model switch a refusal made (``model_refusal_fallback``), Stop-hook blocks (``hook_blocking_error`` attachments, ``stop_hook_summary``
-  entries with errors, "Stop hook feedback" messages), continuation notes after ``max_tokens``, tool results
-  and new prompts;
+  notices and the refusal-retry note) and the model switch a refusal made (``model_refusal_fallback``),
+  Stop-hook blocks (``hook_blocking_error`` attachments, ``stop_hook_summary`` entries with errors, "Stop hook
+  feedback" messages), continuation notes after ``max_tokens``, tool results and new prompts;
 - **sidechains** (sub-agents: ``isSidechain`` entries, or ``<session>/subagents/*.jsonl`` beside the file),
   kept apart from the main thread;
 - what it could **not** read: lines that are not a JSON object (a cut last line is a session still being
