@@ -167,3 +167,36 @@ def test_a_thread_continued_by_the_sdk_tool_runner_is_answered() -> None:
                                                        "content": "6912"}]}]}
     assert request_problem(sent) is None
     assert "unexpected `tool_use_id`" in str(request_problem({**sent, "thread": {"type": "create"}}))
+
+
+CALCULATOR = {"name": "calculator", "description": "Evaluate arithmetic.",
+              "input_schema": {"type": "object", "properties": {"expression": {"type": "string"}}}}
+SAME_NAMES = [
+    ("a registry tool and a server tool", [CALCULATOR, {"type": "web_search_20250305", "name": "calculator"}]),
+    ("two server tools", [{"type": "web_search_20250305", "name": "web_search"},
+                          {"type": "web_search_20250305", "name": "web_search"}]),
+    ("two client tools", [CALCULATOR, {**CALCULATOR, "description": "Another one."}]),
+]
+
+
+@pytest.mark.parametrize(("what", "tools"), SAME_NAMES, ids=[s[0] for s in SAME_NAMES])
+def test_two_tools_of_one_name_get_the_api_s_400_through_the_wire_and_in_process(what: str, tools: list) -> None:
+    from agentlab.backend.scripted import ScenarioEngine, scripted_client
+
+    from agentlab.backend.scenario import load_scenario
+
+    refused = []
+    with ScenarioServer("end_turn") as server:
+        over_http = anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0)
+        in_process = scripted_client(ScenarioEngine(load_scenario("end_turn")))
+        for client in (over_http, in_process):
+            with pytest.raises(anthropic.BadRequestError) as caught:
+                client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=[ASK], tools=tools)
+            refused.append((caught.value.status_code, caught.value.body["error"]))
+    assert refused == [(400, {"type": "invalid_request_error", "message": "tools: Tool names must be unique."})] * 2
+    assert [e.request.kind for e in server.exchanges] == ["invalid_request"]
+
+
+def test_tools_of_different_names_are_answered() -> None:
+    assert request_problem({"model": "m", "max_tokens": 10, "messages": [ASK],
+                            "tools": [CALCULATOR, {"type": "web_search_20250305", "name": "web_search"}]}) is None

@@ -11,7 +11,10 @@ of the messages that clients trip over:
 - ``tool_result`` blocks whose id no ``tool_use`` block of the previous message carries;
 - a message with empty content anywhere but as the final assistant message;
 - text blocks that are empty, or only whitespace;
-- a final assistant message that ends with whitespace (a prefill).
+- a final assistant message that ends with whitespace (a prefill);
+- two tools of one name in ``tools`` (a client's tool and a server tool, or two of either): "tools: Tool names
+  must be unique." (the tools array holds client and server tools side by side:
+  https://platform.claude.com/docs/en/agents-and-tools/tool-use/tool-reference).
 
 What the API accepts is accepted: ``role: "system"`` items inside ``messages`` (Claude Code sends them; they
 are read as part of the system prompt), string content, unknown top-level fields, consecutive messages of
@@ -41,6 +44,8 @@ WHITESPACE_TEXT = "messages: text content blocks must contain non-whitespace tex
 TRAILING_WHITESPACE = "messages: final assistant content cannot end with trailing whitespace"
 # the model's limits (data/models.yaml), in the live API's words
 OVER_CEILING = "max_tokens: {max_tokens} > {ceiling}, which is the maximum allowed number of output tokens for {model}"
+# two tools of one name, a client's own and a server tool, or two of either: the live API's words
+DUPLICATE_TOOL_NAMES = "tools: Tool names must be unique."
 NO_PREFILL = ("This model does not support assistant message prefill. The conversation must end with a user "
               "message.")
 
@@ -105,6 +110,9 @@ def field_problem(request: Any) -> str | None:
         for i, tool in enumerate(tools):
             if not isinstance(tool, dict):
                 return f"tools.{i}: expected an object, got {type(tool).__name__}"
+        names = [tool["name"] for tool in tools if isinstance(tool.get("name"), str)]
+        if len(names) != len(set(names)):
+            return DUPLICATE_TOOL_NAMES
     messages = request.get("messages")
     for i, message in enumerate(messages if isinstance(messages, list) else []):
         content = message.get("content") if isinstance(message, dict) else None
