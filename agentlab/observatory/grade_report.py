@@ -150,14 +150,12 @@ def grade_record(record: dict[str, Any], scenario: Scenario | str | None = None)
     checks = judge(run)
     unreached = not_reached(record, scenario)  # the scenario's own branch; every rule a reply reached still counts
     notes = [] if unreached else server_tool_notes(record, scenario)  # a server tool not offered: not reached
-    notes += [f"request {r.get('n')} was answered, but the live API refuses it: {r['api_would_refuse']}"
-              for r in run.requests if r.get("api_would_refuse")]
-    beyond = sum(1 for r in run.requests if r.get("kind") == "unexpected")
-    result = record.get("result") or {}
-    wall = (record.get("timing") or {}).get("wall_s")
-    return ScenarioGrade(str(record.get("scenario")), checks, len(run.requests), ending(record), record, notes,
-                         exit_code=result.get("exit_code"), duration_s=wall if isinstance(wall, int | float) else None,
-                         stderr=str(result.get("stderr") or ""), not_reached=unreached, beyond_script=beyond,
+    notes += [f"request {r.n} was answered, but the live API refuses it: {r.api_would_refuse}"
+              for r in run.requests if r.api_would_refuse]
+    beyond = sum(1 for r in run.requests if r.kind == "unexpected")
+    return ScenarioGrade(str(run.record.scenario), checks, len(run.requests), ending(run.record), record, notes,
+                         exit_code=run.result.exit_code, duration_s=run.record.timing.wall_s,
+                         stderr=str(run.result.stderr or ""), not_reached=unreached, beyond_script=beyond,
                          side_requests=side_requests(record))
 
 

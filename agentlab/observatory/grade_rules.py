@@ -10,7 +10,7 @@ order of the decision table; docs/conformance.md describes the same rules under 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from ..core.transitions import (
     max_tokens_ceiling,
 )
 from .grade_verdict import UNIVERSAL, Check, Verdict  # noqa: F401  (UNIVERSAL: re-exported)
+from .record_types import NO_REPLY, AppendedMessage, Diff, Record, Reply, Request, Result, parse_record
 
 # -- the bounds the rules use -------------------------------------------------------------------------------
 
@@ -61,32 +62,31 @@ class Rule:
 
 # -- reading a record -----------------------------------------------------------------------------------------
 
-@dataclass
 class Run:
-    """A behaviour record with the questions the rules ask of it."""
+    """A behaviour record with the questions the rules ask of it. ``record`` is a Record, or its JSON data
+    (read with :func:`parse_record`: bad data raises RecordError naming the record and the field)."""
 
-    record: dict[str, Any]
-    scenario: Scenario | None
-
-    def __post_init__(self) -> None:
-        self.requests: list[dict[str, Any]] = list(self.record.get("requests") or [])
-        times = (self.record.get("timing") or {}).get("request_s")
-        self.times: list[float] | None = list(times) if isinstance(times, list) and len(times) == len(
+    def __init__(self, record: Record | Mapping[str, Any], scenario: Scenario | None) -> None:
+        self.record = record if isinstance(record, Record) else parse_record(record, _name_of(record))
+        self.scenario = scenario
+        self.requests: list[Request] = list(self.record.requests)
+        times = self.record.timing.request_s
+        self.times: list[float] | None = list(times) if times is not None and len(times) == len(
             self.requests) else None
-        self.main = [i for i, r in enumerate(self.requests) if not _is_summary(r)]
+        self.main = [i for i, r in enumerate(self.requests) if not r.is_summary]
 
     @property
-    def result(self) -> dict[str, Any]:
-        return self.record.get("result") or {}
+    def result(self) -> Result:
+        return self.record.result
 
     @property
     def ended(self) -> str:
         """How the run ended, for a failure message: "the run ended", or, when the client raised, the error
         and its message ("the loop raised ValueError (Streaming is required …) and ended")."""
-        raised = self.result.get("raised")
+        raised = self.result.raised
         if not raised:
             return "the run ended"
-        text = str(self.result.get("text") or "").strip()
+        text = str(self.result.text or "").strip()
         return f"the loop raised {raised}" + (f" ({text})" if text else "") + " and ended"
 
     def next_main(self, i: int) -> int | None:
@@ -94,67 +94,67 @@ class Run:
         return next((j for j in self.main if j > i), None)
 
     def n(self, i: int) -> int:
-        return int(self.requests[i].get("n", i + 1))
+        n = self.requests[i].n
+        return i + 1 if n is None else n
 
     def step(self, i: int) -> Any:
         """The scenario step that answered request ``i`` (its one reply when it has no ``cases``), or None."""
-        index = self.requests[i].get("step")
+        index = self.requests[i].step
         if self.scenario is None or index is None or not 0 <= index < len(self.scenario.steps):
             return None
         return self.scenario.steps[index]
 
     def message_replies(self, upto: int | None = None) -> int:
         """How many main requests (up to and including index ``upto``) were answered with a message."""
-        return sum(1 for i in self.main if (upto is None or i <= upto) and _reply(self.requests[i])["status"] == 200)
+        return sum(1 for i in self.main if (upto is None or i <= upto) and _reply(self.requests[i]).status == 200)
 
 
-def _is_summary(r: dict[str, Any]) -> bool:
-    return r.get("action") == "summary" or r.get("kind") == "summary"
+def _name_of(record: Mapping[str, Any]) -> str:
+    """A record's name in an error: its client, version and scenario, as far as it has them."""
+    parts = [str(record[k]) for k in ("client", "version", "scenario") if isinstance(record, dict) and record.get(k)]
+    return f"the record of {' '.join(parts)}" if parts else "the record"
 
 
-def _reply(r: dict[str, Any]) -> dict[str, Any]:
-    """What request ``r`` was answered. A reply the server had to replace by its own text (nothing of the
-    scripted reply could be sent to this request: ``placeholder_reply``) is no model's answer: it reads as no
-    reply, so only the rules that judge that reply are left without it, not every rule of the run."""
-    if r.get("placeholder_reply"):
-        return {"status": 0}
-    return r.get("reply") or {"status": 0}
+def _reply(r: Request) -> Reply:
+    """What request ``r`` was answered (a placeholder of the server's reads as no reply: ``Request.answer``), so
+    only the rules that judge that reply are left without it, not every rule of the run."""
+    return r.answer
 
 
-def _model_ceiling(r: dict[str, Any]) -> int | None:
+def _model_ceiling(r: Request) -> int | None:
     """The output ceiling of the model request ``r`` asked for (data/models.yaml), None when it is not listed."""
     from ..backend.models import model_limits
 
-    limits = model_limits(r.get("model"))
+    limits = model_limits(r.model)
     return limits.max_output if limits.known else None
 
 
-def _at_ceiling(r: dict[str, Any]) -> bool:
+def _at_ceiling(r: Request) -> bool:
     """Whether request ``r`` already asked for its model's whole output ceiling: no escalation is left."""
     ceiling = _model_ceiling(r)
-    return ceiling is not None and isinstance(r.get("max_tokens"), int) and r["max_tokens"] >= ceiling
+    return ceiling is not None and isinstance(r.max_tokens, int) and r.max_tokens >= ceiling
 
 
-def _blocks(r: dict[str, Any]) -> list[str]:
-    return list(_reply(r).get("blocks") or [])
+def _blocks(r: Request) -> list[str]:
+    return [str(b) for b in _reply(r).blocks]
 
 
-def _got(r: dict[str, Any]) -> str:
+def _got(r: Request) -> str:
     """What request ``r`` was answered: "max_tokens [text]", "529 overloaded_error"."""
     reply = _reply(r)
-    if reply["status"] >= 400:
-        return f"{reply['status']} {reply.get('error') or 'error'}"
+    if reply.status >= 400:
+        return f"{reply.status} {reply.error or 'error'}"
     blocks = _blocks(r)
-    return f"{reply.get('stop_reason')} [{', '.join(blocks) if blocks else 'empty'}]"
+    return f"{reply.stop_reason} [{', '.join(blocks) if blocks else 'empty'}]"
 
 
-def _diff(r: dict[str, Any]) -> dict[str, Any]:
-    return r.get("appended") or {}
+def _diff(r: Request) -> Diff:
+    return r.appended
 
 
-def _said(r: dict[str, Any]) -> str:
+def _said(r: Request) -> str:
     """What a request did, in words, from its action label."""
-    action = r.get("action", "other")
+    action = r.action
     words = {"retry": "sent the same messages again", "resend": "sent the same messages again",
              "escalate": "sent the same messages with a higher max_tokens",
              "tool_results": "sent tool results", "continuation": "asked the model to continue",
@@ -169,23 +169,23 @@ def plural(n: int, word: str, plural: str | None = None) -> str:
     return f"{n} {word if n == 1 else plural or word + 's'}"
 
 
-def _too_long(r: dict[str, Any]) -> bool:
-    return is_prompt_too_long(_reply(r)["status"], str(r.get("error", "")))
+def _too_long(r: Request) -> bool:
+    return is_prompt_too_long(_reply(r).status, r.error or "")
 
 
-def _ceiling(r: dict[str, Any]) -> int | None:
+def _ceiling(r: Request) -> int | None:
     """The model's max_tokens ceiling a 400 names ("max_tokens: 64000 > 4096, ..."), or None."""
-    return max_tokens_ceiling(_reply(r)["status"], str(r.get("error", "")))
+    return max_tokens_ceiling(_reply(r).status, r.error or "")
 
 
-def _scripted_error(r: dict[str, Any]) -> bool:
+def _scripted_error(r: Request) -> bool:
     """An error the scenario sends on purpose (not a request beyond the script, not the server's checks)."""
-    return _reply(r)["status"] >= 400 and r.get("kind") in ("error", "prompt_too_long")
+    return _reply(r).status >= 400 and r.kind in ("error", "prompt_too_long")
 
 
 def _retry_after(run: Run, i: int) -> float | None:
     r = run.requests[i]
-    headers = {str(k).lower(): v for k, v in ((r.get("headers") or _reply(r).get("headers") or {}).items())}
+    headers = {str(k).lower(): v for k, v in ((r.headers or _reply(r).headers or {}).items())}
     raw = headers.get("retry-after")
     step = run.step(i)
     if raw is None and step is not None and step.error is not None:
@@ -216,7 +216,7 @@ def sends_the_prompt(run: Run) -> Check | None:
     """Every run: the client sends at least one request, and the first one carries the scenario's prompt."""
     name = "sends_the_prompt"
     if not run.requests:
-        posted = [p for p in run.record.get("probes") or [] if str(p).startswith("POST ")
+        posted = [p for p in run.record.probes if str(p).startswith("POST ")
                   and str(p).split(" ", 1)[1].endswith("/messages") and "/v1/" not in str(p)]
         if posted:
             return _fail(name, f"no request reached /v1/messages: the client posted to {posted[0].split(' ', 1)[1]} "
@@ -226,7 +226,7 @@ def sends_the_prompt(run: Run) -> Check | None:
     if run.scenario is None:
         return None
     words = " ".join(run.scenario.prompt.split())[:100]
-    texts = _diff(run.requests[0]).get("injected_user_texts") or []
+    texts = _diff(run.requests[0]).injected_user_texts
     if not any(words in " ".join(t.split()) for t in texts):
         return _fail(name, f"request 1 does not carry the scenario's prompt ({words!r})")
     return _pass(name, "request 1 carries the scenario's prompt")
@@ -241,7 +241,7 @@ def retry_with_backoff(run: Run) -> Check | None:
     different model is not the overloaded one. A switch to any other model is not a retry and fails."""
     name = "retry_with_backoff"
     found = [i for i in run.main if _scripted_error(run.requests[i])
-             and _reply(run.requests[i])["status"] in TRANSIENT_STATUSES]
+             and _reply(run.requests[i]).status in TRANSIENT_STATUSES]
     if not found:
         return None
     fallback = run.scenario.fallback_model if run.scenario is not None else None
@@ -270,14 +270,14 @@ def retry_with_backoff(run: Run) -> Check | None:
             gave_up = f", then gave up after {streak - 1} retries"
             break
         nxt = run.requests[j]
-        if not _diff(nxt).get("same_messages"):
+        if not _diff(nxt).same_messages:
             return _fail(name, f"request {run.n(i)} got {_got(r)}; request {run.n(j)} {_said(nxt)} instead of "
                                "sending the same messages again")
-        model = nxt.get("model")
-        if model != r.get("model"):
+        model = nxt.model
+        if model != r.model:
             if not fallback or model != fallback:
                 return _fail(name, f"request {run.n(i)} got {_got(r)}; request {run.n(j)} went to {model} instead "
-                                   f"of {r.get('model')} — a retry sends the same request; only a configured "
+                                   f"of {r.model} — a retry sends the same request; only a configured "
                                    "fallback model may take over")
             switched = f"; request {run.n(j)} switched to the fallback model {fallback} (not a retry: " \
                        "fallback_after_overload judges it)"
@@ -315,7 +315,7 @@ def fallback_after_overload(run: Run) -> Check | None:
     streak = 0
     for i in run.main:
         r = run.requests[i]
-        if _reply(r)["status"] == 529 and _scripted_error(r):
+        if _reply(r).status == 529 and _scripted_error(r):
             streak += 1
             if streak == OVERLOADS_BEFORE_FALLBACK:
                 j = run.next_main(i)
@@ -324,7 +324,7 @@ def fallback_after_overload(run: Run) -> Check | None:
                                          f"of switching to the fallback model {fallback}",
                                    f"ends after {OVERLOADS_BEFORE_FALLBACK} 529s in a row without switching to the "
                                    "fallback model")
-                model = run.requests[j].get("model")
+                model = run.requests[j].model
                 if model != fallback:
                     return _policy(name, f"after {streak} 529s in a row, request {run.n(j)} still went to {model}, "
                                          f"not to the fallback model {fallback}",
@@ -332,7 +332,7 @@ def fallback_after_overload(run: Run) -> Check | None:
                                    f"(the reference loop then switches to the fallback model)")
                 return _pass(name, f"after {streak} 529s in a row, request {run.n(j)} went to {fallback}")
         else:
-            if streak and r.get("model") == fallback:
+            if streak and r.model == fallback:
                 return _policy(name, f"after {plural(streak, '529')} in a row, request {run.n(i)} went to the "
                                      f"fallback model {fallback}; the reference loop switches after "
                                      f"{OVERLOADS_BEFORE_FALLBACK}",
@@ -347,16 +347,16 @@ def no_retry_on_fatal(run: Run) -> Check | None:
     max_tokens ceiling) is not sent again unchanged."""
     name = "no_retry_on_fatal"
     found = [i for i in run.main if _scripted_error(run.requests[i])
-             and _reply(run.requests[i])["status"] < 500
-             and _reply(run.requests[i])["status"] not in TRANSIENT_STATUSES
+             and _reply(run.requests[i]).status < 500
+             and _reply(run.requests[i]).status not in TRANSIENT_STATUSES
              and not _too_long(run.requests[i]) and _ceiling(run.requests[i]) is None]
     if not found:
         return None
     for i in found:
         r = run.requests[i]
         j = run.next_main(i)
-        if j is not None and _diff(run.requests[j]).get("same_messages") \
-                and run.requests[j].get("model") == r.get("model"):
+        if j is not None and _diff(run.requests[j]).same_messages \
+                and run.requests[j].model == r.model:
             return _fail(name, f"request {run.n(i)} got {_got(r)}, which no retry can fix; request {run.n(j)} "
                                "sent the same messages to the same model again")
     i = found[0]
@@ -366,10 +366,10 @@ def no_retry_on_fatal(run: Run) -> Check | None:
                  "not the same request")
 
 
-def _only_the_prompt(r: dict[str, Any]) -> bool:
+def _only_the_prompt(r: Request) -> bool:
     """A compacted request whose history is the first user message alone, unchanged: nothing of the work kept."""
     diff = _diff(r)
-    return diff.get("messages_after") == 1 and diff.get("kept") == 1 and not diff.get("appended")
+    return diff.messages_after == 1 and diff.kept == 1 and not diff.appended
 
 
 def bounded_compaction(run: Run) -> Check | None:
@@ -383,19 +383,19 @@ def bounded_compaction(run: Run) -> Check | None:
     ended = ""
     for i in run.main:
         r = run.requests[i]
-        if r.get("action") == "compacted":
+        if r.action == "compacted":
             streak += 1
             if streak > MAX_COMPACTIONS:
                 return _policy(name, f"request {run.n(i)} is compaction number {streak} in a row; the reference "
                                      f"loop gives up after {MAX_COMPACTIONS} that do not fit",
                                f"compacts more than {MAX_COMPACTIONS} times in a row (the reference loop gives up "
                                f"after {MAX_COMPACTIONS})")
-        overflow = _too_long(r) or _reply(r).get("stop_reason") == "model_context_window_exceeded"
+        overflow = _too_long(r) or _reply(r).stop_reason == "model_context_window_exceeded"
         if not overflow:
-            if _reply(r)["status"] == 200:
+            if _reply(r).status == 200:
                 streak = 0
             continue
-        if _diff(r).get("messages_after", 2) <= 1 and streak == 0:
+        if _diff(r).messages_after <= 1 and streak == 0:
             skipped = (f"request {run.n(i)} already exceeds the window with nothing but the prompt in its history: "
                        "nothing to compact")
             continue
@@ -407,9 +407,9 @@ def bounded_compaction(run: Run) -> Check | None:
             ended = f"; after {plural(streak, 'compaction')} that did not fit, the run ended"
             break
         nxt = run.requests[j]
-        if _diff(nxt).get("same_messages"):
+        if _diff(nxt).same_messages:
             return _fail(name, f"request {run.n(i)} got {_got(r)}; request {run.n(j)} sent the same history again")
-        if nxt.get("action") != "compacted":
+        if nxt.action != "compacted":
             return _fail(name, f"request {run.n(i)} got {_got(r)}; request {run.n(j)} {_said(nxt)} instead of "
                                "compacting the history")
         if _only_the_prompt(nxt):
@@ -417,7 +417,7 @@ def bounded_compaction(run: Run) -> Check | None:
                                "all the work so far was thrown away. Keep a summary of it, or the latest turns")
     if not judged:
         return Check(name, "not_reached", skipped) if skipped else None
-    summaries = sum(1 for r in run.requests if _is_summary(r))
+    summaries = sum(1 for r in run.requests if r.is_summary)
     how = f" (with {plural(summaries, 'summary request')})" if summaries else ""
     each = "each " if judged > 1 else ""
     return _pass(name, f"{plural(judged, 'overflow')}, {each}followed by a compacted history{how}{ended}")
@@ -427,7 +427,7 @@ def escalate_cut_tool_call(run: Run) -> Check | None:
     """Row 1: a reply cut off by ``max_tokens`` in the middle of a ``tool_use`` block is asked for again with the
     same messages and a higher ``max_tokens``; the cut-off call is never run."""
     name = "escalate_cut_tool_call"
-    found = [i for i in run.main if _reply(run.requests[i]).get("stop_reason") == "max_tokens"
+    found = [i for i in run.main if _reply(run.requests[i]).stop_reason == "max_tokens"
              and _blocks(run.requests[i])[-1:] == ["tool_use"]]
     if not found:
         return None
@@ -436,16 +436,16 @@ def escalate_cut_tool_call(run: Run) -> Check | None:
         j = run.next_main(i)
         if j is None and _at_ceiling(r):
             return _pass(name, f"request {run.n(i)} was cut off in the middle of a tool call at max_tokens "
-                               f"{r.get('max_tokens')}, its model's ceiling: no higher max_tokens is left, and the "
+                               f"{r.max_tokens}, its model's ceiling: no higher max_tokens is left, and the "
                                "run ended without running the cut call")
         if j is None:
             return _fail(name, f"request {run.n(i)} was cut off in the middle of a tool call ({_got(r)}); "
                                f"{run.ended} there instead of asking again with a higher max_tokens")
         nxt = run.requests[j]
-        old, new = _diff(nxt).get("changed", {}).get("max_tokens", [r.get("max_tokens"), nxt.get("max_tokens")])
-        if _diff(nxt).get("same_messages") and isinstance(old, int) and isinstance(new, int) and new > old:
+        old, new = _diff(nxt).changed.get("max_tokens", [r.max_tokens, nxt.max_tokens])
+        if _diff(nxt).same_messages and isinstance(old, int) and isinstance(new, int) and new > old:
             continue
-        if nxt.get("action") == "tool_results":
+        if nxt.action == "tool_results":
             return _fail(name, f"request {run.n(i)} was cut off in the middle of a tool call; request {run.n(j)} ran "
                                "the cut-off call (sent a tool_result for it) instead of asking again with a higher "
                                "max_tokens")
@@ -455,14 +455,14 @@ def escalate_cut_tool_call(run: Run) -> Check | None:
     j = run.next_main(found[-1])
     assert j is not None
     return _pass(name, f"the cut-off tool call was asked for again with max_tokens "
-                       f"{run.requests[found[-1]].get('max_tokens')} → {run.requests[j].get('max_tokens')}")
+                       f"{run.requests[found[-1]].max_tokens} → {run.requests[j].max_tokens}")
 
 
-def _tool_use_ids(entry: dict[str, Any]) -> list[str]:
+def _tool_use_ids(entry: AppendedMessage) -> list[str]:
     """The ids of the ``tool_use`` blocks (not ``server_tool_use``) in a described message, in order."""
-    uses = iter(entry.get("tool_uses") or [])
+    uses = iter(entry.tool_uses)
     ids = []
-    for kind in entry.get("blocks") or []:
+    for kind in entry.blocks:
         if kind in ("tool_use", "server_tool_use"):
             use: dict[str, Any] = next(uses, {})
             if kind == "tool_use":
@@ -477,16 +477,16 @@ def _called_names(run: Run, i: int) -> set[str]:
     return {b.name for reply in replies for b in reply.content or [] if b.type == "tool_use"}
 
 
-def _told_as_text(run: Run, i: int, entries: list[dict[str, Any]]) -> bool:
+def _told_as_text(run: Run, i: int, entries: list[AppendedMessage]) -> bool:
     """Whether the client sent the tool calls of request ``i``'s reply back as text ("Calling tools: ..." in
     the assistant message, then "Observation: ..." in a user message, as smolagents does): no tool_use block
     left for the API to pair, an assistant text that names a called tool, and a user text after it."""
     assistant, rest = entries[0], entries[1:]
-    texts = " ".join(assistant.get("texts") or [])
+    texts = " ".join(assistant.texts)
     names = _called_names(run, i)
     if not texts or (names and not any(n in texts for n in names)):
         return False
-    return any(e.get("role") == "user" and e.get("texts") and not e.get("tool_results") for e in rest)
+    return any(e.role == "user" and e.texts and not e.tool_results for e in rest)
 
 
 def tool_result_pairing(run: Run) -> Check | None:
@@ -494,8 +494,8 @@ def tool_result_pairing(run: Run) -> Check | None:
     message with those calls and ONE user message holding only ``tool_result`` blocks, one per call, each id
     answered once, nothing after them."""
     name = "tool_result_pairing"
-    found = [i for i in run.main if _reply(run.requests[i])["status"] == 200 and "tool_use" in _blocks(run.requests[i])
-             and not (_reply(run.requests[i]).get("stop_reason") == "max_tokens"
+    found = [i for i in run.main if _reply(run.requests[i]).status == 200 and "tool_use" in _blocks(run.requests[i])
+             and not (_reply(run.requests[i]).stop_reason == "max_tokens"
                       and _blocks(run.requests[i])[-1:] == ["tool_use"])]
     if not found:
         return None
@@ -505,14 +505,14 @@ def tool_result_pairing(run: Run) -> Check | None:
     for i in found:
         r = run.requests[i]
         want = _blocks(r).count("tool_use")
-        label = _reply(r).get("stop_reason")
+        label = _reply(r).stop_reason
         j = run.next_main(i)
         if j is None:
             if max_turns and run.message_replies(i) >= max_turns:
                 notes.append(f"request {run.n(i)}'s calls left unanswered at max_turns")
                 continue
-            if r.get("final_answer_call") and want == 1:
-                notes.append(f"request {run.n(i)}'s call of {r['final_answer_call']} is the final answer (the "
+            if r.final_answer_call and want == 1:
+                notes.append(f"request {run.n(i)}'s call of {r.final_answer_call} is the final answer (the "
                              "server's call of it for a finished reply, under a forced tool_choice); the run ended "
                              "on it")
                 continue
@@ -521,14 +521,14 @@ def tool_result_pairing(run: Run) -> Check | None:
                                f"{run.ended} without sending the results")
         nxt = run.requests[j]
         diff = _diff(nxt)
-        if diff.get("dropped", 0) > 0:
+        if diff.dropped > 0:
             notes.append(f"request {run.n(j)} rewrote the history: not judged there")
             continue
-        if diff.get("same_messages"):
+        if diff.same_messages:
             return _fail(name, f"request {run.n(i)}'s reply asked for {plural(want, 'tool call')}; request "
                                f"{run.n(j)} sent the same messages again instead of the results")
-        entries = list(diff.get("appended") or [])
-        at = next((k for k, e in enumerate(entries) if e.get("role") == "assistant"), None)
+        entries = list(diff.appended)
+        at = next((k for k, e in enumerate(entries) if e.role == "assistant"), None)
         if at is None:
             return _fail(name, f"request {run.n(j)} did not send back the assistant message with the "
                                f"{plural(want, 'tool call')} of request {run.n(i)}'s reply")
@@ -540,11 +540,11 @@ def tool_result_pairing(run: Run) -> Check | None:
             return _fail(name, f"request {run.n(j)} sent back {len(ids)} of the {want} tool_use block(s) of "
                                f"request {run.n(i)}'s reply")
         rest = entries[at + 1:]
-        if not rest or rest[0].get("role") != "user" or not rest[0].get("tool_results"):
+        if not rest or rest[0].role != "user" or not rest[0].tool_results:
             return _fail(name, f"request {run.n(j)}: no user message of tool_result blocks follows the tool calls "
                                f"({', '.join(ids)})")
         user = rest[0]
-        got = [str(t.get("tool_use_id")) for t in user.get("tool_results") or []]
+        got = [str(t.get("tool_use_id")) for t in user.tool_results]
         missing = [x for x in ids if x not in got]
         extra = sorted({x for x in got if x not in ids})
         twice = sorted({x for x in got if got.count(x) > 1})
@@ -553,16 +553,16 @@ def tool_result_pairing(run: Run) -> Check | None:
                     ([f"results for unknown ids {', '.join(extra)}"] if extra else []) + \
                     ([f"{', '.join(twice)} answered more than once"] if twice else [])
             return _fail(name, f"request {run.n(j)}: {'; '.join(parts)}")
-        others = [b for b in user.get("blocks") or [] if b != "tool_result"]
+        others = [str(b) for b in user.blocks if b != "tool_result"]
         if others:
             return _fail(name, f"request {run.n(j)}: the tool results share their message with "
                                f"{', '.join(others)} block(s); send only the tool_result blocks")
-        if any(e.get("tool_results") for e in rest[1:]):
+        if any(e.tool_results for e in rest[1:]):
             return _fail(name, f"request {run.n(j)}: the tool results are split over several messages")
         answered += want
     if not answered and not told:
         return Check(name, "not_reached", "; ".join(notes)) if notes else None
-    labels = sorted({str(_reply(run.requests[i]).get("stop_reason")) for i in found} - {"tool_use"})
+    labels = sorted({str(_reply(run.requests[i]).stop_reason) for i in found} - {"tool_use"})
     extra_note = f" (also under the label {', '.join(labels)})" if labels else ""
     if told:  # the API accepts a history with no tool_use blocks; the texts tell the calls and their results
         notes.insert(0, f"{plural(told, 'tool call')} sent back as text (the call, then its result in a user "
@@ -577,7 +577,7 @@ def bounded_max_tokens_recovery(run: Run) -> Check | None:
     ``max_tokens``, or the partial answer kept and a user message asking to continue — at least MIN_RECOVERIES
     times before giving up, never a resend at the same limit, at most MAX_CONTINUATIONS continuations in a row."""
     name = "bounded_max_tokens_recovery"
-    found = [i for i in run.main if _reply(run.requests[i]).get("stop_reason") == "max_tokens"
+    found = [i for i in run.main if _reply(run.requests[i]).stop_reason == "max_tokens"
              and _blocks(run.requests[i])[-1:] != ["tool_use"]]
     if not found:
         return None
@@ -586,7 +586,7 @@ def bounded_max_tokens_recovery(run: Run) -> Check | None:
     for i in run.main:
         r = run.requests[i]
         if i not in found:
-            if _reply(r)["status"] == 200:
+            if _reply(r).status == 200:
                 escalations = continuations = 0
             continue
         j = run.next_main(i)
@@ -608,15 +608,15 @@ def bounded_max_tokens_recovery(run: Run) -> Check | None:
             break
         nxt = run.requests[j]
         diff = _diff(nxt)
-        if diff.get("same_messages"):
-            old, new = diff.get("changed", {}).get("max_tokens", [r.get("max_tokens"), nxt.get("max_tokens")])
+        if diff.same_messages:
+            old, new = diff.changed.get("max_tokens", [r.max_tokens, nxt.max_tokens])
             if isinstance(old, int) and isinstance(new, int) and new > old:
                 escalations += 1
                 continue
             return _fail(name, f"request {run.n(i)} was cut off; request {run.n(j)} sent it again at the same "
                                f"max_tokens ({new}) — it will be cut off again")
-        if nxt.get("action") == "continuation":
-            kept = any(e.get("role") == "assistant" for e in diff.get("appended") or [])
+        if nxt.action == "continuation":
+            kept = any(e.role == "assistant" for e in diff.appended)
             if not kept:
                 return _fail(name, f"request {run.n(j)} asked to continue without sending back the partial answer "
                                    f"of request {run.n(i)}")
@@ -630,8 +630,8 @@ def bounded_max_tokens_recovery(run: Run) -> Check | None:
         return _fail(name, f"request {run.n(i)} was cut off ({_got(r)}); request {run.n(j)} {_said(nxt)} instead of "
                            "raising max_tokens or asking to continue")
     how = []
-    total_esc = sum(1 for i in run.main if run.requests[i].get("action") == "escalate")
-    total_cont = sum(1 for i in run.main if run.requests[i].get("action") == "continuation")
+    total_esc = sum(1 for i in run.main if run.requests[i].action == "escalate")
+    total_cont = sum(1 for i in run.main if run.requests[i].action == "continuation")
     if total_esc:
         how.append(plural(total_esc, "escalation"))
     if total_cont:
@@ -645,40 +645,41 @@ def clamp_max_tokens(run: Run) -> Check | None:
     same messages with ``max_tokens`` at or below the ceiling."""
     name = "clamp_max_tokens"
     found = [i for i in run.main if (c := _ceiling(run.requests[i])) is not None
-             and isinstance(run.requests[i].get("max_tokens"), int) and run.requests[i]["max_tokens"] > c]
+             and isinstance(run.requests[i].max_tokens, int) and run.requests[i].max_tokens > c]
     if not found:
         return None
     for i in found:
         r = run.requests[i]
         ceiling = _ceiling(r)
+        assert ceiling is not None  # found holds only the requests whose 400 named one
         j = run.next_main(i)
         if j is None:
-            return _fail(name, f"request {run.n(i)} asked for max_tokens {r['max_tokens']}; the 400 named the "
+            return _fail(name, f"request {run.n(i)} asked for max_tokens {r.max_tokens}; the 400 named the "
                                f"model's ceiling ({ceiling}) and {run.ended} instead of sending it again within it")
         nxt = run.requests[j]
-        if not _diff(nxt).get("same_messages") or not isinstance(nxt.get("max_tokens"), int) \
-                or nxt["max_tokens"] > ceiling:
+        if not _diff(nxt).same_messages or not isinstance(nxt.max_tokens, int) \
+                or nxt.max_tokens > ceiling:
             return _fail(name, f"the 400 to request {run.n(i)} named the ceiling {ceiling}; request {run.n(j)} "
-                               f"{_said(nxt)} with max_tokens {nxt.get('max_tokens')}")
+                               f"{_said(nxt)} with max_tokens {nxt.max_tokens}")
     j = run.next_main(found[-1])
     assert j is not None
-    return _pass(name, f"sent again with max_tokens {run.requests[j]['max_tokens']}, the ceiling the 400 named")
+    return _pass(name, f"sent again with max_tokens {run.requests[j].max_tokens}, the ceiling the 400 named")
 
 
 def no_resend_after_refusal(run: Run) -> Check | None:
     """Row 5: after a ``refusal`` nothing is sent to the model that refused (another model may be tried)."""
     name = "no_resend_after_refusal"
-    found = [i for i in run.main if _reply(run.requests[i]).get("stop_reason") == "refusal"]
+    found = [i for i in run.main if _reply(run.requests[i]).stop_reason == "refusal"]
     if not found:
         return None
     for i in found:
         j = run.next_main(i)
-        if j is not None and run.requests[j].get("model") == run.requests[i].get("model"):
+        if j is not None and run.requests[j].model == run.requests[i].model:
             return _fail(name, f"request {run.n(i)} was refused; request {run.n(j)} {_said(run.requests[j])} to "
-                               f"{run.requests[j].get('model')}, the model that refused")
+                               f"{run.requests[j].model}, the model that refused")
     j = run.next_main(found[0])
     return _pass(name, "the refusal ended the run" if j is None else
-                 f"after the refusal, request {run.n(j)} went to {run.requests[j].get('model')}, another model")
+                 f"after the refusal, request {run.n(j)} went to {run.requests[j].model}, another model")
 
 
 def _before(run: Run, j: int) -> int | None:
@@ -693,43 +694,43 @@ def credit_token_retry(run: Run) -> Check | None:
     ``fallback_has_prefill_claim`` allows it. (Retrying without the token is allowed: it is billed as a cache
     write.)"""
     name = "credit_token_retry"
-    echoing = [j for j in run.main if run.requests[j].get("credit_token")]
+    echoing = [j for j in run.main if run.requests[j].credit_token]
     if not echoing:
-        offered = [i for i in run.main if _reply(run.requests[i]).get("credit_token")]
+        offered = [i for i in run.main if _reply(run.requests[i]).credit_token]
         j = run.next_main(offered[0]) if offered else None
-        if j is None or run.requests[j].get("model") == run.requests[offered[0]].get("model"):
+        if j is None or run.requests[j].model == run.requests[offered[0]].model:
             return None
         return _pass(name, f"request {run.n(j)} retried the refusal of request {run.n(offered[0])} on "
-                           f"{run.requests[j].get('model')} without its credit token (allowed: billed as a cache "
+                           f"{run.requests[j].model} without its credit token (allowed: billed as a cache "
                            "write)")
     for j in echoing:
         r = run.requests[j]
         i = _before(run, j)
-        refused = _reply(run.requests[i]) if i is not None else {}
-        if r.get("credit_token") != "echoed" or refused.get("stop_reason") != "refusal":
+        refused = _reply(run.requests[i]) if i is not None else NO_REPLY
+        if r.credit_token != "echoed" or refused.stop_reason != "refusal":
             return _fail(name, f"request {run.n(j)} sends a fallback_credit_token that the reply before it did not "
                                "give: a token is echoed on the retry of the refusal that carried it")
         assert i is not None
-        if r.get("model") == run.requests[i].get("model"):
-            return _fail(name, f"request {run.n(j)} echoes the credit token to {r.get('model')}, the model that "
+        if r.model == run.requests[i].model:
+            return _fail(name, f"request {run.n(j)} echoes the credit token to {r.model}, the model that "
                                "refused: the token is redeemed on a fallback model")
         diff = _diff(r)
-        changed = sorted(k for k in diff.get("changed") or {} if k in ("system", "tools"))
-        entries = list(diff.get("appended") or [])
-        continued = (len(entries) == 1 and entries[0].get("role") == "assistant" and not entries[0].get(
-            "extends_previous") and diff.get("kept") == diff.get("messages_before") and not diff.get("dropped"))
-        if changed or not (diff.get("same_messages") or continued):
+        changed = sorted(k for k in diff.changed if k in ("system", "tools"))
+        entries = list(diff.appended)
+        continued = (len(entries) == 1 and entries[0].role == "assistant" and not entries[0].extends_previous
+                     and diff.kept == diff.messages_before and not diff.dropped)
+        if changed or not (diff.same_messages or continued):
             what = f"its {' and '.join(changed)} changed" if changed else _said(r)
             return _fail(name, f"request {run.n(j)} echoes the credit token of request {run.n(i)}'s refusal but "
                                f"{what}: the retry sends the refused body unchanged, or with one assistant message "
                                "that continues the partial answer")
-        if continued and not refused.get("prefill_claim"):
+        if continued and not refused.prefill_claim:
             return _fail(name, f"request {run.n(j)} echoes the credit token with the partial answer appended, "
                                f"but request {run.n(i)}'s refusal has no prefill claim: send the body unchanged")
-    how = "the same body" if all(_diff(run.requests[j]).get("same_messages") for j in echoing) else \
+    how = "the same body" if all(_diff(run.requests[j]).same_messages for j in echoing) else \
         "the partial answer appended as one assistant message"
     return _pass(name, f"{plural(len(echoing), 'retry', 'retries')} echoed the credit token to "
-                       f"{run.requests[echoing[-1]].get('model')} with {how}")
+                       f"{run.requests[echoing[-1]].model} with {how}")
 
 
 def stop_after_chain_refusal(run: Run) -> Check | None:
@@ -738,8 +739,8 @@ def stop_after_chain_refusal(run: Run) -> Check | None:
     the whole chain's, and the run ends there; only a refusal that names a ``recommended_model`` (its fallback
     could not run) may be retried, once, directly on that model."""
     name = "stop_after_chain_refusal"
-    found = [i for i in run.main if _reply(run.requests[i]).get("stop_reason") == "refusal"
-             and run.requests[i].get("fallbacks")]
+    found = [i for i in run.main if _reply(run.requests[i]).stop_reason == "refusal"
+             and run.requests[i].fallbacks]
     if not found:
         return None
     for i in found:
@@ -747,17 +748,17 @@ def stop_after_chain_refusal(run: Run) -> Check | None:
         j = run.next_main(i)
         if j is None:
             continue
-        recommended = _reply(r).get("recommended_model")
+        recommended = _reply(r).recommended_model
         nxt = run.requests[j]
-        if recommended and nxt.get("model") == recommended and not nxt.get("fallbacks"):
+        if recommended and nxt.model == recommended and not nxt.fallbacks:
             continue
-        chain = r["fallbacks"] if isinstance(r["fallbacks"], str) else ", ".join(map(str, r["fallbacks"]))
+        chain = r.fallbacks if isinstance(r.fallbacks, str) else ", ".join(map(str, r.fallbacks or []))
         return _fail(name, f"request {run.n(i)} named fallbacks ({chain}) and was refused: the whole chain "
-                           f"declined; request {run.n(j)} {_said(nxt)} to {nxt.get('model')} instead of ending the run")
+                           f"declined; request {run.n(j)} {_said(nxt)} to {nxt.model} instead of ending the run")
     i = found[-1]
     j = run.next_main(i)
     return _pass(name, "the refusal of the whole fallback chain ended the run" if j is None else
-                 f"request {run.n(j)} retried once on {run.requests[j].get('model')}, the refusal's recommended_model")
+                 f"request {run.n(j)} retried once on {run.requests[j].model}, the refusal's recommended_model")
 
 
 def keep_fallback_block(run: Run) -> Check | None:
@@ -769,10 +770,10 @@ def keep_fallback_block(run: Run) -> Check | None:
     for i in run.main:
         want = _blocks(run.requests[i])
         j = run.next_main(i)
-        if "fallback" not in want or j is None or _reply(run.requests[i])["status"] != 200:
+        if "fallback" not in want or j is None or _reply(run.requests[i]).status != 200:
             continue
-        sent = [b for e in _diff(run.requests[j]).get("appended") or [] if e.get("role") == "assistant"
-                for b in e.get("blocks") or []]
+        sent = [b for e in _diff(run.requests[j]).appended if e.role == "assistant"
+                for b in map(str, e.blocks)]
         if not sent:
             continue
         judged += 1
@@ -796,12 +797,12 @@ def compaction_block_unchanged(run: Run) -> Check | None:
     name = "compaction_block_unchanged"
     judged = 0
     for i in run.main:
-        want = list(_reply(run.requests[i]).get("compactions") or [])
+        want = list(_reply(run.requests[i]).compactions or [])
         j = run.next_main(i)
         if not want or j is None:
             continue
         judged += 1
-        sent = [d for e in _diff(run.requests[j]).get("appended") or [] for d in e.get("compactions") or []]
+        sent = [d for e in _diff(run.requests[j]).appended for d in e.compactions]
         missing = [d for d in want if d not in sent]
         if missing and sent:
             return _fail(name, f"request {run.n(j)} sent request {run.n(i)}'s compaction block back changed (its "
@@ -818,14 +819,14 @@ def pause_turn_resume(run: Run) -> Check | None:
     """Row 6: after ``pause_turn`` the next request sends the assistant content back unchanged as the last
     message (no user message after it), at most MAX_PAUSE_RESUMES times in a row."""
     name = "pause_turn_resume"
-    found = [i for i in run.main if _reply(run.requests[i]).get("stop_reason") in ("pause_turn", "compaction")]
+    found = [i for i in run.main if _reply(run.requests[i]).stop_reason in ("pause_turn", "compaction")]
     if not found:
         return None
     streak = 0
     for i in run.main:
         r = run.requests[i]
         if i not in found:
-            if _reply(r)["status"] == 200:
+            if _reply(r).status == 200:
                 streak = 0
             continue
         j = run.next_main(i)
@@ -834,16 +835,16 @@ def pause_turn_resume(run: Run) -> Check | None:
                                "server tool unfinished")
         nxt = run.requests[j]
         diff = _diff(nxt)
-        entries = list(diff.get("appended") or [])
-        if diff.get("same_messages"):
+        entries = list(diff.appended)
+        if diff.same_messages:
             return _fail(name, f"request {run.n(j)} sent the same messages again without the paused content")
-        if any(e.get("role") == "user" for e in entries):
+        if any(e.role == "user" for e in entries):
             return _fail(name, f"request {run.n(j)} added a user message after the paused content; send the "
                                f"content back as the last message, nothing after it ({_said(nxt)})")
-        sent = [e for e in entries if e.get("role") == "assistant"]
-        if not sent or diff.get("dropped", 0) > 0:
+        sent = [e for e in entries if e.role == "assistant"]
+        if not sent or diff.dropped > 0:
             return _fail(name, f"request {run.n(j)} did not send the paused content back ({_said(nxt)})")
-        got = [b for e in sent for b in e.get("blocks") or []]
+        got = [str(b) for e in sent for b in e.blocks]
         want = _blocks(r)
         if got != want:
             return _fail(name, f"request {run.n(j)} sent back [{', '.join(got)}] instead of the paused content "
@@ -853,8 +854,8 @@ def pause_turn_resume(run: Run) -> Check | None:
             from .records import describe_message
 
             expected = describe_message({"role": "assistant", "content": [dict(b) for b in step.content]})
-            mine = {"texts": [t for e in sent for t in e.get("texts") or []],
-                    "tool_uses": [u for e in sent for u in e.get("tool_uses") or []]}
+            mine = {"texts": [t for e in sent for t in e.texts],
+                    "tool_uses": [u for e in sent for u in e.tool_uses]}
             if mine["texts"] != expected.get("texts", []) or mine["tool_uses"] != expected.get("tool_uses", []):
                 return _fail(name, f"request {run.n(j)} changed the paused content (its texts or tool ids differ "
                                    "from the reply's)")
@@ -875,9 +876,9 @@ def stop_when_done(run: Run) -> Check | None:
     name = "stop_when_done"
     if run.scenario is not None and run.scenario.stop_hook is not None:
         return None
-    found = [i for i in run.main if _reply(run.requests[i])["status"] == 200 and _blocks(run.requests[i])
+    found = [i for i in run.main if _reply(run.requests[i]).status == 200 and _blocks(run.requests[i])
              and "tool_use" not in _blocks(run.requests[i])
-             and _reply(run.requests[i]).get("stop_reason") not in RECOVERY_STOPS]
+             and _reply(run.requests[i]).stop_reason not in RECOVERY_STOPS]
     if not found:
         return None
     for i in found:
@@ -886,7 +887,7 @@ def stop_when_done(run: Run) -> Check | None:
             return _fail(name, f"request {run.n(i)} got a final answer ({_got(run.requests[i])}); request "
                                f"{run.n(j)} {_said(run.requests[j])} anyway")
     last = run.requests[found[-1]]
-    if run.result.get("timed_out"):
+    if run.result.timed_out:
         return _fail(name, f"request {run.n(found[-1])} got a final answer ({_got(last)}); the client sent nothing "
                            "more but did not end: it was still running at the timeout")
     return _pass(name, f"the final answer ({_got(last)}) ended the run")
@@ -896,9 +897,9 @@ def nudge_empty_turn(run: Run) -> Check | None:
     """Row 8: an empty ``end_turn`` right after tool results gets one "please continue" user message — never
     a bare resend, never a second nudge, never silence."""
     name = "nudge_empty_turn"
-    found = [i for i in run.main if _reply(run.requests[i])["status"] == 200 and not _blocks(run.requests[i])
-             and _reply(run.requests[i]).get("stop_reason") == "end_turn"
-             and run.requests[i].get("action") == "tool_results"]
+    found = [i for i in run.main if _reply(run.requests[i]).status == 200 and not _blocks(run.requests[i])
+             and _reply(run.requests[i]).stop_reason == "end_turn"
+             and run.requests[i].action == "tool_results"]
     if not found:
         return None
     for i in found:
@@ -908,18 +909,18 @@ def nudge_empty_turn(run: Run) -> Check | None:
                                f"({_got(run.requests[i])}); {run.ended} with no answer — send one 'please "
                                "continue' message")
         nxt = run.requests[j]
-        if _diff(nxt).get("same_messages"):
+        if _diff(nxt).same_messages:
             return _fail(name, f"request {run.n(i)} came back empty; request {run.n(j)} sent the same messages again "
                                "(a bare resend) instead of one 'please continue' message")
-        if nxt.get("action") != "nudge":
+        if nxt.action != "nudge":
             return _fail(name, f"request {run.n(i)} came back empty; request {run.n(j)} {_said(nxt)} instead of one "
                                "'please continue' message")
         k = run.next_main(j)
-        if k is not None and not _blocks(nxt) and run.requests[k].get("action") == "nudge":
+        if k is not None and not _blocks(nxt) and run.requests[k].action == "nudge":
             return _fail(name, f"request {run.n(k)} nudges a second time; one 'please continue' is the limit")
     j = run.next_main(found[-1])
     assert j is not None
-    texts = _diff(run.requests[j]).get("injected_user_texts") or [""]
+    texts = _diff(run.requests[j]).injected_user_texts or [""]
     return _pass(name, f"one nudge after the empty reply: {texts[-1]!r}")
 
 
@@ -948,13 +949,13 @@ def stop_hook_feedback(run: Run) -> Check | None:
 
     def carries_reason(j: int) -> bool:
         diff = _diff(run.requests[j])
-        texts = (diff.get("injected_user_texts") or []) + (diff.get("injected_system_texts") or [])
+        texts = (diff.injected_user_texts) + (diff.injected_system_texts)
         return any(reason in " ".join(t.split()).lower() or "stop hook" in t.lower() for t in texts)
 
-    feedback = [j for j in run.main if run.requests[j].get("action") != "first" and carries_reason(j)]
-    finals = [i for i in run.main if _reply(run.requests[i])["status"] == 200 and _blocks(run.requests[i])
+    feedback = [j for j in run.main if run.requests[j].action != "first" and carries_reason(j)]
+    finals = [i for i in run.main if _reply(run.requests[i]).status == 200 and _blocks(run.requests[i])
               and "tool_use" not in _blocks(run.requests[i])
-              and _reply(run.requests[i]).get("stop_reason") not in RECOVERY_STOPS]
+              and _reply(run.requests[i]).stop_reason not in RECOVERY_STOPS]
     if not finals and not feedback:
         return None
     blocks = MAX_STOP_BLOCKS if spec.times == "always" else min(int(spec.times), MAX_STOP_BLOCKS)
@@ -985,36 +986,36 @@ def ends_on_its_own(run: Run) -> Check | None:
     """Every run: the client ends by itself within the time allowed (a client stopped at the timeout fails)."""
     name = "ends_on_its_own"
     result = run.result
-    if result.get("timed_out"):
-        limit = result.get("timeout_s")
+    if result.timed_out:
+        limit = result.timeout_s
         within = f" within {limit:g} s" if isinstance(limit, int | float) else ""
         return _fail(name, f"did not end{within}; stopped after {plural(len(run.requests), 'request')}")
     return _pass(name, f"ended by itself ({ending(run.record)})")
 
 
-def _error_ending(result: dict[str, Any]) -> str | None:
+def _error_ending(result: Result) -> str | None:
     """How a run ended with an error, in words ("the loop raised KeyError ('id')", "the command exited with
     status 1"), or None when it did not (it returned, exited 0, or was stopped at the timeout)."""
-    if result.get("timed_out"):
+    if result.timed_out:
         return None
-    if result.get("raised"):
-        text = " ".join(str(result.get("text") or "").split())
-        return f"the loop raised {result['raised']}" + (f" ({text})" if text else "")
-    if result.get("signal"):
-        return f"the command was killed by signal {result['signal']}"
-    code = result.get("exit_code")
+    if result.raised:
+        text = " ".join(str(result.text or "").split())
+        return f"the loop raised {result.raised}" + (f" ({text})" if text else "")
+    if result.signal:
+        return f"the command was killed by signal {result.signal}"
+    code = result.exit_code
     return f"the command exited with status {code}" if isinstance(code, int) and code != 0 else None
 
 
-def _crashed(result: dict[str, Any]) -> str | None:
+def _crashed(result: Result) -> str | None:
     """The builtin exception (a bug in the loop's own code) the run ended on: the one a function raised, or the
     one a command's last line of stderr names (``KeyError: 'id'``, ``TypeError: x is not a function``)."""
-    raised = str(result.get("raised") or "")
+    raised = str(result.raised or "")
     if raised in CRASHES:
         return raised
-    lines = str(result.get("stderr") or "").strip().splitlines()
+    lines = str(result.stderr or "").strip().splitlines()
     match = re.match(r"\s*(?:Uncaught\s+)?([A-Za-z]+)(?::|$)", lines[-1]) if lines else None
-    return match.group(1) if match and match.group(1) in CRASHES and result.get("exit_code") else None
+    return match.group(1) if match and match.group(1) in CRASHES and result.exit_code else None
 
 
 def ends_cleanly(run: Run) -> Check | None:
@@ -1035,18 +1036,18 @@ def ends_cleanly(run: Run) -> Check | None:
     bug = _crashed(run.result)
     if bug:
         return _fail(name, f"{got}; {error}: a {bug} is a bug in the loop's own code, not an ending it chose")
-    if r.get("kind") in SERVER_FAULTS or r.get("placeholder_reply"):
+    if r.kind in SERVER_FAULTS or r.placeholder_reply:
         return Check(name, "not_reached", f"{got}, the server's own failure; {error}, which is not judged")
     if _scripted_error(r):
-        if reply["status"] in TRANSIENT_STATUSES or _too_long(r) or _ceiling(r) is not None:
+        if reply.status in TRANSIENT_STATUSES or _too_long(r) or _ceiling(r) is not None:
             return _pass(name, f"{error} after {got}: giving up there is its branch's ending (the branch's rule "
                                "judges whether the loop tried enough first)")
         return _pass(name, f"{error} after {got}, which no retry can fix: ending with an error is right")
-    if reply["status"] >= 400:
-        said = " ".join(str(r.get("error") or "").split())[:200]
+    if reply.status >= 400:
+        said = " ".join(str(r.error or "").split())[:200]
         return _fail(name, f"{got}{f' ({said})' if said else ''}, which the scenario did not send: the server "
                            f"refused the request, as the live API would; {error} on its own malformed request")
-    stop = reply.get("stop_reason")
+    stop = reply.stop_reason
     limit = run.scenario.max_turns if run.scenario is not None else None
     if stop == "refusal":
         return _pass(name, f"{error} after {got}: ending with an error result after a refusal is right")
@@ -1126,18 +1127,18 @@ RULES: tuple[Rule, ...] = (
 RULE_NAMES = tuple(rule.name for rule in RULES)
 
 
-def ending(record: dict[str, Any]) -> str:
+def ending(record: Record | Mapping[str, Any]) -> str:
     """How a run ended, in a few words: "exit 0", "raised BadRequestError", "returned", "timed out"."""
-    result = record.get("result") or {}
-    if result.get("timed_out"):
+    result = (record if isinstance(record, Record) else parse_record(record, _name_of(record))).result
+    if result.timed_out:
         return "timed out"
-    if result.get("raised"):
-        return f"raised {result['raised']}"
+    if result.raised:
+        return f"raised {result.raised}"
     parts = []
-    if result.get("subtype"):
-        parts.append(str(result["subtype"]))
-    if result.get("exit_code") is not None:
-        parts.append(f"exit {result['exit_code']}")
+    if result.subtype:
+        parts.append(str(result.subtype))
+    if result.exit_code is not None:
+        parts.append(f"exit {result.exit_code}")
     if not parts:
         parts.append("returned")
     return ", ".join(parts)
