@@ -17,6 +17,7 @@ from typing import Any
 from ..backend.scenario import Scenario
 from ..core.transitions import (
     RECOVERY_STOP_REASONS,
+    STOP_REASON_BRANCH,
     TRANSIENT_STATUSES,
     Limits,
     is_prompt_too_long,
@@ -39,6 +40,7 @@ MAX_COMPACTIONS = _REFERENCE.max_compactions                  # compactions in a
 MAX_PAUSE_RESUMES = _REFERENCE.max_pause_continuations        # pause_turn: resumes in a row, at most
 MAX_STOP_BLOCKS = _REFERENCE.stop_hook_block_cap              # Stop hook: blocks fed back, at most
 RECOVERY_STOPS = RECOVERY_STOP_REASONS   # a reply with one of these stop reasons is no final answer
+RESUME_STOP_REASONS = frozenset(r for r, branch in STOP_REASON_BRANCH.items() if branch == "pause_turn")
 
 Status = Verdict  # what a check found: pass, fail, policy or not_reached (grade_verdict says what each counts as)
 # the builtin exceptions that are a bug in the loop's own code, not an ending it chose (ends_cleanly)
@@ -819,7 +821,7 @@ def pause_turn_resume(run: Run) -> Check | None:
     """Row 6: after ``pause_turn`` the next request sends the assistant content back unchanged as the last
     message (no user message after it), at most MAX_PAUSE_RESUMES times in a row."""
     name = "pause_turn_resume"
-    found = [i for i in run.main if _reply(run.requests[i]).stop_reason in ("pause_turn", "compaction")]
+    found = [i for i in run.main if _reply(run.requests[i]).stop_reason in RESUME_STOP_REASONS]
     if not found:
         return None
     streak = 0
