@@ -248,3 +248,26 @@ def test_a_bad_refusal_step_names_the_file_and_the_field(step, said) -> None:
     with pytest.raises(ScenarioError, match=said) as err:
         parse_scenario({"description": "d", "steps": [step]}, "bad.yaml")
     assert str(err.value).startswith("bad.yaml: steps[0]")
+
+
+def test_a_fallback_answer_is_fitted_to_what_the_request_offers(tmp_path) -> None:
+    call = {"type": "tool_use", "name": "calculator", "input": {"expression": "2+2"}}
+    sc = parse_scenario({"description": "d", "model": "claude-opus-5-5", "steps": [{
+        "content": [], "stop_reason": "refusal", "stop_details": {"type": "refusal", "category": "cyber"},
+        "fallback_replies": {"claude-opus-4-8": {"content": [call], "stop_reason": "tool_use"}}}]},
+        str(tmp_path / "tools.yaml"))
+    reply = ask(scripted_client(ScenarioEngine(sc)), "q", fallbacks="default", betas=SERVER)  # offers no tools
+    assert [b.type for b in reply.content] == ["fallback", "text"] and reply.stop_reason == "end_turn"
+    assert "does not offer" in reply.content[1].text
+
+
+def test_the_served_turn_goes_back_with_its_fallback_block_in_place() -> None:
+    eng = engine("refusal_server_fallback")
+    client = scripted_client(eng)
+    reply = ask(client, PORTS, fallbacks="default", betas=SERVER)
+    turn = [b.model_dump(exclude_none=True, by_alias=True) for b in reply.content]
+    history = [{"role": "user", "content": PORTS}, {"role": "assistant", "content": turn},
+               {"role": "user", "content": "Thanks."}]
+    client.beta.messages.create(model="claude-opus-5-5", max_tokens=1024, messages=history, betas=SERVER,
+                                fallbacks="default")
+    assert eng.requests[-1].status == 200 and history[1]["content"][0]["type"] == "fallback"

@@ -330,6 +330,7 @@ class ScenarioEngine:
         scenario, stream = self.scenario, bool(request.get("stream"))
         index = self.next_step
         self.next_step += 1
+        self.pending_fallbacks = {}  # a refusal's fallbacks answer a retry only until the next step is used
         self.main_model = self.main_model or normalised.get("model")
         step: Step = scenario.steps[index]
         previous, self.previous_tokens = self.previous_tokens, tokens
@@ -421,6 +422,7 @@ class ScenarioEngine:
             return self._record(method, path, request, stream, None, _error_from_spec(reply.error, normalised),
                                 kind="fallback_retry")
         tag = f"fallback{len(self.requests):03d}"
+        reply = self._fitted(reply, normalised)
         built = self._build(reply, normalised, tag, tokens)
         if reply.stop_reason == "refusal":
             built = self._refused(built, reply, {**normalised, "fallbacks": None}, tag) or built
@@ -463,7 +465,7 @@ class ScenarioEngine:
         content, model, last = list(built["content"]), str(request.get("model")), reply
         iterations = [iteration("message", model, built["usage"])]
         for k, hop in enumerate(chain):
-            answer = scripted[hop]
+            answer = scripted[hop] if scripted[hop].error is not None else self._fitted(scripted[hop], request)
             if answer.error is not None:
                 details = self._refusal_details(last.stop_details, {**request, "model": model}, content, hop)
                 return self._chained(built, content, model, last, details, iterations)
@@ -480,6 +482,10 @@ class ScenarioEngine:
         details = {"type": "refusal", "category": None, "explanation": None, **(last.stop_details or {}),
                    "fallback_credit_token": None, "fallback_has_prefill_claim": None, "recommended_model": None}
         return self._chained(built, content, model, last, details, iterations)
+
+    def _fitted(self, reply: Reply, request: dict[str, Any]) -> Reply:
+        """A fallback model's scripted answer as the live API could send it to ``request`` (offered.py)."""
+        return reply if self.as_scripted else fitted_reply(reply, request, self.scenario.stand_ins)[0]
 
     @staticmethod
     def _chained(built: dict[str, Any], content: list[dict[str, Any]], model: str, last: Reply,
