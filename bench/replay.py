@@ -117,18 +117,28 @@ def line_counts(sizes: tuple[int, int], folder: Path) -> dict[int, int]:
     return {size: lines_executed(lambda p=paths[size]: replay(p)) for size in sizes}
 
 
+def _peak_rss() -> int:
+    """This process's peak resident memory (bytes): VmHWM, which exec starts afresh (ru_maxrss would count the
+    parent's memory at the fork); ru_maxrss where /proc is missing."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _big_child(megabytes: int) -> None:
     """In a fresh process: replay a ``megabytes`` MB transcript; print its calls, seconds and peak RSS (bytes)."""
     with tempfile.TemporaryDirectory(prefix="agentlab-bench-replay-") as tmp:
         path = Path(tmp) / "big.jsonl"
         build_transcript(path, 0, result="x" * (1 << 20), megabytes=megabytes)
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         started = time.perf_counter()
         cpu = time.process_time()
         calls = replay(path)
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(calls, round(seconds, 3), round(cpu, 3), max(peak, before) * 1024)
+        print(calls, round(seconds, 3), round(cpu, 3), _peak_rss())
 
 
 def big_file(megabytes: int) -> dict[str, float]:
