@@ -4,6 +4,7 @@ bad data is refused with one line naming the record and the field, and the grade
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -72,3 +73,18 @@ def test_a_run_reads_a_record_or_its_data_alike() -> None:
         run = Run(given, None)
         assert (run.n(0), run.times, run.main, run.message_replies()) == (4, [0.0], [0], 1)
         assert ending(given) == "success, exit 0"
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('{"client": "c", "version": "1", "scenario": "s", "requests": [{"n": "first"}]}', r"requests\[0\]\.n: "),
+    ('{"client": "c", "version": "1", "scenario": "s", "requests": [', r"cannot be read as JSON"),
+    ('{"client": "c", "version": "1", "requests": []}', r"scenario: a record names its scenario"),
+])
+def test_loading_the_records_names_a_bad_file_and_its_field(tmp_path, text: str, said: str) -> None:
+    from agentlab.observatory.records import load_records
+
+    bad = tmp_path / "c" / "1" / "s.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(text, encoding="utf-8")
+    with pytest.raises(RecordError, match=f"^{re.escape(str(bad))}: {said}"):
+        load_records(tmp_path)
