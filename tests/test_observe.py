@@ -574,7 +574,12 @@ def test_the_clients_table_says_how_to_reproduce_each_record() -> None:
         assert command in commands
     note = clients.set_index("reproduce").loc["agentlab observe claude-code@2.1.332", "note"]
     assert "Claude Agent SDK" in note
-    assert (clients["records"] == len(scenario_names())).all()
+    # every client's newest version holds a record of every scenario; an older one (the tool runner at 2.14.0 and
+    # 2.15.0, which `make record` no longer runs) keeps the records it was made with, of scenarios that still exist
+    newest = clients.groupby("reproduce").tail(1)
+    assert (newest["records"] == len(scenario_names())).all(), newest[["reproduce", "version", "records"]]
+    for (client, version), records in load_records().items():
+        assert set(records) <= set(scenario_names()), (client, version, set(records) - set(scenario_names()))
 
 
 def test_explained_differences_name_real_rows_that_differ() -> None:
