@@ -172,3 +172,21 @@ def test_observe_reads_a_python_clients_version_with_the_frameworks_helper(monke
     assert versions == {"pydantic-ai": "pydantic-ai-slim 9.9", "langchain": "langchain 9.9"}
     assert asked == ["pydantic-ai-slim", "langchain"]
     assert modules_stating(r"except PackageNotFoundError") == ["observatory/frameworks.py"]
+
+
+def test_every_framework_notes_what_it_leaves_out_with_one_helper() -> None:
+    """The notes a framework's record carries about a Stop hook or a fallback model it has no place for, in
+    each framework's words (the committed records hold these texts)."""
+    from agentlab.backend.scenario import load_scenario
+    from agentlab.observatory import frameworks
+
+    hook, fallback = load_scenario("stop_hook"), load_scenario("overloaded_fallback")
+    assert frameworks.common_notes(hook, "pydantic-ai") == [
+        "pydantic-ai has no Stop hooks: the scenario's hook is not applied"]
+    assert frameworks.common_notes(fallback, "strands") == [
+        "no fallback model configured in strands: the scenario's fallback model is not used"]
+    assert frameworks.common_notes(fallback, "create_agent", "no fallback model middleware configured") == [
+        "no fallback model middleware configured: the scenario's fallback model is not used"]
+    assert modules_stating(r"has no Stop hooks: the scenario's hook") == ["observatory/frameworks.py",
+                                                                          "observatory/observe_clients.py"]
+    assert len(re.findall(r"has no Stop hooks", sources()["observatory/observe_clients.py"])) == 1  # tool runner's

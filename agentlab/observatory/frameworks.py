@@ -78,12 +78,16 @@ def _steps(scenario: Scenario) -> int:
     return scenario.max_turns or DEFAULT_STEPS
 
 
-def _common_notes(scenario: Scenario, framework: str) -> list[str]:
+def common_notes(scenario: Scenario, framework: str, no_fallback: str | None = None) -> list[str]:
+    """What a framework run leaves out of the scenario, for its record's notes: the Stop hook it has no place
+    for, and the fallback model it was not given (``no_fallback`` names what is missing, in the framework's
+    words; by default "no fallback model configured in <framework>")."""
     notes = []
     if scenario.stop_hook is not None:
         notes.append(f"{framework} has no Stop hooks: the scenario's hook is not applied")
     if scenario.fallback_model or scenario.refusal_fallback_model:
-        notes.append(f"no fallback model configured in {framework}: the scenario's fallback model is not used")
+        missing = no_fallback or f"no fallback model configured in {framework}"
+        notes.append(f"{missing}: the scenario's fallback model is not used")
     return notes
 
 
@@ -217,7 +221,7 @@ def run_vercel_ai(scenario: Scenario, base_url: str, workdir: Path, timeout: flo
                 "server_tools": _server_tool_names(scenario),
                 "thinking": {"type": "enabled", "budgetTokens": scenario.thinking} if scenario.thinking else None,
                 "stream": False}
-    notes = _common_notes(scenario, "generateText")
+    notes = common_notes(scenario, "generateText")
     notes.append("the provider's base URL is the server's with /v1: @ai-sdk/anthropic appends /messages to it")
     return Observation(result, settings, notes)
 
@@ -230,7 +234,7 @@ def run_anthropic_ts(scenario: Scenario, base_url: str, workdir: Path, timeout: 
                 "server_tools": _server_tool_names(scenario),
                 "thinking": {"type": "enabled", "budget_tokens": scenario.thinking} if scenario.thinking else None,
                 "stream": False}
-    return Observation(result, settings, _common_notes(scenario, "the tool runner"))
+    return Observation(result, settings, common_notes(scenario, "the tool runner"))
 
 
 # -- the Python clients -------------------------------------------------------------------------------------
@@ -284,7 +288,7 @@ def run_openai_agents(scenario: Scenario, base_url: str, workdir: Path, timeout:
                 "extra_args": extra or None, "server_tools": [],
                 "thinking": extra.get("thinking"), "tracing_disabled": True,
                 "env": dict(OFFLINE_ENV)}
-    notes = _common_notes(scenario, "openai-agents")
+    notes = common_notes(scenario, "openai-agents")
     notes.append("run offline: tracing disabled (OPENAI_AGENTS_DISABLE_TRACING=1, set_tracing_disabled) and "
                  "LiteLLM's local model cost map (LITELLM_LOCAL_MODEL_COST_MAP=True)")
     if scenario.server_tools:
@@ -351,7 +355,7 @@ def run_strands(scenario: Scenario, base_url: str, workdir: Path, timeout: float
                 "conversation_manager": type(agent.conversation_manager).__name__,
                 "max_tokens": scenario.max_tokens, "params": params or None,
                 "server_tools": _server_tool_names(scenario), "thinking": params.get("thinking"), "stream": True}
-    notes = _common_notes(scenario, "strands")
+    notes = common_notes(scenario, "strands")
     notes.append("strands-agents' `anthropic` extra asks for anthropic<1; it is installed without that extra and "
                  "its AnthropicModel runs on the anthropic SDK pinned for the other clients")
     result: dict[str, Any] = {"exit_code": None}
