@@ -390,11 +390,7 @@ def run_pydantic_ai(scenario: Scenario, base_url: str, workdir: Path, timeout: f
     shown = {"call": "Agent(AnthropicModel(...), tools=[...]).run_sync(prompt)", "model_settings": settings,
              "native_tools": [type(c.tool).__name__ for c in native], "max_retries": client.max_retries,
              "usage_limits": {"request_limit": scenario.max_turns} if scenario.max_turns else None}
-    notes = []
-    if scenario.stop_hook is not None:
-        notes.append("pydantic-ai has no Stop hooks: the scenario's hook is not applied")
-    if scenario.fallback_model or scenario.refusal_fallback_model:
-        notes.append("no FallbackModel configured: the scenario's fallback model is not used")
+    notes = frameworks.common_notes(scenario, "pydantic-ai", "no FallbackModel configured")
     result: dict[str, Any] = {"exit_code": None}
     try:
         run = agent.run_sync(scenario.prompt, usage_limits=limits)
@@ -435,11 +431,7 @@ def run_langchain(scenario: Scenario, base_url: str, workdir: Path, timeout: flo
              "langchain-anthropic": frameworks.python_version("langchain-anthropic"),
              "max_tokens": scenario.max_tokens, "max_retries": 2, "recursion_limit": recursion,
              "server_tools": [t.get("name") for t in scenario.server_tools]}
-    notes = []
-    if scenario.stop_hook is not None:
-        notes.append("create_agent has no Stop hooks: the scenario's hook is not applied")
-    if scenario.fallback_model or scenario.refusal_fallback_model:
-        notes.append("no fallback model middleware configured: the scenario's fallback model is not used")
+    notes = frameworks.common_notes(scenario, "create_agent", "no fallback model middleware configured")
     result: dict[str, Any] = {"exit_code": None}
     try:
         state = agent.invoke({"messages": [{"role": "user", "content": scenario.prompt}]},
