@@ -271,3 +271,18 @@ def test_the_served_turn_goes_back_with_its_fallback_block_in_place() -> None:
     client.beta.messages.create(model="claude-opus-5-5", max_tokens=1024, messages=history, betas=SERVER,
                                 fallbacks="default")
     assert eng.requests[-1].status == 200 and history[1]["content"][0]["type"] == "fallback"
+
+
+def test_the_sdk_middleware_streams_the_refusal_and_continues_the_partial_answer_on_the_fallback() -> None:
+    eng = engine("refusal_credit_retry")
+    client = anthropic.Anthropic(api_key="x", base_url="http://scripted.agentlab", max_retries=0,
+                                 http_client=httpx2.Client(transport=mock_transport(eng)),
+                                 middleware=[BetaRefusalFallbackMiddleware([{"model": "claude-opus-4-8"}])])
+    with client.beta.messages.stream(model="claude-opus-5-5", max_tokens=1024,
+                                     messages=[{"role": "user", "content": HISTORY}]) as stream:
+        final = stream.get_final_message()
+    assert [b.type for b in final.content] == ["text", "fallback", "text"] and final.stop_reason == "end_turn"
+    assert final.usage.fallback_credit.status.type == "redeemed"
+    retry = eng.requests[1].body  # the partial answer appended: a prefill the token authorises
+    assert (retry["model"], retry["messages"][-1]["role"], eng.requests[1].status) == ("claude-opus-4-8",
+                                                                                     "assistant", 200)
