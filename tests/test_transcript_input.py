@@ -23,7 +23,7 @@ from forked import run_forked
 from test_transcript import entry, reply, write
 
 FIXTURES = Path(__file__).resolve().parent / "transcripts" / "2.1.332"
-OPUS = FIXTURES / "refusal_opus_fallback.jsonl"
+OPUS = FIXTURES / "refusal_model_fallback.jsonl"   # recorded: tests/transcripts/README.md says how
 SONNET = SESSIONS_DIR / "claude-code" / "2.1.332" / "refusal.jsonl"
 DEEP = "[" * 100_000 + "]" * 100_000
 
@@ -232,11 +232,12 @@ def test_a_refusal_fallback_is_three_calls_each_on_its_own_model():
     assert [c.model for c in session.calls] == ["claude-opus-5-5", "claude-opus-5-5", "claude-opus-4-8"]
     assert [c.stop_reason for c in session.calls] == ["refusal", "refusal", "end_turn"]
     assert [c.branch for c in session.calls] == ["refusal_fallback", "refusal_fallback", "complete"]
-    assert [c.max_tokens for c in session.calls] == [32000, 32000, 32000]
+    assert [c.max_tokens for c in session.calls] == [128000, 128000, 64000]   # each request's own
     (switch,) = session.of("fallback")
     assert switch.after == 2 and switch.data["from_model"] == "claude-opus-5-5" \
         and switch.data["to_model"] == "claude-opus-4-8" and switch.data["category"] == "cyber"
-    assert (switch.data["trigger"], switch.data["direction"], switch.data["retracted"]) == ("refusal", "retry", [])
+    assert (switch.data["trigger"], switch.data["direction"], switch.data["scope"], switch.data["retracted"]) == \
+        ("refusal", "retry", "session", [])
     assert session.ending == "end_turn" and result_subtype(session) == "success"
     assert session.not_understood_notes() == [] and not session.partial
     answer = session.calls[2]

@@ -774,9 +774,11 @@ class _Parser:
         """``model_refusal_fallback`` (2.1.332: a second refusal, the turn retried on ``fallbackModel``) and
         ``model_refusal_no_fallback`` (the turn ends on the refusal): each tells of a refused request. Of the
         fallback's fields, ``trigger`` is what set it off ("refusal"), ``direction`` how ("retry": the turn is sent
-        again on the fallback model, which stays for the session), ``retractedMessageUuids`` the entries of the
-        refused reply Claude Code withdraws from view, ``scope`` "local" when a sub-agent fell back and the
-        session's model is unchanged (as third-party readers of the format read them; not a published contract).
+        again on the fallback model), ``scope`` how far the switch goes ("session", as recorded; "local" when a
+        sub-agent fell back and the session's model is unchanged), ``retractedMessageUuids`` the entries of the
+        refused reply Claude Code withdraws from view (none when the refused reply was empty, as recorded); the
+        values are 2.1.332's in tests/transcripts, the meanings as third-party readers of the format read them:
+        the format is not a published contract.
         Why a refusal switches model: https://platform.claude.com/docs/en/build-with-claude/refusals-and-fallback
         (the API's side) and https://support.claude.com/en/articles/16049681 (Opus 5 falls back to Opus 4.8)."""
         original = self.text(e, "originalModel", "system.originalModel")
