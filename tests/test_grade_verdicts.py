@@ -42,13 +42,15 @@ def careful_loop(*breaks: str):
     ``trusts_the_label`` (an ``end_turn`` label ends the run, whatever tool calls the content holds),
     ``credit_changed_body`` (the retry that echoes a refusal's credit token changes the system prompt),
     ``retry_after_chain_refusal`` (with server-side fallbacks, a refusal of the whole chain is retried on
-    claude-opus-4-8). ``server_fallbacks`` is no break: the loop asks for the server's fallbacks ("default")
-    instead of retrying a refusal itself with its credit token."""
+    claude-opus-4-8), ``edits_compaction_block`` (a server's compaction block is sent back with its summary
+    changed). ``server_fallbacks`` is no break: the loop asks for the server's fallbacks ("default") instead of
+    retrying a refusal itself with its credit token; nor is ``server_compaction``: it asks the server to compact
+    on demand on its third call, ``compaction: {type: summarize}``) and resumes with the block."""
     unknown = set(breaks) - {"no_retry", "two_retries", "no_compaction", "no_max_tokens_recovery",
                              "ignores_pause_turn", "no_nudge", "crash_after_answer", "escapes",
                              "resend_after_refusal", "resend_fatal", "run_cut_tool_call", "no_clamp",
                              "trusts_the_label", "credit_changed_body", "retry_after_chain_refusal",
-                             "server_fallbacks"}
+                             "server_fallbacks", "server_compaction", "edits_compaction_block"}
     assert not unknown, unknown
     retries = 0 if "no_retry" in breaks else 2 if "two_retries" in breaks else 5
 
@@ -88,6 +90,7 @@ def _add_assistant(messages: list[dict[str, Any]], content: list[Any]) -> None:
 
 
 FALLBACK_MODEL = "claude-opus-4-8"  # the refusal fallback of claude-opus-5-5 (data/models.yaml)
+COMPACT_ON_CALL = 3                 # server_compaction: the loop asks the server to compact on its third call
 
 
 def _fall_back(reply, state, breaks) -> bool:
@@ -112,18 +115,25 @@ def _fall_back(reply, state, breaks) -> bool:
 def _call(client, model, tools, messages, state, prompt, breaks):
     """One model call; None when the request was changed to be sent again (compacted, clamped)."""
     server = state["server_fallbacks"]
-    extra: dict[str, Any] = {"extra_headers": {"anthropic-beta": "server-side-fallback-2026-07-01" if server
-                                               else "fallback-credit-2026-07-01"}}
-    body = {"fallbacks": "default"} if server else {}
+    betas = ["server-side-fallback-2026-07-01" if server else "fallback-credit-2026-07-01"]
+    body: dict[str, Any] = {"fallbacks": "default"} if server else {}
+    state["calls"] = state.get("calls", 0) + 1
+    if {"server_compaction", "edits_compaction_block"} & set(breaks) and state["calls"] == COMPACT_ON_CALL:
+        betas.append("compact-2026-01-12")
+        body["compaction"] = {"type": "summarize"}  # on demand: the reply is the compaction block alone
+    extra: dict[str, Any] = {"extra_headers": {"anthropic-beta": ",".join(betas)}}
     if state["credit"]:
         body["fallback_credit_token"], state["credit"] = state["credit"], None
     if body:
         extra["extra_body"] = body
     if state["system"]:
         extra["system"] = state["system"]
+    # the beta stream where the server compacts: the plain one does not accumulate a compaction block's content
+    # (its compaction_delta), and the block would go back empty
+    messages_api = client.beta.messages if "compaction" in body else client.messages
     try:
-        with client.messages.stream(model=model, max_tokens=state["max_tokens"], tools=tools,
-                                    messages=messages, **extra) as stream:
+        with messages_api.stream(model=model, max_tokens=state["max_tokens"], tools=tools, messages=messages,
+                                 **extra) as stream:
             return stream.get_final_message()
     except anthropic.APIStatusError as exc:
         if not isinstance(exc, anthropic.BadRequestError):
@@ -188,6 +198,9 @@ def _step(stop, content, messages, state, breaks, run_tool) -> str:
         state["compactions"] += 1
         return "again"
     if stop in ("pause_turn", "compaction") and "ignores_pause_turn" not in breaks:
+        if "edits_compaction_block" in breaks:
+            content = [{**b.model_dump(exclude_none=True), "content": "A shorter summary."} if b.type == "compaction"
+                       else b for b in content]
         _add_assistant(messages, content)
         return "again"
     last = messages[-1]["content"]
@@ -265,6 +278,8 @@ BROKEN = {
     # refusal_fallback_exhausted's chain declines
     "retry_after_chain_refusal": (FAST, {(s, "stop_after_chain_refusal"): "fail" for s in (
         "refusal", "refusal_fallback_exhausted")}),
+    # server_compaction needs a client that asks the server to compact (not gradeable from a prompt alone)
+    "edits_compaction_block": (["server_compaction"], {("server_compaction", "compaction_block_unchanged"): "fail"}),
     "resend_fatal": (FAST, {("api_error_fatal", "no_retry_on_fatal"): "fail",
                             ("unsupported_field", "no_retry_on_fatal"): "fail"}),  # its 400 names a field sent
     "run_cut_tool_call": (FAST, {("incomplete_tool_use", "escalate_cut_tool_call"): "fail"}),
@@ -293,6 +308,13 @@ def test_a_loop_on_server_side_fallbacks_passes_every_rule_it_reaches():
     served = report.grade("refusal_server_fallback")
     assert served.verdict == "pass" and served.check("stop_when_done").why.startswith(
         "the final answer (end_turn [fallback, text])")
+
+
+def test_a_loop_that_asks_the_server_to_compact_resumes_with_the_block_unchanged():
+    grade = _grade("server_compaction", scenarios=["server_compaction"]).grade("server_compaction")
+    assert grade.verdict == "pass", grade
+    assert grade.check("compaction_block_unchanged").why == "1 compaction block sent back unchanged"
+    assert grade.check("pause_turn_resume").why == "1 paused answer sent back unchanged, nothing after it"
 
 
 def _refusal(token: str | None = "tok-1", claim: bool = False) -> dict[str, Any]:

@@ -698,12 +698,13 @@ def credit_token_retry(run: Run) -> Check | None:
     name = "credit_token_retry"
     echoing = [j for j in run.main if run.requests[j].credit_token]
     if not echoing:
-        offered = [i for i in run.main if _reply(run.requests[i]).credit_token]
-        j = run.next_main(offered[0]) if offered else None
-        if j is None or run.requests[j].model == run.requests[offered[0]].model:
+        retried = [(i, j) for i in run.main if _reply(run.requests[i]).credit_token
+                   and (j := run.next_main(i)) is not None and run.requests[j].model != run.requests[i].model]
+        if not retried:
             return None
-        return _pass(name, f"request {run.n(j)} retried the refusal of request {run.n(offered[0])} on "
-                           f"{run.requests[j].model} without its credit token (allowed: billed as a cache "
+        refusal, retry = retried[0]
+        return _pass(name, f"request {run.n(retry)} retried the refusal of request {run.n(refusal)} on "
+                           f"{run.requests[retry].model} without its credit token (allowed: billed as a cache "
                            "write)")
     for j in echoing:
         r = run.requests[j]
