@@ -56,7 +56,7 @@ def test_a_misspelt_stop_reason_or_branch_fails_type_checking(tmp_path):
     shutil.copytree(REPO / "agentlab", tmp_path / "agentlab", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     typos = {
-        "core/transitions.py": ('if stop_reason == "refusal":', 'if stop_reason == "refusall":'),
+        "core/transitions.py": ('    "refusal": "refusal",', '    "refusall": "refusal",'),
         "ui/plots.py": ('("escalations", ("max_tokens_escalate",', '("escalations", ("max_token_escalate",'),
         "observatory/replay.py": ('"api_retry": "Retry",', '"api_retyr": "Retry",'),
     }

@@ -4,6 +4,7 @@ observe         ``agentlab observe``: run a client against each scenario and rec
 observe_clients the clients observe runs (agentlab, tool-runner, claude-code, pydantic-ai, langchain)
 frameworks      the agent frameworks observe runs: Vercel AI SDK, TypeScript tool runner, openai-agents, strands
 records         behaviour records: built from what the server saw, diffed, classified, loaded, described
+record_types    the record format as frozen types (Record, Request, Reply, ...) and parse_record, read by the rules
 compare         the comparison table: article, API docs, each observed client, agentlab
 matrix          the tables with each run's reach (branch reached or not) and each client's options
 replay          a recorded client run turned into an agentlab trace (data only)
