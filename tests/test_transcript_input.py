@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from agentlab.core.cost import usage_cost
 from agentlab.core.events import Fallback, Request, ResultEvent
 from agentlab.observatory.sessions import SESSIONS_DIR, check_sessions, list_sessions
-from agentlab.observatory.transcript import (TranscriptError, detect_kind, read_session, result_subtype,
-                                             table_lines)
+from agentlab.observatory.transcript import (TranscriptError, detect_kind, read_session, read_sessions,
+                                             result_subtype, table_lines)
 from agentlab.observatory.transcript_trace import session_to_trace
 from forked import run_forked
 from test_transcript import entry, reply, write
@@ -301,3 +301,21 @@ def test_every_request_2_1_332_wrote_is_a_call_a_failed_request_or_named_unanswe
         assert session.to_json()["requests"] == session.requests
     assert read_session(SESSIONS_DIR / "claude-code" / "2.1.332" / "prompt_too_long.jsonl").unanswered == 1
     assert (read_session(OPUS).requests, read_session(OPUS).unanswered) == (3, 0)
+
+
+def test_a_resumed_file_that_repeats_the_requests_counts_each_once(tmp_path):
+    """A resumed or forked file starts with the entries of the one before it; api-request entries carry no uuid,
+    so they are known again by their id: the refused call after them is of the request that was really sent."""
+    first = [entry("user", uuid="a", message={"role": "user", "content": "go"}),
+             entry("api-request", uuid=None, id="q1", params={"model": "claude-sonnet-4-6", "max_tokens": 100}),
+             reply("m1", "r1", [{"type": "text", "text": "hi"}], "end_turn", "b", requestRef="q1")]
+    for e in first:
+        if e["type"] == "api-request":
+            del e["uuid"]
+    more = [entry("api-request", id="q2", params={"model": "claude-opus-5-5", "max_tokens": 100}),
+            entry("user", uuid="c", message={"role": "user", "content": "noted"}, refusalRetry=True,
+                  refusedMessageId="m2")]
+    del more[0]["uuid"]
+    session = read_sessions([write(tmp_path / "1.jsonl", first), write(tmp_path / "2.jsonl", first + more)])
+    assert [(c.message_id, c.model) for c in session.calls] == [("m1", "claude-sonnet-4-6"), ("m2", "claude-opus-5-5")]
+    assert (session.requests, session.unanswered) == (2, 0)

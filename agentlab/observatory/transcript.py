@@ -830,9 +830,12 @@ class _Parser:
             self.odd("api-request.params", e.get("params"))
         request = _Request(rid or "", self.text(params, "model", "api-request.params.model"),
                            self.number(params, "max_tokens", "api-request.params.max_tokens"))
+        if rid in self.requests:   # a resumed or forked file repeats the entries before it (these have no uuid)
+            self.s.duplicates += 1
+            return
         if rid:
             self.requests[rid] = request
-            if not e.get("isSidechain") and rid not in self.unanswered:
+            if not e.get("isSidechain"):
                 self.unanswered[rid] = request
                 self.s.requests += 1
 
