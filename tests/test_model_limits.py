@@ -96,3 +96,49 @@ def test_a_graded_loop_asks_for_the_scenario_s_model_so_the_clamp_is_reached(cla
     assert {r["model"] for r in grade.record["requests"]} == {load_scenario("max_tokens_clamp").model}
     check = grade.check("clamp_max_tokens")
     assert check is not None and check.status == status, check
+
+
+# the models the SDK names that the pages read do not describe (no window, ceiling or price to serve them with)
+NOT_DESCRIBED = {"claude-mythos-5-2": "no page read gives its limits or prices",
+                 "claude-mythos-preview": "a research preview; no page read gives its limits or prices"}
+
+
+def test_every_model_the_sdk_names_is_in_the_tables_or_said_to_be_missing() -> None:
+    """data/models.yaml and data/prices.yaml follow the SDK's model list (anthropic.types.ModelParam): a model
+    added to the SDK fails here until it is served with its limits and prices, or said to be undescribed."""
+    import typing
+
+    from anthropic.types import ModelParam
+
+    from agentlab.core.cost import load_prices
+
+    named = {m for arg in typing.get_args(ModelParam) for m in typing.get_args(arg) if isinstance(m, str)}
+    table, prices = load_models(), load_prices()
+    assert "claude-opus-5-5" in named and len(named) > 15
+    for model in sorted(named - set(NOT_DESCRIBED)):
+        limits = table.limits(model)
+        assert limits.known, f"{model} is not in data/models.yaml"
+        assert prices.price(model) is not None, f"{model} is not in data/prices.yaml"
+    assert not set(NOT_DESCRIBED) & set(table.models)
+
+
+def test_the_models_with_classifiers_fall_back_to_models_in_the_table() -> None:
+    table = load_models()
+    assert table.limits("claude-opus-5-5").fallbacks == ("claude-opus-4-8",)
+    assert table.limits("claude-haiku-5-5").fallbacks == () and table.limits("claude-haiku-5-5").credit_targets
+    assert table.limits("claude-sonnet-4-6").fallbacks is None  # no classifiers: its refusals carry no credit
+    for limits in table.models.values():
+        for model in (*(limits.fallbacks or ()), *limits.credit_targets):
+            assert table.limits(model).known and not table.limits(model).classifiers, (limits.model, model)
+
+
+def test_a_fallback_the_table_does_not_list_is_refused_with_the_file_and_the_entry(tmp_path) -> None:
+    bad = tmp_path / "models.yaml"
+    bad.write_text('checked: "2026-12-07"\nsource: "x"\ndefault: a\nmodels:\n'
+                   '  a: {context_window: 10, max_output: 5, fallbacks: [b]}\n')
+    with pytest.raises(ConfigError, match=r"models.yaml: models.a: fallback 'b' is not one of the models"):
+        load_models(bad)
+    bad.write_text('checked: "2026-12-07"\nsource: "x"\ndefault: a\nmodels:\n'
+                   '  a: {context_window: 10, max_output: 5, fallbacks: b}\n')
+    with pytest.raises(ConfigError, match=r"models.a.fallbacks: expected a list of model names"):
+        load_models(bad)
