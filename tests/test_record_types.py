@@ -26,11 +26,15 @@ def test_every_committed_record_reads() -> None:
         assert all(r.reply is not None and r.reply.status >= 200 for r in record.requests), name
 
 
+NAMED = {"client": "c", "version": "1", "scenario": "s"}
+
+
 @pytest.mark.parametrize(("data", "said"), [
-    ({"requests": [{"reply": {"status": "soon"}}]}, r"^x\.json: requests\[0\]\.reply\.status: .*integer"),
-    ({"requests": [{}, {"appended": {"kept": "many"}}]}, r"^x\.json: requests\[1\]\.appended\.kept: "),
-    ({"timing": {"request_s": [0.1, "later"]}}, r"^x\.json: timing\.request_s\[1\]: .*number"),
-    ({"requests": {"n": 1}}, r"^x\.json: requests: "),
+    ({**NAMED, "requests": [{"reply": {"status": "soon"}}]}, r"^x\.json: requests\[0\]\.reply\.status: .*integer"),
+    ({**NAMED, "requests": [{}, {"appended": {"kept": "many"}}]}, r"^x\.json: requests\[1\]\.appended\.kept: "),
+    ({**NAMED, "timing": {"request_s": [0.1, "later"]}}, r"^x\.json: timing\.request_s\[1\]: .*number"),
+    ({**NAMED, "requests": {"n": 1}}, r"^x\.json: requests: "),
+    ({"client": "c", "version": "1"}, r"^x\.json: scenario: missing$"),
     ([1, 2], r"^x\.json: a record is a JSON object, got list$"),
 ])
 def test_bad_data_is_refused_naming_the_record_and_the_field(data: object, said: str) -> None:
@@ -45,7 +49,7 @@ def test_the_grader_names_the_record_it_cannot_read() -> None:
 
 
 def test_null_is_missing_and_unknown_fields_are_kept() -> None:
-    record = parse_record({"requests": [{"reply": None, "appended": None, "action": None, "new_field": [1]}],
+    record = parse_record({**NAMED, "requests": [{"reply": None, "appended": None, "action": None, "new_field": [1]}],
                            "result": None, "future": {"a": 1}})
     request = record.requests[0]
     assert request.answer is NO_REPLY and request.answer.status == 0
@@ -60,13 +64,13 @@ def test_a_placeholder_reply_reads_as_no_reply() -> None:
 
 
 def test_records_are_frozen() -> None:
-    record = parse_record({"requests": [{"n": 1}]})
+    record = parse_record({**NAMED, "requests": [{"n": 1}]})
     with pytest.raises(ValueError, match="frozen"):
         record.requests[0].n = 2  # type: ignore[misc]
 
 
 def test_a_run_reads_a_record_or_its_data_alike() -> None:
-    data = {"requests": [{"n": 4, "reply": {"status": 200, "stop_reason": "end_turn", "blocks": ["text"]},
+    data = {**NAMED, "requests": [{"n": 4, "reply": {"status": 200, "stop_reason": "end_turn", "blocks": ["text"]},
                           "action": "first"}], "result": {"exit_code": 0, "subtype": "success"},
             "timing": {"request_s": [0.0]}}
     for given in (data, Record.model_validate(data)):
@@ -78,7 +82,7 @@ def test_a_run_reads_a_record_or_its_data_alike() -> None:
 @pytest.mark.parametrize(("text", "said"), [
     ('{"client": "c", "version": "1", "scenario": "s", "requests": [{"n": "first"}]}', r"requests\[0\]\.n: "),
     ('{"client": "c", "version": "1", "scenario": "s", "requests": [', r"cannot be read as JSON"),
-    ('{"client": "c", "version": "1", "requests": []}', r"scenario: a record names its scenario"),
+    ('{"client": "c", "version": "1", "requests": []}', r"scenario: missing$"),
 ])
 def test_loading_the_records_names_a_bad_file_and_its_field(tmp_path, text: str, said: str) -> None:
     from agentlab.observatory.records import load_records

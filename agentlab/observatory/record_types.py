@@ -123,7 +123,7 @@ class Result(_Model):
     """How the client's run ended, as far as it said."""
 
     exit_code: int | None = None
-    is_error: bool | None = None
+    is_error: bool = False
     subtype: str | None = None
     stop_reason: str | None = None
     text: str | None = None
@@ -142,10 +142,10 @@ class Timing(_Model):
 class Record(_Model):
     """One client's behaviour on one scenario."""
 
+    client: str                         # who ran: "claude-code", "tool-runner", a graded command's label
+    version: str
+    scenario: str
     format: int | None = None
-    client: str | None = None
-    version: str | None = None
-    scenario: str | None = None
     row: str | None = None
     description: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
@@ -166,5 +166,5 @@ def parse_record(data: Any, source: str = "record") -> Record:
     except ValidationError as exc:
         error = exc.errors()[0]
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"]).lstrip(".")
-        got = repr(error.get("input"))[:80]
-        raise RecordError(f"{source}: {where or 'the record'}: {error['msg']} (got {got})") from None
+        said = "missing" if error["type"] == "missing" else f"{error['msg']} (got {repr(error.get('input'))[:80]})"
+        raise RecordError(f"{source}: {where or 'the record'}: {said}") from None
