@@ -250,3 +250,65 @@ def test_the_language_switch_leads_to_the_same_page_or_the_other_front_page():
     switch = languages.switch_html("docs/grade", {"language": "en", "other": "zh", "other_pages": [],
                                                   "switch_label": "Also in ", "other_front": "the Chinese lessons"})
     assert 'href="../zh/index.html" hreflang="zh-CN"' in switch and "中文 (the Chinese lessons)" in switch
+
+
+# --- bad input: one line naming the file and what to do -----------------------------------------------------------
+
+@pytest.fixture
+def one_lesson(tmp_path, monkeypatch):
+    """A copy of lesson 00 and its catalog in a folder of their own, which the generator reads and writes."""
+    notebooks, catalog = tmp_path / "notebooks", tmp_path / "catalog"
+    notebooks.mkdir()
+    catalog.mkdir()
+    (notebooks / "00_the_loop.ipynb").write_bytes((REPO / "notebooks" / "00_the_loop.ipynb").read_bytes())
+    (notebooks / "glossary.md").write_bytes((REPO / "notebooks" / "glossary.md").read_bytes())
+    (catalog / "00_the_loop.yaml").write_bytes(zh.catalog_path("00_the_loop").read_bytes())
+    monkeypatch.setattr(zh, "NOTEBOOKS", notebooks)
+    monkeypatch.setattr(zh, "OUT", notebooks / "zh")
+    monkeypatch.setattr(zh, "CATALOG", catalog)
+    return notebooks, catalog
+
+
+def said(capsys, *argv: str) -> str:
+    """The one line of ``zh_lessons.py ARGV`` on stderr (exit 2, no traceback)."""
+    assert zh.main(list(argv)) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zh_lessons: ") and "Traceback" not in captured.err, captured.err
+    return lines[0]
+
+
+def test_a_catalog_saved_in_gb18030_is_named_with_what_to_do(one_lesson, capsys):
+    _, catalog = one_lesson
+    path = catalog / "00_the_loop.yaml"
+    path.write_bytes(path.read_text(encoding="utf-8").encode("gb18030"))
+    line = said(capsys, "--todo", "00_the_loop")
+    assert f"{path}: the catalog is not UTF-8 (byte 0x" in line and line.endswith("save it as UTF-8")
+
+
+def test_a_catalog_holding_one_latin_1_byte_names_its_line(one_lesson, capsys):
+    _, catalog = one_lesson
+    path = catalog / "00_the_loop.yaml"
+    text = path.read_bytes()
+    path.write_bytes(text.replace(b"lesson: 00_the_loop", b"lesson: 00_the_loop # caf\xe9", 1))
+    line = said(capsys, "--stamp", "00_the_loop")
+    assert line == f"zh_lessons: {path}: the catalog is not UTF-8 (byte 0xe9 on line 3); save it as UTF-8"
+
+
+@pytest.mark.parametrize("option", ["--todo", "--stamp"])
+def test_a_mistyped_lesson_name_is_named_with_the_one_it_looks_like(one_lesson, capsys, option):
+    line = said(capsys, option, "00_the_lop")
+    assert line.startswith(f"zh_lessons: {option} 00_the_lop: no such lesson, there is no notebooks/00_the_lop.ipynb."
+                           " Did you mean 00_the_loop? Give a lesson's file name without .ipynb"), line
+
+
+@pytest.mark.parametrize("argv", [(), ("--check",), ("--todo",)])
+def test_an_english_notebook_left_with_merge_conflict_markers_is_named(one_lesson, capsys, argv):
+    notebooks, _ = one_lesson
+    path = notebooks / "00_the_loop.ipynb"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[3:3] = ["<<<<<<< HEAD\n", lines[3], "=======\n", lines[3], ">>>>>>> theirs\n"]
+    path.write_text("".join(lines), encoding="utf-8")
+    line = said(capsys, *argv)
+    assert line == (f"zh_lessons: {path}: the notebook holds merge-conflict markers (line 4: '<<<<<<< HEAD'); "
+                    "resolve the conflict, then run this again")

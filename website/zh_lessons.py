@@ -57,8 +57,12 @@ CATALOG_HEADER = ("# Chinese markdown of notebooks/{source}, one entry per {unit
                   "--todo shows what changed.\n")
 
 
+CONFLICT = re.compile(r"^(?:<{7}|>{7})(?: .*)?$|^={7}$", re.MULTILINE)  # git's merge-conflict markers
+
+
 class CatalogError(Exception):
-    """A catalog file that cannot be read as one (named with the file and the entry)."""
+    """A file the generator cannot use (a catalog, an English lesson), named with what to do, or a lesson name
+    that names no lesson."""
 
 
 @dataclass
@@ -82,8 +86,37 @@ def lessons() -> list[str]:
     return sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb") if LESSON_NAME.match(p.name))
 
 
+def read_text(path: Path, what: str) -> str:
+    """A UTF-8 file the generator reads (``what`` it is); a CatalogError naming the file and what to do when it
+    cannot be read, is not UTF-8, or holds merge-conflict markers."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise CatalogError(f"{path}: the {what} is not UTF-8 (byte {raw[exc.start]:#04x} on line {line}); save it "
+                           "as UTF-8") from None
+    conflict = CONFLICT.search(text)
+    if conflict:
+        line = text.count("\n", 0, conflict.start()) + 1
+        raise CatalogError(f"{path}: the {what} holds merge-conflict markers (line {line}: "
+                           f"{conflict.group().strip()[:40]!r}); resolve the conflict, then run this again")
+    return text
+
+
 def read_notebook(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+    text = read_text(path, "notebook")
+    try:
+        notebook = json.loads(text)
+    except ValueError as exc:
+        raise CatalogError(f"{path}: not a notebook (not JSON: {exc}); open it in JupyterLab, or restore it with "
+                           "git") from None
+    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
+        raise CatalogError(f"{path}: not a notebook (no list of 'cells'); restore it with git")
+    return notebook
 
 
 def documents() -> list[str]:
@@ -112,8 +145,19 @@ def english_file(name: str) -> str:
 def english_of(name: str) -> dict:
     """A lesson's notebook, or the glossary as :func:`glossary_cells`."""
     if name == GLOSSARY:
-        return glossary_cells((NOTEBOOKS / f"{GLOSSARY}.md").read_text(encoding="utf-8"))
+        return glossary_cells(read_text(NOTEBOOKS / f"{GLOSSARY}.md", "glossary"))
     return read_notebook(NOTEBOOKS / f"{name}.ipynb")
+
+
+def known(name: str, option: str) -> str:
+    """A document name given to ``option`` (``--todo``, ``--stamp``): a lesson or the glossary, else a
+    CatalogError naming the file it looked for and the names there are."""
+    if name in documents():
+        return name
+    close = difflib.get_close_matches(name, documents(), n=1)
+    hint = f" Did you mean {close[0]}?" if close else ""
+    raise CatalogError(f"{option} {name}: no such lesson, there is no notebooks/{english_file(name)}.{hint} Give a "
+                       f"lesson's file name without .ipynb ({documents()[0]}, …) or {GLOSSARY}.")
 
 
 def catalog_path(lesson: str) -> Path:
@@ -127,7 +171,7 @@ def load_catalog(path: Path) -> dict[str, Entry]:
     if not path.exists():
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_text(path, "catalog"))
     except yaml.YAMLError as exc:
         raise CatalogError(f"{path}: not valid YAML: {exc}") from exc
     cells = data.get("cells") if isinstance(data, dict) else None
@@ -426,7 +470,7 @@ def check() -> list[str]:
 def todo(names: list[str]) -> str:
     """For each cell to (re)translate: its id, how the English changed (a diff) or all of it, and the current zh."""
     out = []
-    for lesson in names or documents():
+    for lesson in [known(name, "--todo") for name in names] or documents():
         english = english_of(lesson)
         entries = load_catalog(catalog_path(lesson))
         for cell in english["cells"]:
@@ -446,6 +490,7 @@ def todo(names: list[str]) -> str:
 
 def stamp(lesson: str, ids: list[str]) -> list[str]:
     """Record the current English source (and its sha) in the entries named, or in every unstamped one."""
+    lesson = known(lesson, "--stamp")
     english = {c.get("id"): source_of(c) for c in english_of(lesson)["cells"] if c["cell_type"] == "markdown"}
     entries = load_catalog(catalog_path(lesson))
     unknown = [i for i in ids if i not in entries or i not in english]
