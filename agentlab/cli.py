@@ -14,9 +14,13 @@ import re
 import sys
 import textwrap
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .core.errors import AgentlabError, ConfigError
+from .core.paths import write_output
+
+if TYPE_CHECKING:
+    from .lab import LabLoop
 
 
 
@@ -73,13 +77,33 @@ def _retries(text: str) -> int:
     return _flag_number(text, int, "a whole number", lambda n: 0 <= n <= 100, "0 to 100 retries")
 
 
+ECHO_LIMIT = 120  # a value the user typed is echoed whole up to this many characters, shortened beyond
+
+
+def echoed(message: str, typed: list[str]) -> str:
+    """``message`` with each value of ``typed`` (the command line's tokens, and the values of ``--flag=value``)
+    longer than ECHO_LIMIT shortened wherever the message echoes it: its start, "…", its end (a path's file
+    name) and its length. Every error the command prints goes through here."""
+    values = {token.split("=", 1)[1] if token.startswith("--") and "=" in token else token for token in typed}
+    for value in sorted((v for v in values if len(v) > ECHO_LIMIT), key=len, reverse=True):
+        short = f"{value[:60]}…{value[-30:]} ({len(value)} characters)"
+        message = message.replace(value, short).replace(repr(value)[1:-1], short)
+    return message
+
+
 class _Parser(argparse.ArgumentParser):
     """A usage error is one short line naming the option, with where to read more (not the whole usage first):
     ``agentlab run: --timeout: expected seconds above 0 and at most 86400, got 0 (see `agentlab run --help`)``."""
 
+    _typed: list[str] = []
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._typed = [str(a) for a in (sys.argv[1:] if args is None else args)]
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         message = message.removeprefix("argument ")  # argparse's "argument --timeout: ...": the flag is enough
-        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+        self.exit(2, echoed(f"{self.prog}: {message} (see `{self.prog} --help`)", self._typed) + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,7 +117,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--base-url", help="any server that speaks the Messages API (key from ANTHROPIC_API_KEY)")
     run.add_argument("--model", help="model name (default: the scenario's, else $ANTHROPIC_MODEL)")
     run.add_argument("--fallback-model", help="switch to this model after repeated 529 overloaded errors")
-    run.add_argument("--refusal-fallback-model", help="retry a refusal once on this model")
+    run.add_argument("--refusal-fallback-model",
+                     help="retry a refusal once on this model, echoing the refusal's credit token ('recommended': "
+                          "the model its stop_details recommends)")
+    run.add_argument("--fallbacks", metavar="MODELS",
+                     help="ask the API to retry a refusal itself (server-side fallbacks, beta): comma-separated "
+                          "models in order, or 'default'")
+    run.add_argument("--server-compaction", metavar="EDITS",
+                     help="let the API compact and edit the context (beta context_management): comma-separated "
+                          "edits from compact, clear_tool_uses, clear_thinking; or 'on_demand' for the "
+                          "compaction={type: summarize} request at each of the loop's compactions")
+    run.add_argument("--compaction-trigger", type=_positive, metavar="TOKENS",
+                     help="input tokens at which the compact edit compacts (default: the API's, 150000)")
     run.add_argument("--max-turns", type=_positive, help="at most N model calls that return a message")
     run.add_argument("--max-tokens", type=_tokens, help="max_tokens of each request")
     run.add_argument("--max-retries", type=_retries,
@@ -244,7 +279,7 @@ def _main(argv: list[str] | None) -> int:
     tokens = list(sys.argv[1:] if argv is None else argv)
     bad = _not_utf8(tokens)
     if bad is not None:
-        print(f"agentlab: {bad}", file=sys.stderr)
+        print(echoed(f"agentlab: {bad}", tokens), file=sys.stderr)
         return 2
     args = parser.parse_args(tokens)
     try:
@@ -271,7 +306,12 @@ def _main(argv: list[str] | None) -> int:
         if args.command in ("replay", "sessions"):
             return _replay_or_sessions(args)
     except AgentlabError as exc:
-        print(f"agentlab: {exc}", file=sys.stderr)
+        print(echoed(f"agentlab: {exc}", tokens), file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path given that the system refuses (a name too long) where no check named it first
+        if exc.filename is None:
+            raise
+        print(echoed(f"agentlab: {exc.filename}: {exc.strerror or exc}", tokens), file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         cancelled = getattr(exc, "cancelled", None)  # ToolsCancelled: the tool calls that had not finished
@@ -308,10 +348,16 @@ def _replay_or_sessions(args: argparse.Namespace) -> int:
     from .core.extras import MissingExtra
 
     try:
-        from .ui.plots import session_overview
+        from .ui.plots import session_overview, to_png
     except MissingExtra as exc:
         raise ConfigError(f"--plot: {exc}") from None
-    return replay_main(args, plot=session_overview)
+
+    def plot(trace: Any, *, save: str, **options: Any) -> Any:  # drawn, then written as every output is
+        fig = session_overview(trace, **options)
+        write_output(save, to_png(fig), "--plot")
+        return fig
+
+    return replay_main(args, plot=plot)
 
 
 def _not_utf8(tokens: list[str]) -> str | None:
@@ -471,15 +517,15 @@ def _run(args: argparse.Namespace) -> int:
 def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | None) -> int:
     from .core.guard import redact, redact_value
     from .core.trace import Trace
-    from .lab import RunConfig
+    from .lab import RunSetup
 
     out = _Output()
-    config = RunConfig.from_flags(args, scenario=sc)
+    setup = RunSetup.from_flags(args, scenario=sc)
     trace = Trace(trace_path, secrets=(key,), warn=False)  # said below, in the exit status too
     trace.subscribe(_say_waiting)  # on stderr, with --json too
     if not args.json:
         trace.subscribe(_printer(out))
-    loop = config.loop(trace=trace)
+    loop = setup.loop(trace=trace)
     try:
         trace.open()  # under its lock: another run writing the same file is refused here, before anything runs
     except OSError as exc:
@@ -487,7 +533,7 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
     try:
         result = loop.run()
     except KeyboardInterrupt:
-        if loop.hooks is not None and hasattr(loop.hooks, "kill_running"):
+        if loop.hooks is not None:
             loop.hooks.kill_running()
         raise
     finally:
@@ -518,15 +564,17 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
     return 0 if result.subtype == "success" else 1
 
 
-def _script_used_up(loop: Any) -> list[str]:
+def _script_used_up(loop: LabLoop) -> list[str]:
     """What the scripted model said when the loop asked it for more than its scenario's steps, and each reply it
     could not send to this run's request as written (a call to a tool the run does not offer): none, [].
     Either way the answer is the scripted backend's, not a model's."""
     from .backend.scripted import SCRIPT_USED_UP
 
-    engine = getattr(loop, "engine", None)
-    problems = [str(f) for f in getattr(engine, "failures", None) or [] if SCRIPT_USED_UP in str(f)]
-    for call, request in enumerate(getattr(engine, "message_requests", None) or [], 1):
+    engine = loop.engine
+    if engine is None:
+        return []
+    problems = [str(f) for f in engine.failures if SCRIPT_USED_UP in str(f)]
+    for call, request in enumerate(engine.message_requests, 1):
         if request.placeholder:
             problems.append(f"call {call}: the scripted reply could not be sent to this request "
                             f"({'; '.join(request.not_reached or [])}); a tool call marked `unoffered: true` is sent "

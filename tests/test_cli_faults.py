@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -72,6 +73,12 @@ JOBS: dict[str, Job] = {
     "trace_is_a_folder": Job(("run", "end_turn", "--trace", "{dir}")),
     "trace_to_dev_full": Job(("run", "end_turn", "--json", "--trace", "/dev/full")),
     "max_retries_2000": Job(("run", "end_turn", "--max-retries", "2000")),
+    "max_retries_5000_digits": Job(("run", "end_turn", "--max-retries", "9" * 5000)),
+    "max_retries_5000_digits_joined": Job(("run", "end_turn", f"--max-retries={'9' * 5000}")),
+    "tools_5000_characters": Job(("run", "end_turn", "--tools", "x" * 5000)),
+    "settings_path_5000": Job(("run", "end_turn", "--settings", "{dir}/" + "s" * 5000 + ".json")),
+    "trace_path_5000": Job(("run", "end_turn", "--trace", "{dir}/" + "t" * 5000 + ".jsonl")),
+    "save_path_5000": Job(("grade", "end_turn", "--observed", "agentlab", "--save", "{dir}/" + "s" * 5000 + ".json")),
     "timeout_zero": Job(("run", "end_turn", "--timeout", "0")),
     "base_url_not_a_url": Job(("run", "--base-url", "notaurl", "--prompt", "hi")),
     "base_url_ftp": Job(("run", "--base-url", "ftp://example.invalid/", "--prompt", "hi")),
@@ -207,6 +214,20 @@ def test_bad_input_is_one_clear_line_and_exit_2(runs, job, needles) -> None:
         return
     clean_failure(ran, *needles)
     assert len(ran.stderr) < 1000
+
+
+@pytest.mark.parametrize(("job", "option"), [("max_retries_5000_digits", "--max-retries"),
+                                             ("max_retries_5000_digits_joined", "--max-retries"),
+                                             ("tools_5000_characters", "--tools"),
+                                             ("settings_path_5000", "File name too long"),
+                                             ("trace_path_5000", "--trace"),
+                                             ("save_path_5000", "--save")])
+def test_a_long_value_the_user_typed_is_echoed_shortened_with_its_length(runs, job, option) -> None:
+    ran = runs[job]
+    assert ran.code == 2 and "Traceback" not in ran.stderr, ran.stderr[:2000]
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and option in lines[0] and len(lines[0]) < 400, ran.stderr[:2000]
+    assert re.search(r"…\S* \(5\d\d\d characters\)", lines[0]), lines[0]  # a path also counts its folder
 
 
 # --- faults on the wire -------------------------------------------------------------------------------------
@@ -375,11 +396,21 @@ def _agentlab_with_a_bound(args: list[str]) -> subprocess.CompletedProcess:
                           timeout=120, stdin=subprocess.DEVNULL)
 
 
+RECORD = str(REPO / "data" / "observed" / "agentlab" / "0.1.0" / "end_turn.json")
+GRADED = ["grade", "end_turn", "--observed", "agentlab"]
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
-@pytest.mark.parametrize("args", [["run", "end_turn", "--trace", "{fifo}"],
-                                  ["serve", "end_turn", "--record", "{fifo}"]])
-def test_an_output_that_is_a_pipe_no_one_reads_is_refused_at_once(tmp_path, args) -> None:
-    fifo = tmp_path / "out.fifo"
+@pytest.mark.parametrize(("args", "name"), [
+    (["run", "end_turn", "--trace", "{fifo}"], "out.fifo"),
+    (["serve", "end_turn", "--record", "{fifo}"], "out.fifo"),
+    ([*GRADED, "--save", "{fifo}"], "out.json"),
+    ([*GRADED, "--junit", "{fifo}"], "out.xml"),
+    ([*GRADED, "--heatmap", "{fifo}"], "out.png"),
+    (["replay", RECORD, "--plot", "{fifo}"], "out.png"),
+], ids=["run --trace", "serve --record", "grade --save", "grade --junit", "grade --heatmap", "replay --plot"])
+def test_an_output_that_is_a_pipe_no_one_reads_is_refused_at_once(tmp_path, args, name) -> None:
+    fifo = tmp_path / name
     os.mkfifo(fifo)
     ran = _agentlab_with_a_bound([a.replace("{fifo}", str(fifo)) for a in args])
     assert ran.returncode == 2, (ran.stdout, ran.stderr)
@@ -420,3 +451,37 @@ def test_ctrl_c_while_tools_run_together_names_the_cancelled_calls(monkeypatch, 
     assert cli.main(["run", "end_turn"]) == 130
     err = capsys.readouterr().err
     assert err == "agentlab: interrupted; 2 tool call(s) cancelled: read_file, grep\n"
+
+
+# --- reports are written whole or not at all ----------------------------------------------------------------
+
+def _limit_file_size(limit: int) -> Callable[[], None]:
+    def preexec() -> None:  # in the child, before it runs Python: every file it writes stops at ``limit`` bytes
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return preexec
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE as Linux applies it")
+@pytest.mark.parametrize("option", ["--save", "--junit"])
+def test_a_report_cut_by_a_full_disk_leaves_the_last_good_one_in_place(tmp_path, option) -> None:
+    """A file-size limit of 1,000 bytes stands for a full disk: the report (about 3,500 bytes) cannot be written.
+    The previous report stays as it was, no temporary file is left beside it, and the failure is one line."""
+    report = tmp_path / ("report.json" if option == "--save" else "report.xml")
+    report.write_text(PRECIOUS)
+    ran = subprocess.run([sys.executable, "-m", "agentlab", *GRADED, option, str(report)], cwd=REPO,
+                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, preexec_fn=_limit_file_size(1000))
+    assert ran.returncode == 2, (ran.stdout, ran.stderr)
+    assert ran.stderr.strip() == (f"agentlab: {option} {report}: cannot write it: File too large; the previous file "
+                                  "is kept as it was"), ran.stderr
+    assert report.read_text() == PRECIOUS
+    assert sorted(p.name for p in tmp_path.iterdir()) == [report.name]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_report_to_dev_full_is_one_line_naming_it() -> None:
+    ran = _agentlab_with_a_bound([*GRADED, "--junit", "/dev/full"])
+    assert ran.returncode == 2 and ran.stderr.strip() == ("agentlab: --junit /dev/full: cannot write it: No space "
+                                                          "left on device"), ran.stderr

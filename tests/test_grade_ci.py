@@ -198,6 +198,14 @@ def test_a_malformed_baseline_exits_2_before_anything_runs(tmp_path, capsys):
     assert "not a baseline written by --write-baseline" in captured.err and "agentlab grade:" not in captured.err
 
 
+def test_a_baseline_nested_100000_levels_deep_is_one_line_naming_it(tmp_path, capsys):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    assert main(["grade", "--command", NAIVE, "end_turn", "--baseline", str(deep)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"agentlab: --baseline {deep}: nested too deeply to be a baseline written by --write-baseline\n"
+
+
 # -- --keep -------------------------------------------------------------------------------------------------------
 
 def test_keep_holds_what_the_server_saw_and_what_the_command_printed(naive):
@@ -404,6 +412,15 @@ def test_bad_plugin_options_are_a_usage_error(tmp_path):
     assert "--agentlab-grade:" in done.stderr and "no_such_scenario" in done.stderr
 
 
+def test_a_baseline_nested_too_deeply_is_a_usage_error_not_an_internal_error(tmp_path):
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    done = _pytest(tmp_path, "--agentlab-grade", "true", "--agentlab-scenarios", "end_turn",
+                   "--agentlab-baseline", "deep.json")
+    assert done.returncode == 4 and "INTERNALERROR" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1] == ("ERROR: --agentlab-grade: --baseline deep.json: nested too "
+                                                    "deeply to be a baseline written by --write-baseline")
+
+
 def test_without_the_option_the_plugin_imports_nothing_of_agentlab(tmp_path):
     (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
     script = textwrap.dedent("""
@@ -456,3 +473,68 @@ def test_the_plugin_s_policy_option_decides_what_a_difference_counts_as(tmp_path
         outcomes[mode] = (done.returncode, done.stdout.strip().splitlines()[-1])
     assert outcomes["strict"][0] == 1 and "1 failed" in outcomes["strict"][1], outcomes
     assert outcomes["report"][0] == 0 and outcomes["ignore"][0] == 0, outcomes
+
+
+# -- Ctrl-C ------------------------------------------------------------------------------------------------------------
+
+SLOW_AGENT = """import os, sys, time
+with open(sys.argv[1], "w") as started:  # the test reads this: the agent is running
+    started.write(str(os.getpid()))
+time.sleep(3600)  # a slow agent: far beyond the grade's timeout
+"""
+
+
+def _interrupted_while_the_agent_runs(tmp_path: Path, argv: list[str]) -> tuple[subprocess.CompletedProcess, int]:
+    """Start ``argv`` (a grade of SLOW_AGENT, whose command is ``{agent}``), wait until the agent has started (it
+    writes its pid into a named pipe), press Ctrl-C (SIGINT), and wait for the grade to end (a bound far below the
+    grade's 600 s timeout, a safety net). Returns how it ended and the agent's pid."""
+    import select
+    import signal
+
+    from forked import as_from_a_terminal
+
+    script, fifo = tmp_path / "slow_agent.py", tmp_path / "started.fifo"
+    script.write_text(SLOW_AGENT, encoding="utf-8")
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open before the agent: its open for writing never waits
+    agent = f"{PY} {shlex.quote(str(script))} {shlex.quote(str(fifo))}"
+    proc = subprocess.Popen([a.replace("{agent}", agent) for a in argv], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal,
+                            env={**os.environ, "COLUMNS": "250"})
+    try:
+        readable, _, _ = select.select([reader], [], [], 240)
+        assert readable, "the agent never started"
+        pid = int(os.read(reader, 100))
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(reader)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err), pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_ctrl_c_during_a_grade_kills_the_agents_at_once_and_says_interrupted(tmp_path):
+    done, pid = _interrupted_while_the_agent_runs(tmp_path, [
+        sys.executable, "-m", "agentlab", "grade", "--command", "{agent}", "end_turn", "tool_use", "--timeout", "600"])
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1] == "agentlab: interrupted" and "Traceback" not in done.stderr, done.stderr
+    assert not _alive(pid), "the agent outlived the Ctrl-C"
+
+
+def test_ctrl_c_during_the_plugins_grade_kills_the_agents_and_ends_pytest_as_ctrl_c_does(tmp_path):
+    done, pid = _interrupted_while_the_agent_runs(tmp_path, [
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:nbval",
+        "--agentlab-grade", "{agent}", "--agentlab-scenarios", "end_turn,tool_use", "--agentlab-timeout", "600"])
+    assert done.returncode == 2, done.stdout + done.stderr  # pytest's exit status for an interrupted run
+    assert "KeyboardInterrupt" in done.stdout and "INTERNALERROR" not in done.stdout + done.stderr, done.stdout
+    assert not _alive(pid), "the agent outlived the Ctrl-C"

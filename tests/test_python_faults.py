@@ -117,3 +117,64 @@ def test_a_mistyped_name_in_a_notebook_is_one_line_without_agentlabs_frames(note
     assert shown == f"{error['ename']}: {error['evalue']}", shown[:2000]
     assert error["ename"] in ("ScenarioError", "ConfigError")
     assert "no_such" in shown or "max_turnz" in shown
+
+
+# --- every report is written whole or not at all, through one function ---------------------------------------------
+
+def test_write_output_replaces_a_file_whole_keeping_its_permissions_and_a_link_to_it(tmp_path):
+    from agentlab.core.paths import write_output
+
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    real.chmod(0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    write_output(link, "new", "--save")
+    assert link.is_symlink() and real.read_text() == "new" and real.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "real.json"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_write_output_that_fails_midway_leaves_the_old_file_and_nothing_beside_it(tmp_path):
+    """A file-size limit in a forked child stands for a full disk: the write fails after 100 bytes."""
+    from agentlab.core.paths import write_output
+
+    report = tmp_path / "report.json"
+    report.write_text("the last good report")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        import resource
+
+        said = b"no error"
+        try:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+            write_output(report, "x" * 10_000, "--save")
+        except ConfigError as exc:
+            said = str(exc).encode()
+        finally:
+            os.write(write_end, said)
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        said = pipe.read().decode()
+    os.waitpid(pid, 0)
+    assert said == f"--save {report}: cannot write it: File too large; the previous file is kept as it was"
+    assert report.read_text() == "the last good report"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_write_output_into_a_pipe_that_is_read_writes_it_whole_and_refuses_one_no_one_reads(tmp_path):
+    from agentlab.core.paths import write_output
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"^--junit .*out\.fifo: a named pipe that nothing reads"):
+        write_output(fifo, "<xml/>", "--junit")
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader is there before the write starts
+    try:
+        write_output(fifo, "<xml/>", "--junit")
+        assert os.read(reader, 100) == b"<xml/>" and fifo.is_fifo()
+    finally:
+        os.close(reader)

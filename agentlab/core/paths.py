@@ -155,6 +155,59 @@ def open_output(path: str | os.PathLike[str], mode: str, option: str) -> IO[str]
     return os.fdopen(fd, mode, encoding="utf-8", errors="backslashreplace")
 
 
+def write_output(path: str | os.PathLike[str], data: str | bytes, option: str) -> None:
+    """Write a whole output file (a report, a baseline, a figure) all or nothing, the one way agentlab writes them.
+
+    A regular file, or a new name, is written to a temporary file in the same folder and renamed over it (through
+    a symbolic link, onto the file it names), so a write that fails (a full disk, a file-size limit) leaves the
+    previous file as it was and nothing beside it. Anything else (a named pipe, ``/dev/stdout``) is opened as
+    :func:`open_output` opens it and written in place: a pipe no one reads is refused at once. Failures are a
+    ``ConfigError`` naming ``option`` and ``path``."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    target = os.path.realpath(path)
+    try:
+        mode: int | None = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise ConfigError(f"{option} {path}: cannot write it: {exc.strerror or exc}") from None
+    try:
+        if mode is not None and not stat.S_ISREG(mode):
+            fd = open_output_fd(target, os.O_TRUNC, option)
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "wb") as out:
+                out.write(raw)
+        else:
+            _replace_whole(target, raw, None if mode is None else stat.S_IMODE(mode))
+    except OSError as exc:
+        kept = "; the previous file is kept as it was" if mode is not None and stat.S_ISREG(mode) else ""
+        raise ConfigError(f"{option} {path}: cannot write it: {exc.strerror or exc}{kept}") from None
+
+
+def _replace_whole(target: str, raw: bytes, mode: int | None) -> None:
+    """``raw`` into a new file beside ``target`` (the umask's permissions, or ``mode``, the old file's), synced,
+    then renamed over ``target``; the new file is removed when any step fails."""
+    import secrets
+
+    folder, name = os.path.split(target)
+    temporary = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(raw)
+            out.flush()
+            os.fsync(out.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
 def read_dated_table(path: str | os.PathLike[str], what: str, keys: tuple[str, ...]) -> dict[str, Any]:
     """A YAML table that says when and where it was checked (``data/prices.yaml``, ``data/models.yaml``): a
     mapping with a ``models`` mapping and every one of ``keys`` set; a ConfigError naming the file otherwise."""

@@ -152,7 +152,7 @@ class Trace:
         self._warn = warn
         self._opened = False  # opened once already: a later opening appends (it never empties the file again)
         if self.path is not None:
-            if self.path.is_dir():
+            if os.path.isdir(self.path):  # False for a name the system refuses (too long): opening it says why
                 raise ConfigError(f"trace {self.path}: is a folder, not a file")
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ of them.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +37,7 @@ from ..backend.scenario import load_scenario
 from ..core.errors import ConfigError
 from ..core.guard import check_outputs
 from ..core.text import json_text
-from ..core.paths import observed_dir
+from ..core.paths import observed_dir, write_output
 from .grade_output import (  # noqa: F401  (re-exported: agentlab.observatory.grade keeps every name)
     SCHEMA_PATH,
     SCHEMA_VERSION,
@@ -227,9 +228,16 @@ def _check_outputs(args: Any, scenario_files: list[str | None]) -> None:
     for option, path in outputs.items():
         if not path:
             continue
-        if Path(path).is_dir():
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+            raise ConfigError(f"{option} {path}: cannot write there: {getattr(exc, 'strerror', None) or exc}"
+                              ) from None
+        if os.path.isdir(path):
             raise ConfigError(f"{option} {path}: is a folder; give a file name")
-        if not Path(path).parent.is_dir():
+        if not os.path.isdir(Path(path).parent):
             raise ConfigError(f"{option} {path}: the folder {Path(path).parent} does not exist")
     if args.save and Path(args.save).suffix.lower() not in (".json", ""):
         raise ConfigError(f"--save {args.save}: a report is saved as JSON; give a name ending in .json")
@@ -293,12 +301,7 @@ def _write_outputs(args: Any, reports: list[Report], checked: BaselineCheck | No
     if args.heatmap:
         if heatmap is None:
             raise ConfigError("--heatmap: no figure maker was given to grade_main")
-        fig = heatmap(reports)
-        try:
-            fig.savefig(args.heatmap, dpi=110, bbox_inches="tight")
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"--heatmap {args.heatmap}: cannot write the figure: "
-                              f"{getattr(exc, 'strerror', None) or exc}") from None
+        _save_figure(heatmap(reports), args.heatmap)
         notes.append(f"heatmap: {args.heatmap}")
     if not reports:
         notes.append("nothing graded: the reports hold no client; a report must show its work to pass")
@@ -306,3 +309,15 @@ def _write_outputs(args: Any, reports: list[Report], checked: BaselineCheck | No
         print("\n" + "\n".join(notes), file=sys.stderr if args.json else sys.stdout, flush=True)
     if args.json:
         print(json_text(doc), flush=True)
+
+
+def _save_figure(fig: Any, path: str) -> None:
+    """--heatmap: the figure drawn in the format its name ends in, then written whole (write_output)."""
+    import io
+
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format=Path(path).suffix.lower().lstrip("."), dpi=110, bbox_inches="tight")
+    except ValueError as exc:
+        raise ConfigError(f"--heatmap {path}: cannot draw the figure: {exc}") from None
+    write_output(path, buffer.getvalue(), "--heatmap")

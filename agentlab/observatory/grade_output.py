@@ -17,6 +17,7 @@ from typing import Any
 
 from ..core.errors import ConfigError
 from ..core.extras import DISTRIBUTION
+from ..core.paths import write_output
 from ..core.text import printable
 from .grade_report import Report, ScenarioGrade
 from .grade_verdict import MARKS, Verdict, rule_message, rule_verdict, run_verdict
@@ -94,10 +95,7 @@ def write_baseline(path: str | Path, reports: Sequence[Report]) -> int:
         by_scenario.setdefault(scenario, {})[rule] = why
     data = {"baseline_version": BASELINE_VERSION, "agentlab_version": agentlab_version(),
             "commands": [r.command for r in reports if r.command is not None], "failures": by_scenario}
-    try:
-        Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--write-baseline {path}: cannot write it: {exc.strerror or exc}") from None
+    write_output(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n", "--write-baseline")
     return len(found)
 
 
@@ -110,6 +108,9 @@ def read_baseline(path: str | Path) -> set[Key]:
         raise ConfigError(f"--baseline {path}: cannot read it: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ConfigError(f"--baseline {path}: not JSON: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"--baseline {path}: nested too deeply to be a baseline written by --write-baseline"
+                          ) from None
     found = data.get("failures") if isinstance(data, dict) else None
     if not isinstance(found, dict) or not all(isinstance(v, dict | list) for v in found.values()):
         raise ConfigError(f"--baseline {path}: not a baseline written by --write-baseline "
@@ -230,7 +231,6 @@ def _failure_text(grade: Any, message: str) -> str:
 
 
 def write_text(path: str | Path, text: str, option: str) -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{option} {path}: cannot write it: {exc.strerror or exc}") from None
+    """A report file written whole or not at all (:func:`~agentlab.core.paths.write_output`): a write that fails
+    leaves the last good report in place."""
+    write_output(path, text, option)

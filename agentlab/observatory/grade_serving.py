@@ -19,6 +19,7 @@ from typing import Any
 
 from ..backend.scenario import Scenario, list_scenarios, load_scenario
 from ..core.errors import ConfigError, sdk_error_text
+from ..core.paths import write_output
 from ..core.processes import kill_tree, tagged, tagged_env, talk
 from ..core.transitions import Limits
 from .grade_report import Report, ScenarioGrade, grade_record
@@ -82,6 +83,38 @@ def grading_engine(name: str):
 
 
 # -- running a client -----------------------------------------------------------------------------------------
+
+class InFlight:
+    """The agents running now: each run registers how to stop it (a command's process tree killed, a function's
+    wait ended). Ctrl-C during a grade stops them all at once (:meth:`stop_all`) instead of waiting out their
+    timeout; a run that starts after that is stopped as it registers."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stops: dict[int, Callable[[], None]] = {}
+        self._next = 0
+        self.stopped = False
+
+    def add(self, stop: Callable[[], None]) -> int:
+        with self._lock:
+            self._next += 1
+            key, stopped = self._next, self.stopped
+            self._stops[key] = stop
+        if stopped:
+            stop()
+        return key
+
+    def remove(self, key: int) -> None:
+        with self._lock:
+            self._stops.pop(key, None)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            self.stopped = True
+            stops = list(self._stops.values())
+        for stop in stops:
+            stop()
+
 
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
@@ -171,22 +204,23 @@ def _tail(text: str, lines: int = STDERR_LINES) -> str:
 def _keep_output(folder: Path, out: str, err: str, result: dict[str, Any], argv: list[str]) -> None:
     """--keep: the command's stdout, stderr and how it ended, in the scenario's folder."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "stdout.txt").write_text(out or "", encoding="utf-8", errors="replace")
-    (folder / "stderr.txt").write_text(err or "", encoding="utf-8", errors="replace")
+    write_output(folder / "stdout.txt", (out or "").encode("utf-8", errors="replace"), "--keep")
+    write_output(folder / "stderr.txt", (err or "").encode("utf-8", errors="replace"), "--keep")
     ended = {k: result.get(k) for k in ("exit_code", "timed_out", "timeout_s", "signal") if k in result}
-    (folder / "exit.json").write_text(json.dumps({**ended, "argv": argv}, indent=1, ensure_ascii=False) + "\n",
-                                      encoding="utf-8")
+    write_output(folder / "exit.json", json.dumps({**ended, "argv": argv}, indent=1, ensure_ascii=False) + "\n",
+                 "--keep")
 
 
 def command_runner(argv: Sequence[str], cwd: str | Path | None = None, *, pass_env: Sequence[str] = (),
-                   keep: str | Path | None = None, base_url_suffix: str = ""):
+                   keep: str | Path | None = None, base_url_suffix: str = "", in_flight: InFlight | None = None):
     """An observe runner: the command with the prompt in it (:func:`command_argv`) and :func:`command_env`, in
     a session of its own. It is judged on its own exit: a background child still holding its stdout does not hold
     the grade. When it exits, or at the timeout, everything it started is ended: its process group, its
     descendants and every process carrying its tag, ``setsid`` ones too (:mod:`agentlab.core.processes`).
     ``keep``: a folder where each scenario's stdout, stderr and exit status are written (in a folder named after
     the scenario). ``base_url_suffix`` (``/v1``) is appended to the server's URL in ``ANTHROPIC_BASE_URL``, for
-    clients that expect a base URL ending in /v1."""
+    clients that expect a base URL ending in /v1. ``in_flight``: where each run registers its process tree, for
+    Ctrl-C to kill."""
     from ..core.trace import redact
     from .observe_clients import ClientOutcome
 
@@ -194,6 +228,7 @@ def command_runner(argv: Sequence[str], cwd: str | Path | None = None, *, pass_e
     secrets = tuple(os.environ[name] for name in pass_env if name in os.environ)
 
     base_url_suffix = check_suffix(base_url_suffix)
+    running = in_flight or InFlight()
 
     def run(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
         env = command_env(scenario, base_url + base_url_suffix, pass_env)
@@ -205,10 +240,12 @@ def command_runner(argv: Sequence[str], cwd: str | Path | None = None, *, pass_e
         except (OSError, ValueError) as exc:  # E2BIG, a NUL byte, a missing working folder
             raise ConfigError(f"--command: cannot start {argv[0]!r} for scenario {scenario.name}: "
                               f"{getattr(exc, 'strerror', None) or exc}") from None
+        key = running.add(lambda: kill_tree(proc))
         try:
             said = talk(proc, b"", timeout, max_bytes=MAX_OUTPUT_BYTES, leftovers=kill_tree)
         finally:
             kill_tree(proc)  # also on Ctrl-C, and whatever it left after it exited
+            running.remove(key)
         result: dict[str, Any] = {}
         if said.timed_out:
             result.update(exit_code=None, timed_out=True, timeout_s=timeout)
@@ -232,18 +269,21 @@ def command_runner(argv: Sequence[str], cwd: str | Path | None = None, *, pass_e
 LoopFn = Callable[..., Any]
 
 
-def function_runner(fn: LoopFn):
+def function_runner(fn: LoopFn, in_flight: InFlight | None = None):
     """An observe runner for a Python agent loop ``fn(client, prompt, tools, run_tool)``: ``client`` is an
     ``anthropic.Anthropic`` pointed at the scenario's server (the SDK's defaults otherwise), ``tools`` the demo
     tools' definitions followed by the scenario's server tools (web search where its model searches; the API
     runs those, so they never come back as ``tool_use``), ``run_tool(name, input) -> str`` runs one. A loop
     that takes a ``model`` argument is given the scenario's model, as a command is (``AGENTLAB_MODEL``): a
     scenario's limits are its model's (max_tokens_clamp's ceiling of 4,096). The loop runs in a thread; at the
-    timeout it is left behind (a thread cannot be killed) and graded as stopped."""
+    timeout, or when ``in_flight`` is stopped (Ctrl-C), it is left behind (a thread cannot be killed) and graded as
+    stopped."""
     import anthropic
 
     from ..lab import build_tools
     from .records import ClientOutcome
+
+    running = in_flight or InFlight()
 
     def run(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
         client = anthropic.Anthropic(base_url=base_url, api_key=GRADE_KEY)
@@ -256,6 +296,7 @@ def function_runner(fn: LoopFn):
 
         outcome: dict[str, Any] = {}
         extra = {"model": scenario.model} if _takes_model(fn) else {}
+        ended = threading.Event()
 
         def target() -> None:
             try:
@@ -265,10 +306,14 @@ def function_runner(fn: LoopFn):
             except Exception as exc:  # graded on what it sent; the error is part of the result
                 outcome["raised"] = type(exc).__name__
                 outcome["text"] = _last_line(sdk_error_text(exc))
+            finally:
+                ended.set()
 
         thread = threading.Thread(target=target, daemon=True, name=f"agentlab-grade-{scenario.name}")
+        key = running.add(ended.set)
         thread.start()
-        thread.join(timeout)
+        ended.wait(timeout)
+        running.remove(key)
         if thread.is_alive():
             return ClientOutcome({"timed_out": True, "timeout_s": timeout}, {"function": getattr(fn, "__name__", "?")})
         result = {k: v for k, v in outcome.items() if k != "returned"}
@@ -303,19 +348,24 @@ def keep_exchanges(folder: Path, server: Any, record: dict[str, Any]) -> None:
 
     folder.mkdir(parents=True, exist_ok=True)
     first = server.exchanges[0].at if server.exchanges else 0.0
-    with open(folder / "exchanges.jsonl", "w", encoding="utf-8") as out:
-        for i, exchange in enumerate(server.exchanges, 1):
-            line = request_record(exchange.request, exchange.reply.body, exchange.thread, index=i)
-            reply = exchange.reply
-            line["at_s"] = round(exchange.at - first, 3)
-            line["reply"] = {"status": reply.status, "headers": dict(reply.headers),
-                             "body": reply.body.decode("utf-8", "replace")}
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
-    (folder / "record.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    lines = []
+    for i, exchange in enumerate(server.exchanges, 1):
+        line = request_record(exchange.request, exchange.reply.body, exchange.thread, index=i)
+        reply = exchange.reply
+        line["at_s"] = round(exchange.at - first, 3)
+        line["reply"] = {"status": reply.status, "headers": dict(reply.headers),
+                         "body": reply.body.decode("utf-8", "replace")}
+        lines.append(json.dumps(line, ensure_ascii=False) + "\n")
+    write_output(folder / "exchanges.jsonl", "".join(lines), "--keep")
+    write_output(folder / "record.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n", "--keep")
 
 
 def _grade(label: str, runner: Any, scenarios: Sequence[str] | None, timeout: float, jobs: int,
-           progress: Callable[[ScenarioGrade], None] | None, keep: str | Path | None = None) -> Report:
+           progress: Callable[[ScenarioGrade], None] | None, keep: str | Path | None = None,
+           in_flight: InFlight | None = None) -> Report:
+    """Each scenario served and graded, ``jobs`` at a time. Ctrl-C (or any error) in the waiting thread stops the
+    agents in flight at once (``in_flight``, given to the runner too), cancels the scenarios not started, and goes
+    on as it came: the CLI says "interrupted" and exits 130, pytest ends its run as it does on Ctrl-C."""
     from .observe import observe_scenario
 
     check_timeout(timeout)
@@ -330,8 +380,15 @@ def _grade(label: str, runner: Any, scenarios: Sequence[str] | None, timeout: fl
             progress(grade)
         return grade
 
-    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(loaded) or 1))) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, min(jobs, len(loaded) or 1)))
+    try:
         grades = list(pool.map(one, loaded))
+    except BaseException:
+        if in_flight is not None:
+            in_flight.stop_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
     return Report(label, grades)
 
 
@@ -349,9 +406,10 @@ def grade_command(command: str | Sequence[str], scenarios: Sequence[str] | None 
     for name in list(scenarios) if scenarios else gradeable_scenarios():
         check_prompt_argument(load_scenario(name))
     text = command if isinstance(command, str) else shlex.join(argv)
+    in_flight = InFlight()
     report = _grade(label or text, command_runner(argv, cwd, pass_env=passed, keep=keep,
-                                                    base_url_suffix=base_url_suffix), scenarios, timeout, jobs,
-                    progress, keep)
+                                                    base_url_suffix=base_url_suffix, in_flight=in_flight),
+                    scenarios, timeout, jobs, progress, keep, in_flight)
     report.command, report.passed_env = list(argv), passed
     return report
 
@@ -360,8 +418,9 @@ def grade_function(fn: LoopFn, scenarios: Sequence[str] | None = None, *, timeou
                    jobs: int = 8, label: str | None = None,
                    progress: Callable[[ScenarioGrade], None] | None = None) -> Report:
     """Grade a Python agent loop ``fn(client, prompt, tools, run_tool)`` (see :func:`function_runner`)."""
-    report = _grade(label or str(getattr(fn, "__name__", "function")), function_runner(fn), scenarios, timeout, jobs,
-                    progress)
+    in_flight = InFlight()
+    report = _grade(label or str(getattr(fn, "__name__", "function")), function_runner(fn, in_flight), scenarios,
+                    timeout, jobs, progress, in_flight=in_flight)
     report.subject = fn
     return report
 
