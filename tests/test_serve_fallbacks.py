@@ -286,3 +286,15 @@ def test_the_sdk_middleware_streams_the_refusal_and_continues_the_partial_answer
     retry = eng.requests[1].body  # the partial answer appended: a prefill the token authorises
     assert (retry["model"], retry["messages"][-1]["role"], eng.requests[1].status) == ("claude-opus-4-8",
                                                                                      "assistant", 200)
+
+
+def test_the_same_body_is_the_same_prompt_whatever_its_string_form_or_cache_markers() -> None:
+    client = scripted_client(engine("refusal_credit_retry"))
+    marked = [{"role": "user", "content": [{"type": "text", "text": HISTORY, "cache_control": {"type": "ephemeral"}}]}]
+    first = client.beta.messages.create(model="claude-opus-5-5", max_tokens=1024, messages=marked, betas=CREDIT)
+    partial = {"role": "assistant", "content": [{"type": "text", "text": first.content[0].text,
+                                                 "cache_control": {"type": "ephemeral"}}]}
+    retry = client.beta.messages.create(model="claude-opus-4-8", max_tokens=1024, betas=CREDIT,
+                                        messages=[{"role": "user", "content": HISTORY}, partial],
+                                        fallback_credit_token=first.stop_details.fallback_credit_token)
+    assert retry.usage.fallback_credit.status.type == "redeemed"

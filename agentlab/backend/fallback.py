@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.caching import without_breakpoints
 from .models import ModelLimits, model_limits
 
 SERVER_FALLBACK_BETAS = ("server-side-fallback-2026-07-01", "server-side-fallback-2026-06-01")
@@ -211,10 +212,11 @@ def continuation(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _content(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A message's content as the prompt reads it: a string is one text block, cache markers left out."""
     content = message.get("content")
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
-    return [b for b in content or [] if isinstance(b, dict)]
+    return [without_breakpoints(b) for b in content or [] if isinstance(b, dict)]
 
 
 def _token_and_mode(given: Any, betas: frozenset[str] | None) -> tuple[str, str, str | None]:
@@ -240,7 +242,17 @@ def _forced_or_formatted(request: dict[str, Any]) -> bool:
 
 
 def _body(request: dict[str, Any]) -> str:
-    return json.dumps({k: request.get(k) for k in BODY_FIELDS}, sort_keys=True, default=str)
+    """The render-shaping fields as the prompt reads them: string content and a string system prompt as the text
+    blocks they stand for (the API takes them as equivalent), cache markers left out (they do not change the
+    prompt; a loop moves its breakpoint to the last message on every request)."""
+    messages = request.get("messages")
+    system = request.get("system")
+    shaped = {
+        "system": [{"type": "text", "text": system}] if isinstance(system, str) and system else system or None,
+        "messages": [{"role": m.get("role"), "content": _content(m)} if isinstance(m, dict) else m
+                     for m in messages] if isinstance(messages, list) else messages,
+        "tools": request.get("tools"), "tool_choice": request.get("tool_choice")}
+    return json.dumps(without_breakpoints(shaped), sort_keys=True, default=str)
 
 
 def _short(value: Any) -> str:
