@@ -256,6 +256,21 @@ def test_lesson03_forgotten_names_the_lost_facts() -> None:
     assert lesson03.forgotten(lesson03.HISTORY)["facts kept"] == ["door code", "deploy day"]
 
 
+
+def test_lesson03_server_and_client_compaction_forget_different_facts() -> None:
+    """The server's summary replaces the first message (the room goes), agentlab's summary keeps it verbatim (both
+    stay), clearing tool results loses the door code; only the compacting runs pay for a summary."""
+    pytest.importorskip("pandas")
+    sides = lesson03.compaction_sides(trigger=1500, window=3000, threshold=0.5)
+    kept = {name: (row["kept door code"], row["kept desk room"]) for name, row in sides.iterrows()}
+    assert kept == {"none (a window it never fills)": (True, True), "server: compact_20260112": (True, False),
+                    "client: summarize": (True, True), "client: clear_tool_results": (False, True)}
+    requests = sides["requests"].to_dict()
+    assert requests["server: compact_20260112"] == requests["none (a window it never fills)"] + 1  # the paused reply
+    assert requests["client: summarize"] == requests["none (a window it never fills)"] + 1         # the summary call
+    assert sides.loc["server: compact_20260112", "output_tokens"] > sides.loc["none (a window it never fills)",
+                                                                              "output_tokens"]
+
 # --- lesson 04 ------------------------------------------------------------------------------------------------
 
 def test_lesson04_retrying_on_the_same_model_fails() -> None:

@@ -114,3 +114,73 @@ def drop_middle(messages, keep_last):
 
 
 SOLUTION = drop_middle
+
+
+# -- server-side compaction beside the client's, on one run -----------------------------------------------------
+
+SIDES = "server_compaction"   # two facts planted: the door code in a tool result, the desk room in the prompt
+
+
+def _server_side(trigger: int) -> dict[str, Any]:
+    """The run with the ``compact_20260112`` edit (the docs page "Compaction"): once the prompt reaches ``trigger``
+    input tokens the server summarises the conversation, pauses (``stop_reason: "compaction"``), and the loop
+    sends the compaction block back unchanged. The summarising call is billed in ``usage.iterations``."""
+    from ..backend.scenario import load_scenario
+    from ..backend.scripted import ScenarioEngine
+    from ..core.tools import demo_tools
+    from ..lab import demo_tool_runner, scripted_client
+
+    scenario = load_scenario(SIDES)
+    client, run_tool, tools = scripted_client(ScenarioEngine(scenario)), demo_tool_runner(), demo_tools().schemas()
+    edit = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": trigger},
+                       "pause_after_compaction": True}]}
+    messages: list[Any] = [{"role": "user", "content": scenario.prompt}]
+    requests = tokens_in = tokens_out = 0
+    while True:
+        reply = client.beta.messages.create(model=scenario.model, max_tokens=1024, tools=tools, messages=messages,
+                                            betas=["compact-2026-01-12"], context_management=edit)
+        requests += 1
+        parts = [reply.usage, *[i for i in reply.usage.iterations or [] if i.type == "compaction"]]
+        tokens_in += sum(p.input_tokens for p in parts)
+        tokens_out += sum(p.output_tokens for p in parts)
+        messages.append({"role": "assistant", "content": reply.content})
+        uses = [b for b in reply.content if b.type == "tool_use"]
+        if reply.stop_reason == "compaction":
+            continue
+        if not uses:
+            answer = "".join(b.text for b in reply.content if b.type == "text")
+            return {"requests": requests, "input_tokens": tokens_in, "output_tokens": tokens_out, "answer": answer}
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u.id, "content": run_tool(u.name, u.input)} for u in uses]})
+
+
+def _client_side(strategy: str, window: int, threshold: float) -> dict[str, Any]:
+    """The same run on agentlab's loop, which compacts by itself once the history passes ``threshold`` of a
+    ``window``-token context window (no prompt caching, so the tokens compare with the server's run)."""
+    from ..lab import scenario_loop
+
+    result = scenario_loop(SIDES, compaction=strategy, context_window=window, compact_threshold=threshold,
+                           cache=False).run()
+    return {"requests": result.requests, "input_tokens": result.usage["input_tokens"],
+            "output_tokens": result.usage["output_tokens"], "answer": result.result}
+
+
+def compaction_sides(trigger: int = 1500, window: int = 3000, threshold: float = 0.5):
+    """``server_compaction`` run four ways: with no compaction, with the server's (the ``compact_20260112`` edit,
+    at ``trigger`` input tokens) and with the client's ``summarize`` and ``clear_tool_results`` (at ``threshold``
+    of a ``window``-token window): requests, tokens in and out (the server's summarising call included), each
+    planted fact kept or not, and the answer. A pandas DataFrame."""
+    from ..backend.scenario import load_scenario
+    from ..core.extras import require
+
+    pd = require("pandas", "compaction_sides()")
+    facts = load_scenario(SIDES).facts
+    rows = [{"compaction": "none (a window it never fills)", **_client_side("auto", 1_000_000, 0.9)},
+            {"compaction": "server: compact_20260112", **_server_side(trigger)},
+            {"compaction": "client: summarize", **_client_side("summarize", window, threshold)},
+            {"compaction": "client: clear_tool_results", **_client_side("clear_tool_results", window, threshold)}]
+    for row in rows:
+        for name, value in facts.items():
+            row[f"kept {name}"] = value in row["answer"]
+    columns = ["compaction", "requests", "input_tokens", "output_tokens", *[f"kept {n}" for n in facts], "answer"]
+    return pd.DataFrame(rows, columns=columns).set_index("compaction")
