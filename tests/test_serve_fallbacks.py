@@ -86,6 +86,7 @@ def test_a_chain_that_declines_whole_ends_with_a_final_refusal_without_credit() 
     ("claude-opus-5-5", [{"model": "claude-haiku-4-5"}], {}, "not an allowed fallback model"),
     ("claude-opus-5-5", [{"model": "claude-opus-4-8", "temperature": 1}], {}, "Extra inputs are not permitted"),
     ("claude-opus-5-5", [], {}, "non-empty list"),
+    ("claude-opus-5-5", [{"model": "claude-opus-4-8", "max_tokens": 200_000}], {}, "fallbacks.0.max_tokens"),
     ("claude-opus-5-5", "default", {"fallback_credit_token": "fct_x"}, "cannot be combined"),
 ])
 def test_fallbacks_the_api_refuses_are_400s_and_use_no_step(model, fallbacks, extra, said) -> None:

@@ -83,6 +83,12 @@ def fallback_chain(request: dict[str, Any], betas: frozenset[str] | None) -> tup
         extra = [k for k in entry if k not in ENTRY_KEYS]
         if extra:
             return [], f"fallbacks.{i}.{extra[0]}: Extra inputs are not permitted"
+        # "validated as if the request were made to model": its max_tokens (the request's when left out)
+        max_tokens = entry.get("max_tokens") if entry.get("max_tokens") is not None else request.get("max_tokens")
+        ceiling = model_limits(entry["model"]).max_output
+        if isinstance(max_tokens, int) and max_tokens > ceiling:
+            return [], (f"fallbacks.{i}.max_tokens: {max_tokens} > {ceiling}, which is the maximum allowed number of "
+                        f"output tokens for {entry['model']}")
         chain.append(entry["model"])
     if not limits.fallbacks:
         return [], f"fallbacks: {request.get('model')} does not support fallbacks"
