@@ -127,3 +127,12 @@ def test_each_lesson_has_a_core_within_its_bound_and_says_where_it_ends(lesson):
     assert checks and checks[0] < mark, f"{lesson}: the exercise's check is below {OPTIONAL!r}: it is the core"
     assert "Going further (optional)" in "".join(cells[0]["source"]), (
         f"{lesson}: the first cell does not say where the core ends (name 'Going further (optional)')")
+
+
+def test_the_readme_quotes_the_cores_of_the_shortest_path():
+    """README's "shortest path" sentence gives the words of the cores of lessons 00-03 and 12 as they are."""
+    readme = (NOTEBOOKS.parent / "README.md").read_text(encoding="utf-8")
+    said = re.search(r"their cores are ([\d,]+), ([\d,]+),\s+([\d,]+) and ([\d,]+) words and 12's ([\d,]+)", readme)
+    assert said, "README no longer gives the cores of the shortest path (lessons 00-03 and 12)"
+    path = ["00_the_loop", "01_content_not_label", "02_max_tokens", "03_context_window", "12_your_loop_graded"]
+    assert [int(n.replace(",", "")) for n in said.groups()] == [core(_cells(lesson)) for lesson in path]
