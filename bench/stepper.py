@@ -17,8 +17,8 @@ With ``--baseline`` the same Steps are also timed with the plot drawn the plain 
 Step, drawn by ``savefig``), as the stepper did before ``plots.LiveFigure``, and the ratios are printed.
 The budget: a Step with the overview plot within 150 ms at the 95th percentile of the wall-clock time (what
 the learner waits for), with the dashboard 400 ms; the CPU time is printed beside it to tell a slow Step from
-a busy machine. The stepper moves the objects alive when the first one is built out of the collector's reach
-(``widgets.freeze_long_lived``), so that a full collection inside a Step walks only what was made since.
+a busy machine. The stepper freezes nothing: a full collection inside a Step walks the whole process, as it
+would in the learner's kernel, and is counted as such.
 """
 
 from __future__ import annotations

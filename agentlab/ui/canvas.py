@@ -1,22 +1,22 @@
 """An Agg canvas that lays out and rasterises each distinct text once, for figures drawn again and again.
 
-Matplotlib's Agg renderer lays out and rasterises every text glyph by glyph on every draw, and measures it
-again for every layout pass; in the stepper's plots that is most of the time of a redraw, though most
-labels (tick labels, titles, legend entries, the rows of the decision table) are the same from one Step
-to the next. ``CachingCanvas`` keeps, per canvas, the coverage bitmap and the metrics of every text it
-has drawn, keyed by everything the bitmap depends on: the string, every font property, the dpi, the
-hinting and antialiasing. A label whose string or font changed has a new key and is rasterised afresh;
-a cached bitmap is drawn in the colour and alpha of the current draw.
+Matplotlib's Agg renderer lays out and rasterises every text glyph by glyph on every draw; in the stepper's
+plots that is a large part of the time of a redraw, though most labels (tick labels, titles, legend entries,
+the rows of the decision table) are the same from one Step to the next. ``CachingCanvas`` keeps, per canvas,
+the coverage bitmap and the metrics of every text it has drawn, keyed by everything the bitmap depends on:
+the string, every font property, the dpi, the hinting and antialiasing. A label whose string or font changed
+has a new key and is rasterised afresh; a cached bitmap is drawn in the colour and alpha of the current draw.
 
-A text is rasterised whole at a whole-pixel position and composited as one image (the way Agg drew text
-up to matplotlib 3.10), not glyph by glyph at subpixel positions, so its pixels can differ slightly from
-the stock canvas's; a figure drawn by this canvas is the same, pixel for pixel, whether its texts came
-from the cache or not.
+Only matplotlib's public API is used: the font is found with ``font_manager.findfont`` and ``get_font``,
+rasterised whole with ``FT2Font.draw_glyphs_to_bitmap``, and composited with ``RendererAgg.draw_image`` at a
+whole-pixel position. A text at another angle than 0 or 90 degrees, or one with math, is drawn by Agg as
+usual. The pixels of a text can differ slightly from the stock canvas's (whole pixels, no subpixel glyph
+positions); a figure drawn by this canvas is the same, pixel for pixel, whether its texts came from the cache
+or not.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..core.extras import missing_extra
@@ -24,7 +24,7 @@ from ..core.extras import missing_extra
 try:  # the notebook stack: the lab extra
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
-    from matplotlib.font_manager import FontProperties, fontManager, get_font
+    from matplotlib.font_manager import FontProperties, findfont, get_font
 except ImportError as _exc:
     raise missing_extra(_exc, "agentlab.ui.canvas (the plots' canvas)") from None
 
@@ -40,13 +40,9 @@ def _freeze(value: Any) -> Any:
 
 
 def font_key(prop: FontProperties) -> tuple[Any, ...]:
-    """Every property of a FontProperties, as a hashable value that does not change when it does."""
-    key = tuple(vars(prop).items())
-    try:
-        hash(key)
-    except TypeError:
-        key = tuple((name, _freeze(value)) for name, value in key)
-    return key
+    """Every property a FontProperties has, read through its public getters, as a hashable value."""
+    return (tuple(prop.get_family()), prop.get_style(), prop.get_variant(), prop.get_weight(),
+            prop.get_stretch(), prop.get_size_in_points(), _freeze(prop.get_file()), prop.get_math_fontfamily())
 
 
 class TextCache:
@@ -54,8 +50,8 @@ class TextCache:
 
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
-        self.bitmaps: dict[tuple[Any, ...], tuple[np.ndarray, float, float, float]] = {}
-        self.metrics: dict[tuple[Any, ...], Any] = {}   # text extents; font heights
+        self.bitmaps: dict[tuple[Any, ...], tuple[np.ndarray, int, int]] = {}
+        self.metrics: dict[tuple[Any, ...], Any] = {}   # text extents
         self.hits = 0
         self.misses = 0
 
@@ -63,13 +59,13 @@ class TextCache:
         self.bitmaps.clear()
         self.metrics.clear()
 
-    def _room(self, table: dict[Any, Any]) -> None:
+    def room(self, table: dict[Any, Any]) -> None:
         if len(table) >= self.max_entries:
             table.clear()
 
 
 class CachingRenderer(RendererAgg):
-    """RendererAgg whose plain (not math, not TeX) text goes through a TextCache."""
+    """RendererAgg whose plain (not math, not TeX), level or upright text goes through a TextCache."""
 
     def __init__(self, width: float, height: float, dpi: float, cache: TextCache) -> None:
         super().__init__(width, height, dpi)
@@ -78,7 +74,9 @@ class CachingRenderer(RendererAgg):
     def _text_key(self, s: str, prop: FontProperties, *extra: Any) -> tuple[Any, ...]:
         return (s, font_key(prop), float(self.dpi), str(get_hinting_flag()), *extra)
 
-    def _bitmap(self, s: str, prop: FontProperties, antialiased: bool) -> tuple[np.ndarray, float, float, float]:
+    def _bitmap(self, s: str, prop: FontProperties, antialiased: bool) -> tuple[np.ndarray, int, int]:
+        """The text's coverage (rows top to bottom), and where its top-left pixel lies from the text's origin
+        on the baseline: pixels right and pixels up."""
         cache = self.text_cache
         key = self._text_key(s, prop, bool(antialiased))
         entry = cache.bitmaps.get(key)
@@ -86,51 +84,35 @@ class CachingRenderer(RendererAgg):
             cache.hits += 1
             return entry
         cache.misses += 1
-        font = self._prepare_font(prop)
+        font = get_font(findfont(prop))
+        font.clear()
+        font.set_size(prop.get_size_in_points(), self.dpi)
         font.set_text(s, 0, flags=get_hinting_flag())
         font.draw_glyphs_to_bitmap(antialiased=antialiased)
         xo, yo = font.get_bitmap_offset()
         image = np.array(font.get_image(), dtype=np.uint8)   # a copy: the font's buffer is reused
-        entry = (image, xo / 64.0, yo / 64.0, font.get_descent() / 64.0)
-        cache._room(cache.bitmaps)
+        descent = font.get_descent() / 64.0
+        # as Agg's own text drawing places it: one pixel further down the text than the offsets say
+        entry = (image, round(xo / 64.0), round(image.shape[0] - descent - yo / 64.0) - 1)
+        cache.room(cache.bitmaps)
         cache.bitmaps[key] = entry
         return entry
 
     def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):  # type: ignore[override]
-        if ismath:
+        if ismath or angle not in (0, 90):
             return super().draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
-        image, xo, yo, descent = self._bitmap(s, prop, gc.get_antialiased())
-        if not image.size:
+        coverage, right, up = self._bitmap(s, prop, gc.get_antialiased())
+        if not coverage.size:
             return None
-        # The bitmap's bottom-left corner sits ``descent`` below the baseline; Agg rotates about that corner.
-        xd = descent * math.sin(math.radians(angle))
-        yd = descent * math.cos(math.radians(angle))
-        self._renderer.draw_text_image(image, round(x + xo + xd), round(y + yo + yd) + 1, angle, gc)
+        if angle == 90:   # turned a quarter anticlockwise about the origin
+            coverage, right, up = np.rot90(coverage), -up, right + coverage.shape[1]
+        red, green, blue, alpha = gc.get_rgb()   # the text's colour, its alpha applied
+        rgba = np.empty((*coverage.shape, 4), dtype=np.uint8)
+        rgba[..., 0], rgba[..., 1], rgba[..., 2] = round(red * 255), round(green * 255), round(blue * 255)
+        rgba[..., 3] = coverage if alpha >= 1 else (coverage * alpha).astype(np.uint8)
+        # draw_image takes the image's bottom-left corner, counted from the canvas's bottom-left
+        self.draw_image(gc, round(x) + right, round(self.height - y) + up - coverage.shape[0], rgba[::-1])
         return None
-
-    def _get_font_height_metrics(self, prop: FontProperties) -> Any:
-        """Ascent, descent and line gap of the font (what ``Text`` reads from its sfnt tables at every layout
-        when the renderer does not say), computed as ``Text`` does and kept per font and dpi."""
-        cache = self.text_cache
-        key = ("font height", font_key(prop), float(self.dpi))
-        found = cache.metrics.get(key)
-        if found is None:
-            found = (None, None, None)
-            font: Any = get_font(fontManager._find_fonts_by_props(prop))
-            for table_name, gap_key, ascent_key, descent_key in (
-                    ("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"),
-                    ("hhea", "lineGap", "ascent", "descent")):
-                table = font.get_sfnt_table(table_name)
-                if table is None:
-                    continue
-                fontsize = prop.get_size_in_points()
-                units_per_em = font.get_sfnt_table("head")["unitsPerEm"]
-                scale = 1 / units_per_em * fontsize * self.dpi / 72
-                found = (table[ascent_key] * scale, -table[descent_key] * scale, table[gap_key] * scale)
-                break
-            cache._room(cache.metrics)
-            cache.metrics[key] = found
-        return found
 
     def get_text_width_height_descent(self, s, prop, ismath):  # type: ignore[override]
         if ismath:
@@ -140,7 +122,7 @@ class CachingRenderer(RendererAgg):
         found = cache.metrics.get(key)
         if found is None:
             found = super().get_text_width_height_descent(s, prop, ismath)
-            cache._room(cache.metrics)
+            cache.room(cache.metrics)
             cache.metrics[key] = found
         return found
 
@@ -151,11 +133,12 @@ class CachingCanvas(FigureCanvasAgg):
     def __init__(self, figure: Any = None, cache: TextCache | None = None) -> None:
         super().__init__(figure)
         self.text_cache = cache if cache is not None else TextCache()
+        self.caching_renderer: CachingRenderer | None = None
 
     def get_renderer(self) -> RendererAgg:
         w, h = self.get_width_height(physical=True)
-        key = w, h, self.figure.dpi
-        if self._lastKey != key:
-            self.renderer = CachingRenderer(w, h, self.figure.dpi, self.text_cache)
-            self._lastKey = key  # type: ignore[assignment]
-        return self.renderer
+        found = self.caching_renderer
+        if found is None or (found.width, found.height, found.dpi) != (w, h, self.figure.dpi):
+            found = self.caching_renderer = CachingRenderer(w, h, self.figure.dpi, self.text_cache)
+        self.renderer = found
+        return found

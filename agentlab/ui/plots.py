@@ -12,7 +12,6 @@ import io
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
@@ -55,10 +54,15 @@ STEP_COLOR = "#4C72B0"
 COMPACTION_COLOR = "#8172B3"
 LIMIT_COLOR = "#C44E52"
 
+# What a learner reads: no text under 9 points, and no figure wider than 12.4 inches. JupyterLab shows a PNG at
+# its own size up to the width of the notebook's output area (about 900 px in a notebook 1,000 px wide) and
+# scales a wider one down to it: at 100 dpi (the lessons) a 12.4-inch figure is 1,240 px, shown at 900, so a
+# 9-point text is 9 x 100/72 x 900/1240 = 9.1 px tall; the stepper draws at 72 dpi, one pixel a point
+# (tests/test_figure_text.py measures every text of every figure).
+MIN_FONT = 9
+OVERVIEW_WIDTH = 12.4
+
 TERMINAL_TYPE = "End"   # the Transition type that ends a run
-
-_LIVE: ContextVar[LiveFigure | None] = ContextVar("agentlab_live_figure", default=None)
-
 
 class PlotFigure(Figure):
     """A Figure that renders itself as a PNG in a notebook, whether or not pyplot was ever imported."""
@@ -244,26 +248,16 @@ def read_run(source: Any) -> Run:
 # --- figures ----------------------------------------------------------------------------------------------
 
 def new_figure(width: float, height: float, dpi: int = DPI) -> PlotFigure:
-    """A white figure with no layout engine: axes are placed at fixed inches (fast, and always the same).
-
-    Inside ``LiveFigure.render`` this is the live figure itself, emptied, when it has this size and dpi."""
-    live = _LIVE.get()
-    if live is not None:
-        return live._figure(width, height, dpi)
+    """A white figure with no layout engine: axes are placed at fixed inches (fast, and always the same)."""
     fig = PlotFigure(figsize=(width, height), dpi=dpi)
     fig.patch.set_facecolor("white")
     return fig
 
 
 def place(fig: Figure, left: float, top: float, width: float, height: float):
-    """New axes at a box given in inches from the figure's top-left corner (inside ``LiveFigure.render``,
-    the axes that stood at this box in the previous drawing, emptied)."""
+    """New axes at a box given in inches from the figure's top-left corner."""
     fig_w, fig_h = fig.get_size_inches()
-    rect = (left / fig_w, 1 - (top + height) / fig_h, width / fig_w, height / fig_h)
-    live = _LIVE.get()
-    if live is not None and live.figure is fig:
-        return live._axes((left, top, width, height), rect)
-    return fig.add_axes(rect)
+    return fig.add_axes((left / fig_w, 1 - (top + height) / fig_h, width / fig_w, height / fig_h))
 
 
 def _heading(fig: Figure, left: float, top: float, text: str, **kw: Any) -> None:
@@ -364,23 +358,23 @@ def draw_token_usage(ax, run: Run, *, window_note: bool = True) -> None:
         for x, total in zip(xs, totals, strict=True):
             if total:
                 ax.annotate(_tokens(total), (x, total), xytext=(0, 2), textcoords="offset points",
-                            ha="center", va="bottom", fontsize=7, color="#333333")
+                            ha="center", va="bottom", fontsize=9, color="#333333")
     errors = [c for c in run.calls if not c.answered]
     for c in errors:
         ax.plot([c.n], [0], marker="x", color=ERROR_COLOR, markersize=9, mew=2, linestyle="none")
         ax.annotate(f"HTTP {c.error_status or '—'}", (c.n, 0), xytext=(0, 8), textcoords="offset points",
-                    ha="center", fontsize=8, color=ERROR_COLOR)
+                    ha="center", fontsize=9, color=ERROR_COLOR)
     window = run.context_window
     if window and top >= 0.25 * window:
         ax.axhline(window, color=WINDOW_COLOR, linestyle="--", linewidth=1.2,
                    label=f"context window ({_tokens(window)})")
         ax.set_ylim(0, max(window, top) * 1.1)
     else:
-        ax.set_ylim(0, max(top, 4) * 1.4)
+        ax.set_ylim(0, max(top, 4) * 1.4)   # raised below to keep the bars under the legend
         if window and window_note:
             share = f"the largest call used {100 * top / window:.2g}% of it" if top else "no call used any tokens"
             ax.text(0.99, 0.97, f"context window: {window:,} tokens, far above this scale\n({share})",
-                    transform=ax.transAxes, ha="right", va="top", fontsize=8, color=WINDOW_COLOR)
+                    transform=ax.transAxes, ha="right", va="top", fontsize=9, color=WINDOW_COLOR)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 2.5, 5, 10]))
     ax.yaxis.set_major_formatter(FuncFormatter(_tokens))
     ax.set_ylabel("tokens")
@@ -391,7 +385,9 @@ def draw_token_usage(ax, run: Run, *, window_note: bool = True) -> None:
     if errors:
         handles.append(Line2D([], [], marker="x", color=ERROR_COLOR, mew=2, linestyle="none",
                               label="failed call (no tokens)"))
-    ax.legend(handles=handles, loc="upper left", fontsize=8, frameon=False)
+    if not (window and top >= 0.25 * window):   # room above the bars for the legend's lines
+        ax.set_ylim(0, max(top, 4) * (1.15 + 0.17 * len(handles)))
+    ax.legend(handles=handles, loc="upper left", fontsize=9, frameon=False)
 
 
 def token_usage(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
@@ -443,14 +439,14 @@ def draw_context_fill(ax, run: Run, *, legend_columns: int = 3) -> None:
         ax.set_ylim(0, max(top, window) * 1.18)
         for n, size in refused:
             ax.annotate(f"{size:,} > {window:,}", (n, size), xytext=(6, 0), textcoords="offset points",
-                        fontsize=7, color=ERROR_COLOR, va="center")
+                        fontsize=9, color=ERROR_COLOR, va="center")
     else:
         low = 0
-        ax.set_ylim(0, top * 1.3)
-        if window:
-            ax.text(0.99, 0.97, f"context window: {window:,} tokens, far above this scale\n"
-                    f"(the largest request is {100 * top / window:.2g}% of it)",
-                    transform=ax.transAxes, ha="right", va="top", fontsize=8, color=WINDOW_COLOR)
+        ax.set_ylim(0, top * 1.45)
+        if window:   # top left: a history grows from left to right
+            ax.text(0.02, 0.97, f"context window: {window:,} tokens,\nfar above this scale (the largest\n"
+                    f"request is {100 * top / window:.2g}% of it)",
+                    transform=ax.transAxes, ha="left", va="top", fontsize=9, color=WINDOW_COLOR)
     last = max(run.last_call, 1)
     for i, comp in enumerate(run.compactions):
         x = comp.call + 0.5
@@ -459,13 +455,13 @@ def draw_context_fill(ax, run: Run, *, legend_columns: int = 3) -> None:
                    label="compaction" if i == 0 else None)
         ax.annotate(f"compacted: {comp.event.strategy}\nhistory ≈{_tokens(_int(comp.event.tokens_before))} → "
                     f"≈{_tokens(_int(comp.event.tokens_after))} tokens", (x, low), xytext=(-3 if right_half else 3, 4),
-                    textcoords="offset points", fontsize=7, color=COMPACTION_COLOR, va="bottom",
+                    textcoords="offset points", fontsize=9, color=COMPACTION_COLOR, va="bottom",
                     ha="right" if right_half else "left")
     ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
     ax.yaxis.set_major_formatter(FuncFormatter(_tokens))
     ax.set_ylabel("tokens")
     _call_axis(ax, run)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, frameon=False, ncols=legend_columns)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=9, frameon=False, ncols=legend_columns)
 
 
 def context_fill(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
@@ -479,7 +475,7 @@ def context_fill(frame: Any, *, save: str | os.PathLike | None = None, dpi: int 
 
 def draw_compaction_bars(ax, run: Run, *, compact: bool = False) -> None:
     ax.set_title("History before / after each compaction" if compact else
-                 "History size before and after each compaction", loc="left", fontsize=9 if compact else 11, y=1.0)
+                 "History size before and after each compaction", loc="left", fontsize=10 if compact else 11, y=1.0)
     if not run.compactions:
         _empty(ax, "no compaction in this run")
         return
@@ -495,19 +491,19 @@ def draw_compaction_bars(ax, run: Run, *, compact: bool = False) -> None:
         msgs = "" if c.event.messages_before is None else \
             f"\n{c.event.messages_before} → {c.event.messages_after} msgs"
         ax.annotate(f"{saved}{msgs}",
-                    (x, max(b, a)), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8)
+                    (x, max(b, a)), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=9)
     if compact:
-        ax.set_xticks(xs, [f"{c.event.strategy}, call {c.call + 1}" for c in run.compactions], fontsize=7)
+        ax.set_xticks(xs, [f"{c.event.strategy}, call {c.call + 1}" for c in run.compactions], fontsize=9)
         ax.set_xlim(-0.7, len(xs) - 0.3)
-        ax.tick_params(axis="y", labelsize=8)
+        ax.tick_params(axis="y", labelsize=9)
     else:
         ax.set_xticks(xs, [f"#{i + 1} before call {c.call + 1}\n{c.event.strategy}\n({c.event.trigger})"
-                           for i, c in enumerate(run.compactions)], fontsize=8)
+                           for i, c in enumerate(run.compactions)], fontsize=9)
         ax.set_xlim(-1.2, max(len(xs), 2) - 0.8)
         ax.set_ylabel("estimated tokens in history")
     ax.set_ylim(0, top * 1.45)
     ax.yaxis.set_major_formatter(FuncFormatter(_tokens))
-    ax.legend(loc="upper right", fontsize=7 if compact else 8, frameon=False)
+    ax.legend(loc="upper right", fontsize=9, frameon=False)
 
 
 def compaction_bars(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
@@ -700,18 +696,19 @@ def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True
         ax.plot([t.call], [at], marker="X", color=ERROR_COLOR, markersize=9, linestyle="none",
                 label="the run ended here" if i == 0 else None)
     ax.set_title(counter.title, loc="left", fontsize=9, y=1.0)
-    ax.set_ylim(-0.2, top * 1.7 + 0.6)
+    entries = len(ax.get_legend_handles_labels()[1])   # room above the lines for the legend's lines
+    ax.set_ylim(-0.2, top * (1.15 + 0.3 * entries) + 0.6)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
     ax.set_xlim(-0.2, max(last, 1) + 0.4)
     if last <= 10:
         ax.set_xticks(range(0, max(last, 1) + 1))
     else:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
-    ax.tick_params(labelsize=8)
+    ax.tick_params(labelsize=9)
     if xlabel:
-        ax.set_xlabel("model call", fontsize=8)
-    ax.set_ylabel(RECOVERY_YLABEL, fontsize=8, labelpad=2)
-    ax.legend(loc="upper left", fontsize=7, frameon=False, handlelength=1.6)
+        ax.set_xlabel("model call", fontsize=9)
+    ax.set_ylabel(RECOVERY_YLABEL, fontsize=9, labelpad=2)
+    ax.legend(loc="upper left", fontsize=9, frameon=False, handlelength=1.6)
 
 
 RECOVERY_HEADING = "Recoveries so far against their limits: totals per run, counts in a row"
@@ -780,7 +777,7 @@ def draw_decision_path(ax, run: Run) -> None:
     ax.set_title("Path through the decision table", loc="left", fontsize=11, y=1.0)
     labels = [f"{row:>2}  {branch}" for row, branch, _ in ROWS]
     index = {branch: i for i, (_, branch, _) in enumerate(ROWS)}
-    ax.set_yticks(range(len(ROWS)), labels, fontsize=8, family="monospace")
+    ax.set_yticks(range(len(ROWS)), labels, fontsize=9, family="monospace")
     ax.set_ylim(len(ROWS) - 0.5, -0.5)
     last = max(run.last_call, 1)
     for i, (row, _, _) in enumerate(ROWS):
@@ -815,12 +812,12 @@ def draw_decision_path(ax, run: Run) -> None:
     if end is not None:
         x, y, _ = points[-1]
         ax.annotate(f"end: {end}", (x, y), xytext=(-9, 0), textcoords="offset points", ha="right",
-                    va="center", fontsize=8, color=OK_COLOR if end == "success" else ERROR_COLOR,
+                    va="center", fontsize=9, color=OK_COLOR if end == "success" else ERROR_COLOR,
                     bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1))
     calls = {c.n: c for c in run.calls}
     ticks = list(range(1, last + 1))
     ax.set_xticks(ticks, [_call_label(calls[n]) if n in calls else str(n) for n in ticks],
-                  fontsize=7 if last > 8 else 8, rotation=0 if last <= 8 else 45,
+                  fontsize=9, rotation=0 if last <= 8 else 45,
                   ha="center" if last <= 8 else "right")
     ax.set_xlabel("model call (and the stop_reason it returned)")
     ax.grid(axis="x", color="#E6E6E6", zorder=0)
@@ -831,8 +828,8 @@ def draw_decision_path(ax, run: Run) -> None:
         hits = [(x, y) for x, y, t in points if t.call == f.call]
         if hits:
             ax.annotate(f"→ {f.event.to_model}", hits[-1], xytext=(7, 0), textcoords="offset points",
-                        va="center", fontsize=7, color="#555555")
-    ax.legend(loc="lower right", bbox_to_anchor=(1, 1), fontsize=8, frameon=False, ncols=3,
+                        va="center", fontsize=9, color="#555555")
+    ax.legend(loc="lower right", bbox_to_anchor=(1, 1), fontsize=9, frameon=False, ncols=3,
               borderaxespad=0.1)
 
 
@@ -853,10 +850,10 @@ BUDGET_BEFORE_START = "No call yet:\nthe limits and\nwhat is used of\nthem appea
 def draw_budget(ax, run: Run) -> None:
     """One horizontal bar per bounded count: how much of its limit the run has used so far (a total for a
     limit per run, the current count in a row for a limit in a row)."""
-    ax.set_title("Recovery budget used", loc="left", fontsize=11, y=1.0)
+    ax.set_title("Recovery budget used", loc="right", fontsize=11, y=1.0)
     if not run.limits and not run.calls:   # before the first call the trace holds no limits yet
         ax.set_axis_off()
-        ax.text(0, 0.9, BUDGET_BEFORE_START, va="top", fontsize=8, color="#555", wrap=True,
+        ax.text(0, 0.9, BUDGET_BEFORE_START, va="top", fontsize=9, color="#555", wrap=True,
                 transform=ax.transAxes)
         return
     labels, used, limits = [], [], []
@@ -877,11 +874,11 @@ def draw_budget(ax, run: Run) -> None:
     colors = [ERROR_COLOR if s >= 1 else OUTPUT_COLOR if s >= 0.5 else STEP_COLOR for s in shares]
     ax.barh(ys, shares, color=colors, height=0.6)
     for y, n, lim in zip(ys, used, limits, strict=True):
-        ax.text(1.02, y, f"{n} / {lim}" if lim else f"{n} / none", va="center", fontsize=8)
-    ax.set_yticks(ys, labels, fontsize=8)
+        ax.text(1.02, y, f"{n} / {lim}" if lim else f"{n} / none", va="center", fontsize=9)
+    ax.set_yticks(ys, labels, fontsize=9)
     ax.set_ylim(len(ys) - 0.5, -0.5)
     ax.set_xlim(0, 1)
-    ax.set_xticks([0, 0.5, 1], ["0", "half", "limit"], fontsize=8)
+    ax.set_xticks([0, 0.5, 1], ["0", "half", "limit"], fontsize=9)
     for spine in ("top", "right"):
         ax.spines[spine].set_visible(False)
 
@@ -889,10 +886,10 @@ def draw_budget(ax, run: Run) -> None:
 def overview(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
     """A quick one-row view for stepping: tokens per call, context fill, and the recovery budget used."""
     run = read_run(frame)
-    fig = new_figure(15, 3.7, dpi)
-    draw_token_usage(place(fig, 0.7, 0.35, 4.6, 2.75), run)
-    draw_context_fill(place(fig, 6.15, 0.35, 3.95, 2.3), run)
-    draw_budget(place(fig, 12.45, 0.35, 2.0, 2.75), run)
+    fig = new_figure(OVERVIEW_WIDTH, 3.9, dpi)
+    draw_token_usage(place(fig, 0.75, 0.35, 3.75, 2.85), run, window_note=False)   # the context fill says it
+    draw_context_fill(place(fig, 5.35, 0.35, 2.9, 2.35), run, legend_columns=1)
+    draw_budget(place(fig, 10.95, 0.35, 0.85, 2.85), run)
     return _finish(fig, save)
 
 
@@ -919,7 +916,7 @@ def dashboard(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = D
     rec_rows = recovery_rows(run, extra=len(extra)) if counters or extra else 0
     width = 11.0
     path_h, y_path = 3.6, 4.05
-    y_next = y_path + path_h + 1.05
+    y_next = y_path + path_h + 1.3
     rec_h = (0.95 + 2.15 * rec_rows) if rec_rows else 0.0
     height = y_next + rec_h + 0.1 if rec_rows else y_next - 0.2
     fig = new_figure(width, height, dpi)
@@ -951,7 +948,7 @@ def _mark_compactions(ax, run: Run, *, label: bool = True) -> None:
         ax.axvline(after - 0.5, color=COMPACTION_COLOR, linestyle="--", linewidth=1.2)
         if label:
             ax.annotate("compaction:\nthe prefix changed", (after - 0.5, 1), xycoords=("data", "axes fraction"),
-                        xytext=(3, -3), textcoords="offset points", ha="left", va="top", fontsize=8,
+                        xytext=(3, -3), textcoords="offset points", ha="left", va="top", fontsize=9,
                         color=COMPACTION_COLOR)
 
 
@@ -976,7 +973,7 @@ def draw_cache_tokens(ax, run: Run) -> None:
     if len(xs) <= 20:
         for x, total in zip(xs, bottom, strict=True):
             ax.annotate(_tokens(total), (x, total), xytext=(0, 2), textcoords="offset points", ha="center",
-                        va="bottom", fontsize=7, color="#333333")
+                        va="bottom", fontsize=9, color="#333333")
     ax.set_ylim(0, max(top, 4) * 1.3)
     _mark_compactions(ax, run)
     ax.yaxis.set_major_formatter(FuncFormatter(_tokens))
@@ -985,7 +982,7 @@ def draw_cache_tokens(ax, run: Run) -> None:
     handles, _ = ax.get_legend_handles_labels()
     if any(c.purpose == "summary" for c in calls):
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//", label="summary call (compaction)"))
-    ax.legend(handles=handles, loc="upper left", fontsize=8, frameon=False, ncol=2)
+    ax.legend(handles=handles, loc="upper left", fontsize=9, frameon=False, ncol=2)
 
 
 def draw_cumulative_cost(ax, run: Run, prices: Any = None) -> None:
@@ -1025,7 +1022,7 @@ def draw_cumulative_cost(ax, run: Run, prices: Any = None) -> None:
     ax.yaxis.set_major_formatter(FuncFormatter(_dollars(max(paid + plain))))
     ax.set_ylabel("US dollars")
     _call_axis(ax, run)
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.legend(loc="upper left", fontsize=9, frameon=False)
 
 
 def _dollars(top: float) -> Callable[[float, Any], str]:
@@ -1073,18 +1070,15 @@ PLOTS = {
 }
 
 
-# -- one figure, drawn again after every Step ---------------------------------------------------------------
+# -- one plot, drawn again after every Step ----------------------------------------------------------------
 
 class LiveFigure:
-    """One plot kind drawn again and again into the same figure: the stepper's plot after every Step.
+    """One plot kind drawn again and again: the stepper's plot after every Step.
 
-    ``render(source)`` runs the same plot function as ``PLOTS[kind](source)``, but ``new_figure`` hands it
-    this object's figure, emptied, and ``place`` the axes that stood at the same box the previous time,
-    emptied back to the state of new axes while keeping their tick objects (building ticks, spines and
-    titles is most of the cost of new axes). The figure draws on a ``CachingCanvas``, so a label drawn
-    before is not laid out and rasterised again. When the layout changes (another figure size, a panel
-    more or less), the axes from the changed box on are made anew. The picture is the one a new figure
-    of the same kind and dpi gives on a CachingCanvas, pixel for pixel (the tests compare them).
+    ``render(source)`` draws ``PLOTS[kind](source)``, a new figure each time, on a ``CachingCanvas`` that keeps
+    one ``TextCache`` for every drawing, so a label drawn before is not laid out and rasterised again (most
+    labels are the same from one Step to the next). The picture is the one a new figure of the same kind and
+    dpi gives on a CachingCanvas, pixel for pixel (the tests compare them).
     """
 
     def __init__(self, kind: str, dpi: int = DPI) -> None:
@@ -1093,169 +1087,21 @@ class LiveFigure:
         if kind not in PLOTS:
             raise KeyError(f"no plot called {kind!r}; the plots are {', '.join(PLOTS)}")
         self.kind, self.dpi = kind, dpi
-        self.figure: PlotFigure | None = None
+        self.figure: PlotFigure | None = None   # the last drawing
         self.text_cache = TextCache()
-        self._pool: list[Any] = []      # axes in the order the plot function placed them
-        self._placed = 0
-        self.rebuilt = 0                # how many times a figure or axes had to be made anew (for tests)
 
     def render(self, source: Any, *, compress_level: int = 1) -> bytes:
         """The plot of ``source`` (what ``PLOTS[kind]`` takes) as PNG bytes."""
         return png_of_canvas(self.draw(source), compress_level=compress_level)
 
     def draw(self, source: Any) -> PlotFigure:
-        """The figure with the plot of ``source`` built into it (not yet drawn)."""
-        self._placed = 0
-        token = _LIVE.set(self)
-        try:
-            fig = PLOTS[self.kind](source, dpi=self.dpi)
-        except BaseException:
-            self.figure, self._pool = None, []   # half built: start over next time
-            raise
-        finally:
-            _LIVE.reset(token)
-        for ax in self._pool[self._placed:]:
-            fig.delaxes(ax)
-        del self._pool[self._placed:]
-        return fig
-
-    # called by new_figure and place while render runs
-    def _figure(self, width: float, height: float, dpi: int) -> PlotFigure:
+        """The figure with the plot of ``source`` built into it (not yet drawn), on the caching canvas."""
         from .canvas import CachingCanvas
 
-        fig = self.figure
-        if fig is None or fig.dpi != dpi:
-            fig = PlotFigure(figsize=(width, height), dpi=dpi)
-            fig.patch.set_facecolor("white")
-            CachingCanvas(fig, self.text_cache)
-            self.figure, self._pool = fig, []
-            self.rebuilt += 1
-            return fig
-        if tuple(fig.get_size_inches()) != (width, height):
-            fig.set_size_inches(width, height)   # the axes kept are moved to their boxes by _axes
-        for artist in (*fig.texts, *fig.lines, *fig.patches, *fig.images, *fig.legends):
-            artist.remove()
+        fig = PLOTS[self.kind](source, dpi=self.dpi)
+        CachingCanvas(fig, self.text_cache)
+        self.figure = fig
         return fig
-
-    def _axes(self, box: tuple[float, float, float, float], rect: tuple[float, float, float, float]):
-        """The axes for the next ``place``: ``box`` in inches from the top-left corner, ``rect`` the same
-        box in figure coordinates."""
-        fig = self.figure
-        assert fig is not None
-        i = self._placed
-        self._placed += 1
-        if i < len(self._pool):
-            ax: Any = self._pool[i]
-            if ax._agentlab_box == box:
-                if ax._agentlab_rect != rect:   # same box in inches, in a figure of another size
-                    ax.set_position(rect)
-                    ax._agentlab_rect = rect
-                _empty_axes(ax)
-                return ax
-            for stale in self._pool[i:]:   # the layout changed from here on
-                fig.delaxes(stale)
-            del self._pool[i:]
-        ax = fig.add_axes(rect)
-        ax._agentlab_box, ax._agentlab_rect = box, rect
-        ax._agentlab_pristine = {axis: (_tick_copy(axis, True), _tick_copy(axis, False))
-                                 for axis in (ax.xaxis, ax.yaxis)}
-        self._pool.append(ax)
-        self.rebuilt += 1
-        return ax
-
-
-def _tick_copy(axis: Any, major: bool) -> Any:
-    """A detached copy of the axis's first tick, taken while the axes are new: the tick state to go back to."""
-    first = axis.majorTicks[0] if major else axis.minorTicks[0]
-    tick = axis._get_tick(major=major)
-    axis._copy_tick_props(first, tick)
-    return tick
-
-
-# What Line2D.update_from copies besides the Artist properties; the marker is shared rather than copied
-# (MarkerStyle objects are not changed in place: Line2D.set_marker makes a new one), which is most of the
-# cost of Axis._copy_tick_props.
-_LINE_PROPS = ("_linestyle", "_linewidth", "_color", "_gapcolor", "_markersize", "_markerfacecolor",
-               "_markerfacecoloralt", "_markeredgecolor", "_markeredgewidth", "_unscaled_dash_pattern",
-               "_dash_pattern", "_dashcapstyle", "_dashjoinstyle", "_solidcapstyle", "_solidjoinstyle", "_marker",
-               "_drawstyle")
-
-
-def _reset_tick(src: Any, dest: Any) -> None:
-    """``Axis._copy_tick_props(src, dest)``, with the tick lines' markers shared instead of deep-copied."""
-    from matplotlib.artist import Artist
-
-    dest.label1.update_from(src.label1)
-    dest.label2.update_from(src.label2)
-    for name in ("tick1line", "tick2line", "gridline"):
-        line_src, line_dest = getattr(src, name), getattr(dest, name)
-        Artist.update_from(line_dest, line_src)
-        values = vars(line_src)
-        for prop in _LINE_PROPS:
-            if prop in values:
-                setattr(line_dest, prop, values[prop])
-        line_dest.stale = True
-    dest.update_from(src)
-    for prop in ("_loc", "_size", "_width", "_base_pad", "_labelrotation", "_zorder", "_tickdir"):
-        setattr(dest, prop, getattr(src, prop))
-
-
-def _empty_axes(ax: Any) -> None:
-    """Axes back to the state new axes have (what ``Axes.clear`` resets, and the spines), keeping their tick
-    objects, whose properties go back to those of a new tick."""
-    import matplotlib as mpl
-    from matplotlib import cbook
-    from matplotlib.axes._base import _process_plot_var_args  # type: ignore[attr-defined]
-    from matplotlib.transforms import Bbox
-
-    rc = mpl.rcParams
-    old, ax._children = ax._children, []
-    for child in old:
-        child._remove_method = None
-        child.axes = None
-    old.clear()
-    ax._mouseover_set.clear()
-    ax.child_axes = []
-    ax._current_image = None
-    ax.legend_ = None
-    ax.containers = []
-    ax.ignore_existing_data_limits = True
-    ax.dataLim.set(Bbox.null())
-    ax.callbacks = cbook.CallbackRegistry(signals=["xlim_changed", "ylim_changed", "zlim_changed"])
-    ax._xmargin, ax._ymargin = rc["axes.xmargin"], rc["axes.ymargin"]
-    ax._tight = None
-    ax._use_sticky_edges = True
-    ax._get_lines = _process_plot_var_args()
-    ax._get_patches_for_fill = _process_plot_var_args("Polygon")
-    ax._gridOn = rc["axes.grid"]
-    ax._autotitlepos = rc["axes.titley"] is None
-    for title in (ax.title, ax._left_title, ax._right_title):
-        title.set_text("")
-    for spine in ax.spines.values():
-        spine.set_visible(True)
-        spine.set_edgecolor(rc["axes.edgecolor"])
-        spine.set_linewidth(rc["axes.linewidth"])
-    for axis, (major, minor) in ax._agentlab_pristine.items():
-        axis.label._reset_visual_defaults()
-        axis.label.set_color(rc["axes.labelcolor"])
-        axis.label.set_fontsize(rc["axes.labelsize"])
-        axis.label.set_fontweight(rc["axes.labelweight"])
-        axis.offsetText._reset_visual_defaults()
-        axis.labelpad = rc["axes.labelpad"]
-        axis._init()
-        axis._set_scale("linear")
-        axis.callbacks = cbook.CallbackRegistry(signals=["units"])
-        axis._reset_major_tick_kw()
-        axis._reset_minor_tick_kw()
-        for tick in axis.majorTicks:
-            _reset_tick(major, tick)
-        for tick in axis.minorTicks:
-            _reset_tick(minor, tick)
-    ax.set_axis_on()
-    for axis in (ax.xaxis, ax.yaxis):
-        axis._set_lim(0, 1, auto=True)
-    ax._update_transScale()
-    ax.stale = True
 
 
 # -- side by side -----------------------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ front-end code), so it works in JupyterLab, Notebook, Voilà and VS Code.
 from __future__ import annotations
 
 import functools
-import gc
 import html
 import json
 import traceback
@@ -52,7 +51,7 @@ from ..core.compaction import DEFAULT_CONTEXT_WINDOW
 from ..core.text import printable
 from ..core.trace import Event, Trace
 from ..core.transitions import ROWS
-from ..lab import scenario_loop
+from ..lab import LabLoop, scenario_loop
 from ..observatory.replay import client_label, load_record, record_to_trace, step_ends
 from ..observatory.transcript import Session, detect_kind, read_session
 from ..observatory.transcript_trace import session_to_trace
@@ -62,7 +61,10 @@ from .report import cache_note
 PLOT_CHOICES = (("tokens · context · budget", "overview"), ("decision path", "path"),
                 ("recoveries vs limits", "recoveries"), ("compactions", "compaction"),
                 ("tokens per call", "tokens"), ("context fill", "context"), ("dashboard (slow)", "dashboard"))
-PLOT_DPI = {"overview": 64, "dashboard": 80}
+# The plots are drawn at 72 dpi, one pixel a point: the figures keep their texts at 9 points or more and their
+# width within 12.4 inches (plots.MIN_FONT), so every text is at least 9 px tall in a PNG of at most 893 px,
+# which JupyterLab shows at its own size
+PLOT_DPI = dict.fromkeys(plots.PLOTS, 72)
 
 # Block styles: a learner tells text, tool calls, tool results and server tools apart at a glance.
 BLOCK_STYLES = {
@@ -418,7 +420,6 @@ class Stepper(WidgetView):
             self._quiet = False
         self._guarded(lambda: self._load(choice, max_turns=max_turns, max_tokens=max_tokens,
                                          context_window=context_window))()
-        freeze_long_lived()
 
     # -- view -------------------------------------------------------------------------------------------
     def _build_view(self, plot: str) -> None:
@@ -597,7 +598,9 @@ class Stepper(WidgetView):
                                "pass a scenario name to the Stepper to be able to reset")
         sc = self._scenario(choice)
         settings = self.settings
-        self.loop = scenario_loop(sc, **settings)   # RunConfig.engine() gives the scripted server the same window
+        # built as every run is (RunSetup.from_scenario), the controls' values as overrides; the scripted server
+        # gets the same context window (RunSetup.engine)
+        self.loop = scenario_loop(sc, **settings)
 
     def select(self, name: str) -> None:
         """Pick a scenario by name or path (as if chosen in the dropdown)."""
@@ -659,8 +662,8 @@ class Stepper(WidgetView):
         source = self._custom.get(choice, choice)
         if isinstance(source, Scenario):
             description = source.description
-        elif self.loop is not None and isinstance(getattr(self.loop, "scenario", None), Scenario):
-            description = self.loop.scenario.description  # type: ignore[attr-defined]
+        elif isinstance(self.loop, LabLoop) and self.loop.scenario is not None:
+            description = self.loop.scenario.description
         prompt = f" · prompt: <i>{_e(_clip(self.loop.prompt or '', 160))}</i>" if self.loop is not None else ""
         return (f'<div style="font-size:13px"><b>agentlab stepper</b> · <code>{_e(choice)}</code>'
                 f'{" — " + _e(description) if description else ""}{prompt}</div>')
@@ -674,7 +677,7 @@ class Stepper(WidgetView):
         key = (id(self.loop), len(events), kind) if events else (None, 0, kind)
         if key == self._plot_key:
             return
-        self.plot_image.value = _plot_png(self._live, kind, PLOT_DPI.get(kind, 60), events)
+        self.plot_image.value = _plot_png(self._live, kind, PLOT_DPI[kind], events)
         self._plot_key = key
 
     # -- conveniences -----------------------------------------------------------------------------------
@@ -682,22 +685,6 @@ class Stepper(WidgetView):
     def call_count(self) -> int:
         """Model calls shown in the transcript."""
         return self.transcript_pane.value.count('class="agentlab-call')
-
-
-def freeze_long_lived() -> None:
-    """Keep full garbage collections short, so that none makes a Step wait.
-
-    A full (generation 2) collection walks every tracked object of the process; in a kernel that has
-    imported matplotlib, ipywidgets and the SDK that is some 300 000 objects and up to 400 ms, and one falls
-    inside a Step now and then. Each time a stepper is built, the process's garbage is collected and the
-    objects alive then (the modules and their caches, the steppers built so far, which ipywidgets keeps alive
-    until they are closed, and the new one) are moved out of the collector's reach with ``gc.freeze()``. A
-    collection inside a Step then walks only what was made since the stepper was built. The collection here
-    walks only what was made since the previous stepper, except the first time. Frozen objects are still
-    freed when their last reference goes; a cycle among them (a closed stepper's figure) stays.
-    """
-    gc.collect()
-    gc.freeze()
 
 
 @functools.cache
@@ -935,7 +922,7 @@ class ReplayStepper(WidgetView):
         if key == self._plot_key:
             return
         kind = self.plot_picker.value
-        self.plot_image.value = _plot_png(self._live, kind, 64 if kind == "overview" else 72, events)
+        self.plot_image.value = _plot_png(self._live, kind, PLOT_DPI[kind], events)
         self._plot_key = key
 
 

@@ -20,9 +20,22 @@ except ImportError as exc:
     raise MissingExtra(f"the grade heatmap (agentlab_grade.heatmap) needs {_missing}, which comes "
                        "with the 'heatmap' extra: pip install 'agentlab-grade[heatmap]'") from None
 
-from agentlab.ui.plots import DPI, ERROR_COLOR, OK_COLOR, PlotFigure, _empty, _finish, _heading, new_figure, place
+from agentlab.ui.plots import (
+    DPI,
+    ERROR_COLOR,
+    MIN_FONT,
+    OK_COLOR,
+    PlotFigure,
+    _empty,
+    _finish,
+    _heading,
+    new_figure,
+    place,
+)
 
 __all__ = ["grade_heatmap"]
+
+LEFT, RIGHT, TOP, ROW_H = 2.2, 0.75, 2.35, 0.55   # inches: the clients' names, the last header's slant, the headers
 
 
 def unreached_scenarios(report: Any, rule: str) -> int:
@@ -51,9 +64,12 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
     cells = {(y, r.name): cell([c for g in rep.grades if (c := g.check(r.name)) is not None], rep.policy)
              for y, rep in enumerate(reports) for r in RULES}
     rules = [r for r in RULES if any(cells[(y, r.name)][3] for y in range(len(reports)))]
-    cols = max(1, len(rules))
-    fig = new_figure(1.6 + 0.78 * cols + 2.6, 1.9 + 0.5 * max(1, len(reports)), dpi)
-    ax = place(fig, 2.6, 1.55, 0.78 * cols, 0.5 * max(1, len(reports)))
+    cols, rows = max(1, len(rules)), max(1, len(reports))
+    # at most 12.4 inches wide (agentlab.ui.plots.MIN_FONT): JupyterLab shows it at the notebook's width, where
+    # its 9-point texts stay 9 px tall
+    col_w = min(0.5, (12.4 - LEFT - RIGHT) / cols)
+    fig = new_figure(LEFT + col_w * cols + RIGHT, TOP + ROW_H * rows + 0.85, dpi)
+    ax = place(fig, LEFT, TOP, col_w * cols, ROW_H * rows)
     _heading(fig, 0.15, 0.12, title, fontsize=12, fontweight="bold")
     if not reports or not rules:
         _empty(ax, "nothing graded")
@@ -75,16 +91,16 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
     ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0, vmax=1, aspect="auto")
     for y in range(len(reports)):
         for x in range(cols):
-            ax.text(x, y, labels[y][x], ha="center", va="center", fontsize=9 if "\n" not in labels[y][x] else 7.5,
+            ax.text(x, y, labels[y][x], ha="center", va="center", fontsize=MIN_FONT, linespacing=1.0,
                     color="#555555" if np.isnan(values[y, x]) else "black")
     ax.set_xticks(range(cols))
-    ax.set_xticklabels([f"{r.branch}\n{r.name}" for r in rules], rotation=40, ha="left", fontsize=8,
+    ax.set_xticklabels([f"{r.branch}\n{r.name}" for r in rules], rotation=60, ha="left", fontsize=MIN_FONT,
                        rotation_mode="anchor")
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(reports)))
     tallies = [counts(g.verdict for g in rep.grades) for rep in reports]
     ax.set_yticklabels([f"{rep.client}  ({n['pass'] + n['policy']}/{len(rep.grades) - n['not_reached']})"
-                        for rep, n in zip(reports, tallies, strict=True)], fontsize=9)
+                        for rep, n in zip(reports, tallies, strict=True)], fontsize=MIN_FONT)
     ax.set_xticks(np.arange(-0.5, cols, 1), minor=True)
     ax.set_yticks(np.arange(-0.5, len(reports), 1), minor=True)
     ax.grid(which="minor", color="white", linewidth=2)
@@ -92,8 +108,8 @@ def grade_heatmap(reports: Iterable[Any], *, save: str | os.PathLike | None = No
     for side in ax.spines.values():
         side.set_visible(False)
     fig_w, fig_h = fig.get_size_inches()
-    fig.text(0.15 / fig_w, 0.12 / fig_h, "cell: scenarios where the rule held / scenarios that reached it;  ≠n: n "
-             "of them differ from the reference loop's choice;  n in –: n of them in scenarios whose own branch was "
-             "not reached (– on the report card);  –: never reached;  (n/m) after a client: scenarios with no failure "
-             "/ scenarios judged", fontsize=8, color="#555555")
+    fig.text(0.15 / fig_w, 0.1 / fig_h, "cell: scenarios where the rule held / scenarios that reached it;  ≠n: n of "
+             "them differ from the reference loop's choice;\nn in –: n of them in scenarios whose own branch was not "
+             "reached (– on the report card);  –: never reached;\n(n/m) after a client: scenarios with no failure / "
+             "scenarios judged", fontsize=MIN_FONT, color="#555555", va="bottom")
     return _finish(fig, save)
