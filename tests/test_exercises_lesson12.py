@@ -167,7 +167,8 @@ def test_the_headline_is_a_real_failure_and_the_rules_come_one_a_line():
     report = grade_loop(loop, scenarios)
     lines = report.text().splitlines()
     assert lines[1] == "fails 3 rules in 3 scenarios (the details per scenario follow):"
-    assert lines[2:5] == ["    ✗ bounded_max_tokens_recovery: max_tokens_give_up", "    ✗ pause_turn_resume: pause_turn",
+    assert lines[2:5] == ["    ✗ bounded_max_tokens_recovery: max_tokens_give_up",
+                          "    ✗ pause_turn_resume: pause_turn",
                           "    ✗ retry_with_backoff: api_errors (policy: differs from the reference loop's choice, "
                           "counted as a failure: --policy strict)"]
     with pytest.raises(WrongAnswer) as caught:
