@@ -42,15 +42,17 @@ def careful_loop(*breaks: str):
     ``trusts_the_label`` (an ``end_turn`` label ends the run, whatever tool calls the content holds),
     ``credit_changed_body`` (the retry that echoes a refusal's credit token changes the system prompt),
     ``retry_after_chain_refusal`` (with server-side fallbacks, a refusal of the whole chain is retried on
-    claude-opus-4-8), ``edits_compaction_block`` (a server's compaction block is sent back with its summary
-    changed). ``server_fallbacks`` is no break: the loop asks for the server's fallbacks ("default") instead of
+    claude-opus-4-8), ``drops_fallback_block`` (with server-side fallbacks, a turn a fallback model served is sent
+    back without its fallback block), ``edits_compaction_block`` (a server's compaction block is sent back with its
+    summary changed). ``server_fallbacks`` is no break: the loop asks for the server's fallbacks ("default") instead of
     retrying a refusal itself with its credit token; nor is ``server_compaction``: it asks the server to compact
     on demand on its third call, ``compaction: {type: summarize}``) and resumes with the block."""
     unknown = set(breaks) - {"no_retry", "two_retries", "no_compaction", "no_max_tokens_recovery",
                              "ignores_pause_turn", "no_nudge", "crash_after_answer", "escapes",
                              "resend_after_refusal", "resend_fatal", "run_cut_tool_call", "no_clamp",
                              "trusts_the_label", "credit_changed_body", "retry_after_chain_refusal",
-                             "server_fallbacks", "server_compaction", "edits_compaction_block"}
+                             "server_fallbacks", "server_compaction", "edits_compaction_block",
+                             "drops_fallback_block"}
     assert not unknown, unknown
     retries = 0 if "no_retry" in breaks else 2 if "two_retries" in breaks else 5
 
@@ -59,7 +61,8 @@ def careful_loop(*breaks: str):
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
         state = {"max_tokens": 1024, "escalated": False, "continuations": 0, "compactions": 0, "nudged": False,
                  "resent": 0, "model": model, "fallback_tried": False, "credit": None, "system": None,
-                 "server_fallbacks": bool({"server_fallbacks", "retry_after_chain_refusal"} & set(breaks))}
+                 "server_fallbacks": bool({"server_fallbacks", "retry_after_chain_refusal",
+                                           "drops_fallback_block"} & set(breaks))}
         partial = ""
         while True:
             reply = _call(client, state["model"], tools, messages, state, prompt, breaks)
@@ -179,7 +182,7 @@ def _step(stop, content, messages, state, breaks, run_tool) -> str:
         return "again"
     uses = [b for b in content if b.type == "tool_use"]
     if uses and not (stop == "end_turn" and "trusts_the_label" in breaks):
-        _add_assistant(messages, content)
+        _add_assistant(messages, [b for b in content if b.type != "fallback" or "drops_fallback_block" not in breaks])
         messages.append({"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": u.id, "content": run_tool(u.name, u.input)} for u in uses]})
         state["compactions"] = 0
@@ -270,14 +273,18 @@ BROKEN = {
                                   ("redacted_thinking", "pause_turn_resume"): "fail"}),
     "no_nudge": (FAST, {("empty_end_turn", "nudge_empty_turn"): "fail"}),
     "resend_after_refusal": (FAST, {(s, "no_resend_after_refusal"): "fail" for s in (
-        "refusal", "refusal_fallback_exhausted", "refusal_model_fallback", "refusal_server_fallback")}),
+        "refusal", "refusal_fallback_exhausted", "refusal_fallback_tool_use", "refusal_model_fallback",
+        "refusal_server_fallback")}),
     # each refusal that carries a credit token (the loop sends the credit beta; claude-opus-5-5 gives one)
     "credit_changed_body": (FAST, {(s, "credit_token_retry"): "fail" for s in (
-        "refusal_fallback_exhausted", "refusal_model_fallback", "refusal_server_fallback")}),
+        "refusal_fallback_exhausted", "refusal_fallback_tool_use", "refusal_model_fallback",
+        "refusal_server_fallback")}),
     # with server-side fallbacks: refusal.yaml's claude-sonnet-4-6 runs alone ("default" there), and
     # refusal_fallback_exhausted's chain declines
     "retry_after_chain_refusal": (FAST, {(s, "stop_after_chain_refusal"): "fail" for s in (
         "refusal", "refusal_fallback_exhausted")}),
+    "drops_fallback_block": (["refusal_fallback_tool_use"], {("refusal_fallback_tool_use", "keep_fallback_block"):
+                                                             "fail"}),
     # server_compaction needs a client that asks the server to compact (not gradeable from a prompt alone)
     "edits_compaction_block": (["server_compaction"], {("server_compaction", "compaction_block_unchanged"): "fail"}),
     "resend_fatal": (FAST, {("api_error_fatal", "no_retry_on_fatal"): "fail",
@@ -305,6 +312,8 @@ def test_a_loop_on_server_side_fallbacks_passes_every_rule_it_reaches():
     assert _not_passing(report) == {}, report.text()
     chain = report.grade("refusal_fallback_exhausted").check("stop_after_chain_refusal")
     assert chain is not None and chain.why == "the refusal of the whole fallback chain ended the run"
+    kept = report.grade("refusal_fallback_tool_use").check("keep_fallback_block")
+    assert kept is not None and kept.why == "1 answer served by a fallback sent back with the fallback block in place"
     served = report.grade("refusal_server_fallback")
     assert served.verdict == "pass" and served.check("stop_when_done").why.startswith(
         "the final answer (end_turn [fallback, text])")
