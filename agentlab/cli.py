@@ -553,7 +553,7 @@ def _run_checked(args: argparse.Namespace, key: str, sc: Any, trace_path: str | 
                  f"stop_reason {result.stop_reason}, usage in/out {usage['input_tokens']}/{usage['output_tokens']}, "
                  f"cache read/write {usage.get('cache_read_input_tokens', 0)}/"
                  f"{usage.get('cache_creation_input_tokens', 0)}, "
-                 f"{format_cost(result.cost_usd, result.unpriced_models)}")
+                 f"{_cost_words(format_cost(result.cost_usd, result.unpriced_models), result.cost_usd, sc, args)}")
         if result.result:
             out.line(redact(result.result, secrets))
     for problem in used_up:
@@ -616,6 +616,16 @@ def _sandbox_files() -> list[str]:
     from .core.paths import sandbox_files
 
     return list(sandbox_files())
+
+
+def _cost_words(cost: str, usd: float | None, scenario: Any, args: argparse.Namespace) -> str:
+    """The run's cost as what it is: the price of its tokens at list price (data/prices.yaml), and, for a
+    scripted run (a scenario without --base-url), that no money was spent."""
+    if usd is None:
+        return cost
+    if scenario is not None and not args.base_url:
+        return f"{cost} at list price for these tokens (data/prices.yaml), not money spent: a scripted run"
+    return f"{cost} at list price for these tokens (data/prices.yaml)"
 
 
 def _say_waiting(event: Any) -> None:
