@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SCENARIO ?= tour
 
-.PHONY: lab test test-times site site-test demo bench bench-docs lint clean claude-code node-clients grade grade-docs record tool-runner-venv
+.PHONY: lab lessons test test-times site site-test demo bench bench-docs lint clean claude-code node-clients grade grade-docs record tool-runner-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +19,14 @@ $(STAMP): $(BIN)/python pyproject.toml grade/pyproject.toml
 LAB_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-lab: $(STAMP)
-	$(BIN)/jupyter lab $(ROOT_FLAG) $(LAB_ARGS) notebooks/
+# You answer the exercises in your own copy of the lessons, my-lessons/ (git ignores it). Each `make lab` first takes
+# in the lessons of notebooks/ (new ones after a git pull), keeping every cell you changed (agentlab/exercises/workspace.py)
+LESSONS ?= my-lessons
+lab: lessons
+	$(BIN)/jupyter lab $(ROOT_FLAG) $(LAB_ARGS) $(LESSONS)/
+
+lessons: $(STAMP)
+	$(BIN)/python -m agentlab.exercises.workspace --source notebooks --work $(LESSONS)
 
 # The tests and the lessons (nbval) in one run on three workers for two cores: some tests wait (on a
 # subprocess, a kernel, a timeout that is the point of the test, Chromium) and the third worker uses the core

@@ -15,9 +15,11 @@ core/         the decision and the loop; imports nothing else of agentlab
   events        one frozen dataclass per event kind, with its JSONL form
   trace         the event stream (Trace), JSONL, a pandas frame
   sdk           the SDK, imported with the collector paused and then frozen
-  loop          AgentLoop: performs what ``decide()`` says (sync ``run()``, async ``arun()``)
+  wire          one API call through the SDK; what came back, a Message or a classified Failure
+  config        RunConfig: a run's settings, one frozen value that checks itself
+  loop          AgentLoop(client, config): performs what ``decide()`` says (sync ``run()``, async ``arun()``)
 backend/      the scripted model: scenario files, the engine, ``agentlab serve``
-lab           a run built from a scenario or from flags (the one configuration path)
+lab           a RunConfig built from a scenario or from flags, and its loop (the one configuration path)
 observatory/  recorded real clients: observe, compare, replay, facts, grade
 ui/           the notebook UI: plots, report, widgets (Stepper, ReplayStepper)
 exercises/    the lessons' checks
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .backend.scenario import Scenario, list_scenarios, load_scenario
     from .backend.scripted import ScenarioEngine, scripted_client
+    from .core.config import RunConfig
     from .core.errors import AgentlabError, ConfigError, ScenarioError
     from .core.loop import AgentLoop, Result
     from .core.trace import Event, Trace
@@ -46,7 +49,8 @@ _WHERE = {
     "Scenario": ".backend.scenario", "list_scenarios": ".backend.scenario", "load_scenario": ".backend.scenario",
     "ScenarioEngine": ".backend.scripted", "scripted_client": ".backend.scripted",
     "AgentlabError": ".core.errors", "ConfigError": ".core.errors", "ScenarioError": ".core.errors",
-    "AgentLoop": ".core.loop", "Result": ".core.loop", "Event": ".core.trace", "Trace": ".core.trace",
+    "AgentLoop": ".core.loop", "Result": ".core.loop", "RunConfig": ".core.config",
+    "Event": ".core.trace", "Trace": ".core.trace",
     "ROWS": ".core.transitions", "Limits": ".core.transitions", "LoopState": ".core.transitions",
     "decide": ".core.transitions", "run_scenario": ".lab", "scenario_loop": ".lab",
 }
@@ -79,8 +83,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "ROWS", "AgentLoop", "AgentlabError", "ConfigError", "Event", "Limits", "LoopState", "Result", "Scenario",
-    "ScenarioEngine", "ScenarioError", "Trace", "decide", "list_scenarios", "load_scenario", "run_scenario",
+    "ROWS", "AgentLoop", "AgentlabError", "ConfigError", "Event", "Limits", "LoopState", "Result", "RunConfig",
+    "Scenario", "ScenarioEngine", "ScenarioError", "Trace", "decide", "list_scenarios", "load_scenario", "run_scenario",
     "scenario_loop", "scripted_client",
 ]
 __version__ = "0.1.0"

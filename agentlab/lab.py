@@ -1,26 +1,27 @@
-"""A run's configuration, built once, and the loop built from it: the one path the CLI, the Stepper, the
-lessons and the Python API share.
+"""A run built from a scenario or from flags: the one configuration path the CLI, the Stepper, the lessons and
+the Python API share.
 
-``RunConfig.from_scenario(name, **overrides)`` takes everything a scenario file says and replaces what the
-overrides name (the AgentLoop and Limits keyword names: max_turns, max_tokens, model, fallback_model,
-prompt, tools, context_window, compaction, ...); ``RunConfig.from_flags(args)`` reads the ``agentlab run``
-flags. ``config.loop()`` builds the AgentLoop: against the scripted backend in-process when the config has
-a scenario and no ``base_url``, else against ``base_url`` or the live API with a real client.
-``scenario_loop()`` and ``run_scenario()`` are the short forms.
+The run's settings are the core's ``RunConfig`` (agentlab.core.config). A ``RunSetup`` is that value and what
+the run is played against and with: a scenario (the scripted model) or a ``base_url``, the hooks' settings, and
+the tool set ("demo": a fresh registry for each loop built). ``RunSetup.from_scenario(name, **overrides)`` takes
+everything a scenario file says and replaces what the overrides name (RunConfig fields and Limits bounds, flat:
+max_turns, max_tokens, model, fallback_model, prompt, tools, context_window, compaction, ...);
+``RunSetup.from_flags(args)`` reads the ``agentlab run`` flags. ``setup.loop()`` builds the loop: against the
+scripted backend in-process when there is a scenario and no ``base_url``, else against ``base_url`` or the
+live API with a real client. ``scenario_loop()`` and ``run_scenario()`` are the short forms.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .backend.scenario import Scenario, load_scenario
 from .backend.scripted import ScenarioEngine, scripted_async_client, scripted_client
-from .core.cost import PriceTable
+from .core.config import RunConfig
 from .core.errors import ConfigError
 from .core.hooks import Hooks
 from .core.loop import AgentLoop, Result
@@ -30,61 +31,67 @@ from .core.tools import TestsState, ToolRegistry, demo_tools
 from .core.trace import Trace
 from .core.transitions import DEFAULT_MODEL, Limits
 
+__all__ = ["LabLoop", "RunConfig", "RunSetup", "run_scenario", "scenario_loop"]
+
 SANDBOX_DIR = sandbox_dir()
 PLACEHOLDER_KEY = "agentlab-placeholder-key"  # one of loop.PLACEHOLDER_KEYS: a server that ignores keys
 WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search"}  # agentlab run --web-search: the API's server tool
 
-_LIMIT_NAMES = frozenset(f.name for f in dataclasses.fields(Limits))
-_ALIASES = {"max_retries": "max_api_retries"}
+_FLAG_SETTINGS = ("prompt", "system", "model", "fallback_model", "refusal_fallback_model", "max_turns", "max_tokens",
+                  "compaction", "context_window", "compact_threshold", "stop_sequences", "max_retries", "tools",
+                  "settings", "base_url", "thinking")
+
+
+class LabLoop(AgentLoop):
+    """An AgentLoop built by a RunSetup: it knows the scripted model behind its client (``engine``, None against a
+    server) and the scenario that model plays (with the loop's context window)."""
+
+    def __init__(self, client: anthropic.Anthropic | anthropic.AsyncAnthropic, config: RunConfig, *,
+                 setup: RunSetup, engine: ScenarioEngine | None, **live: Any) -> None:
+        super().__init__(client, config, **live)
+        self.setup = setup
+        self.engine = engine
+        self.scenario = engine.scenario if engine is not None else setup.scenario
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    """Everything one run is made of, except the live objects (client, trace, clock) given to ``loop()``."""
+class RunSetup:
+    """A run's ``RunConfig`` and what it is played against and with; the live objects (client, trace, clock)
+    are given to ``loop()``."""
 
-    prompt: str | None
-    model: str = DEFAULT_MODEL
-    system: str | None = None
-    tools: str | ToolRegistry | None = None    # "demo", a registry of your own, or None
-    max_tokens: int = 1024
-    limits: Limits = field(default_factory=Limits)
-    stream: bool = False
-    settings: Any = None                       # Claude Code settings with hooks: a path or a dict
-    stop_sequences: list[str] | None = None
-    compaction: str | tuple[str, ...] = "auto"
-    count_tokens: bool = False
-    thinking: int | None = None                # extended thinking budget_tokens; None: thinking off
-    cache: bool = True                         # cache_control breakpoints on tools, system and the latest message
-    prices: PriceTable | None = None           # the price table for cost_usd (None: data/prices.yaml)
-    server_tools: list[dict[str, Any]] | None = None   # tools the API runs (web_search, ...), offered as they are
+    config: RunConfig
     scenario: Scenario | None = None           # the scripted model, and its Stop hook and test tool
     base_url: str | None = None                # a server to talk to instead of the scripted backend
+    settings: Any = None                       # Claude Code settings with hooks: a path or a dict
+    tool_set: str | None = None                # "demo": a fresh demo registry for each loop (see build_tools)
 
     @classmethod
-    def from_scenario(cls, scenario: str | Scenario, **overrides: Any) -> RunConfig:
-        """The scenario file's settings, with ``overrides`` (RunConfig, Limits or AgentLoop names) on top."""
+    def from_scenario(cls, scenario: str | Scenario, **overrides: Any) -> RunSetup:
+        """The scenario file's settings, with ``overrides`` (RunConfig fields, Limits bounds, RunSetup fields) on
+        top."""
         sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
-        config = cls(prompt=sc.prompt, model=sc.model, system=sc.system, tools=sc.tools, max_tokens=sc.max_tokens,
-                     limits=Limits(max_turns=sc.max_turns, fallback_model=sc.fallback_model,
-                                   refusal_fallback_model=sc.refusal_fallback_model,
-                                   context_window=sc.context_window or Limits.context_window,
-                                   compact_threshold=sc.compact_threshold),
-                     stop_sequences=sc.stop_sequences, compaction=sc.compaction or "auto",
-                     thinking=sc.thinking, server_tools=sc.server_tools or None, scenario=sc)
-        return config.with_overrides(**overrides)
+        config = RunConfig.of(prompt=sc.prompt, model=sc.model, system=sc.system, max_tokens=sc.max_tokens,
+                              max_turns=sc.max_turns, fallback_model=sc.fallback_model,
+                              refusal_fallback_model=sc.refusal_fallback_model,
+                              context_window=sc.context_window or Limits.context_window,
+                              compact_threshold=sc.compact_threshold, stop_sequences=sc.stop_sequences,
+                              compaction=sc.compaction or "auto", thinking=sc.thinking, server_tools=sc.server_tools)
+        return cls(config, scenario=sc, tool_set=sc.tools).with_overrides(**overrides)
+
+    @classmethod
+    def of(cls, *, prompt: str | None = None, messages: Any = None, **settings: Any) -> RunSetup:
+        """A run without a scenario, from flat names: ``RunSetup.of(prompt=..., tools="demo", max_turns=5)``."""
+        return cls(RunConfig(prompt=prompt, messages=messages)).with_overrides(**settings)
 
     @classmethod
     def from_flags(cls, args: argparse.Namespace, *, scenario: Scenario | None = None,
-                   environ: Mapping[str, str] | None = None) -> RunConfig:
+                   environ: Mapping[str, str] | None = None) -> RunSetup:
         """The ``agentlab run`` flags (a scenario name or file, and/or ``--base-url``, ``--prompt``, ...);
         ``scenario`` is the scenario the flags name, when the caller has loaded it already."""
         env = os.environ if environ is None else environ
         if args.max_retries is not None and args.max_retries < 0:
             raise ConfigError(f"--max-retries must be 0 or more, got {args.max_retries}")
-        overrides = {name: getattr(args, name) for name in (
-            "prompt", "system", "model", "fallback_model", "refusal_fallback_model", "max_turns", "max_tokens",
-            "compaction", "context_window", "compact_threshold", "stop_sequences", "max_retries", "tools",
-            "settings", "base_url", "thinking") if getattr(args, name, None) is not None}
+        overrides = {name: getattr(args, name) for name in _FLAG_SETTINGS if getattr(args, name, None) is not None}
         if getattr(args, "timeout", None) is not None:
             overrides["request_timeout"] = args.timeout
         overrides.update(stream=args.stream, count_tokens=args.count_tokens, cache=getattr(args, "cache", True))
@@ -98,42 +105,28 @@ class RunConfig:
         if not overrides.get("prompt"):
             raise ConfigError("--prompt is required when no scenario is given")
         overrides.setdefault("model", env.get("ANTHROPIC_MODEL") or DEFAULT_MODEL)
-        return cls(prompt=None).with_overrides(**overrides)
+        return cls.of(**overrides)
 
-    def with_overrides(self, **overrides: Any) -> RunConfig:
-        """A copy with RunConfig fields and Limits bounds replaced (``max_retries`` names ``max_api_retries``)."""
-        own = {f.name for f in dataclasses.fields(self)}
-        changes: dict[str, Any] = {}
-        bounds: dict[str, Any] = {}
-        for name, value in overrides.items():
-            name = _ALIASES.get(name, name)
-            if name in own:
-                changes[name] = value
-            elif name in _LIMIT_NAMES:
-                bounds[name] = value
-            else:
-                raise ConfigError(f"unknown run setting {name!r}; expected one of "
-                                  + ", ".join(sorted(own | _LIMIT_NAMES | set(_ALIASES))))
-        if "limits" in changes:
-            changes["limits"] = replace(changes["limits"], **bounds)
-        elif bounds:
-            changes["limits"] = replace(self.limits, **bounds)
-        if "stop_sequences" in changes and changes["stop_sequences"] is not None:
-            changes["stop_sequences"] = list(changes["stop_sequences"])
-        config = replace(self, **changes)
-        if config.prompt is None and config.scenario is None:
-            raise ConfigError("a run needs a prompt (or a scenario that has one)")
-        return config
+    def with_overrides(self, **overrides: Any) -> RunSetup:
+        """A copy with settings replaced: RunSetup fields (scenario, base_url, settings), ``tools`` (a tool set
+        name such as "demo", or a ToolRegistry), and RunConfig fields and Limits bounds, named flat."""
+        own: dict[str, Any] = {name: overrides.pop(name) for name in ("scenario", "base_url", "settings")
+                               if name in overrides}
+        if "tools" in overrides:
+            tools = overrides.pop("tools")
+            own["tool_set"] = tools if isinstance(tools, str) else None
+            overrides["tools"] = None if isinstance(tools, str) else tools
+        return replace(self, config=self.config.with_overrides(**overrides) if overrides else self.config, **own)
 
     # -- the live objects ---------------------------------------------------------------------------------
     def engine(self) -> ScenarioEngine:
-        """The scripted model for this config: the scenario, with the loop's context window enforced too."""
+        """The scripted model for this run: the scenario, with the loop's context window enforced too."""
         if self.scenario is None:
             raise ConfigError("this run has no scenario, so there is no scripted model to build")
-        sc = self.scenario
-        if self.limits.context_window != (sc.context_window or Limits.context_window):
+        sc, window = self.scenario, self.config.limits.context_window
+        if window != (sc.context_window or Limits.context_window):
             # one window for both sides: the loop plans with it and the scripted model enforces it
-            sc = sc.model_copy(update={"context_window": self.limits.context_window})
+            sc = sc.model_copy(update={"context_window": window})
         return ScenarioEngine(sc)
 
     def client(self, *, asynchronous: bool = False, engine: ScenarioEngine | None = None,
@@ -149,9 +142,10 @@ class RunConfig:
         return anthropic.AsyncAnthropic(**kwargs) if asynchronous else anthropic.Anthropic(**kwargs)
 
     def build_tools(self) -> ToolRegistry | None:
-        if self.tools is None or isinstance(self.tools, ToolRegistry):
-            return self.tools
-        return build_tools(self.tools, tests_fail_times=self.scenario.tests_pass_after if self.scenario else None)
+        """The run's tools: the config's registry, or a fresh one of the tool set."""
+        if self.tool_set is None:
+            return self.config.tools
+        return build_tools(self.tool_set, tests_fail_times=self.scenario.tests_pass_after if self.scenario else None)
 
     def build_hooks(self, *, transcript_path: str | None = None) -> Hooks | None:
         stop_hook = scenario_stop_hook(self.scenario) if self.scenario is not None else None
@@ -159,11 +153,13 @@ class RunConfig:
 
     def loop(self, *, trace: Trace | str | os.PathLike[str] | None = None,
              client: anthropic.Anthropic | anthropic.AsyncAnthropic | None = None, asynchronous: bool = False,
-             engine: ScenarioEngine | None = None, hooks: Hooks | None = None, **runtime: Any) -> AgentLoop:
-        """The AgentLoop for this config. ``runtime`` takes the loop's live extras: sleep, asleep, clock, seed.
+             engine: ScenarioEngine | None = None, hooks: Hooks | None = None, **runtime: Any) -> LabLoop:
+        """The loop for this run. ``runtime`` takes the loop's other live objects: sleep, asleep, clock, seed.
+        The config is completed with the tools (refused here when two tools share a name).
 
         Offline (a scenario, no base_url) the loop never really waits: ``sleep`` defaults to a no-op.
         """
+        config = self.config if self.tool_set is None else self.config.with_overrides(tools=self.build_tools())
         if not isinstance(trace, Trace):
             trace = Trace(trace)
         offline = self.base_url is None and self.scenario is not None
@@ -176,14 +172,7 @@ class RunConfig:
         if offline:
             runtime.setdefault("sleep", _no_wait)
             runtime.setdefault("asleep", _no_wait_async)
-        loop = AgentLoop(client, prompt=self.prompt, model=self.model, system=self.system, tools=self.build_tools(),
-                         max_tokens=self.max_tokens, limits=self.limits, stream=self.stream, hooks=hooks,
-                         trace=trace, compaction=self.compaction, stop_sequences=self.stop_sequences,
-                         count_tokens=self.count_tokens, thinking=self.thinking, cache=self.cache, prices=self.prices,
-                         server_tools=self.server_tools, **runtime)
-        # the scenario the scripted model plays (with the loop's context window), when there is one
-        loop.engine, loop.scenario, loop.config = engine, engine.scenario if engine else self.scenario, self
-        return loop
+        return LabLoop(client, config, setup=self, engine=engine, trace=trace, hooks=hooks, **runtime)
 
 
 def _no_wait(seconds: float) -> None:
@@ -245,16 +234,16 @@ _RUNTIME = frozenset({"sleep", "asleep", "clock", "seed", "hooks", "client", "as
 
 
 def scenario_loop(scenario: str | Scenario, *, stream: bool = False, trace: Trace | str | None = None,
-                  settings: Any = None, engine: ScenarioEngine | None = None, **overrides: Any) -> AgentLoop:
+                  settings: Any = None, engine: ScenarioEngine | None = None, **overrides: Any) -> LabLoop:
     """A loop wired to a scenario through the real SDK client and an in-process transport.
 
-    ``overrides`` take the RunConfig, Limits and AgentLoop keyword names (max_turns, max_tokens, model,
-    fallback_model, prompt, tools, context_window, compaction, sleep, seed, ...); anything not given comes
-    from the scenario file. ``asynchronous=True`` gives the loop an ``AsyncAnthropic`` client (``arun()``).
+    ``overrides`` take RunConfig fields, Limits bounds and the loop's live objects by name (max_turns,
+    max_tokens, model, fallback_model, prompt, tools, context_window, compaction, sleep, seed, ...); anything not
+    given comes from the scenario file. ``asynchronous=True`` gives the loop an ``AsyncAnthropic`` client (``arun()``).
     """
     runtime = {k: overrides.pop(k) for k in list(overrides) if k in _RUNTIME}
-    config = RunConfig.from_scenario(scenario, stream=stream, settings=settings, **overrides)
-    return config.loop(trace=_checked_trace(trace), engine=engine, **runtime)
+    setup = RunSetup.from_scenario(scenario, stream=stream, settings=settings, **overrides)
+    return setup.loop(trace=_checked_trace(trace), engine=engine, **runtime)
 
 
 def _checked_trace(trace: Trace | str | os.PathLike[str] | None) -> Trace | None:

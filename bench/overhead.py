@@ -53,7 +53,7 @@ from anthropic import beta_tool
 from agentlab.backend.scenario import Scenario, parse_scenario
 from agentlab.backend.scripted import ScenarioEngine, scripted_client
 from agentlab.core.tools import TestsState, calculate, fake_weather, read_sandboxed, run_pretend_tests
-from agentlab.core.loop import _reply_data as read_reply  # the loop's own reading of a raw reply
+from agentlab.core.wire import read_reply  # the loop's own reading of a raw reply
 from agentlab.lab import SANDBOX_DIR, scenario_loop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -400,12 +400,12 @@ def profile_agentlab(runs: int = 20, turns: int = TURNS, out: Callable[..., None
                    if name == function and filename.replace("\\", "/").endswith(suffix))
 
     total = cumulative("agentlab/core/loop.py", "run")
-    inside = cumulative("agentlab/core/loop.py", "_send")
+    inside = cumulative("agentlab/core/wire.py", "send")
     if not total:
         sys.exit("profile: AgentLoop.run was not found in the profile (has agentlab/core/loop.py moved?)")
     out(f"\nprofile of {runs} agentlab runs ({turns} tool turns each), cumulative time as a share of "
         "AgentLoop.run(), under cProfile (parts overlap):")
-    out(f"  {inside / total:6.1%}  the SDK call (AgentLoop._send: SDK, transport and scripted server)")
+    out(f"  {inside / total:6.1%}  the SDK call (wire.send: SDK, transport and scripted server)")
     out(f"  {(total - inside) / total:6.1%}  everything else: agentlab's own work, tools included")
     for suffix, function, label in PROFILE_POINTS:
         out(f"  {cumulative(suffix, function) / total:6.1%}  {label}")

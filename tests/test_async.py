@@ -15,12 +15,13 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from agentlab.backend.scenario import parse_scenario, scenario_names
+from agentlab.backend.scenario import load_scenario, parse_scenario, scenario_names
 from agentlab.backend.scripted import ScenarioEngine, scripted_async_client
-from agentlab.backend.scenario import load_scenario
+from agentlab.core.config import RunConfig
 from agentlab.core.errors import ConfigError
 from agentlab.core.hooks import Hooks
-from agentlab.core.loop import AgentLoop, needs_streaming
+from agentlab.core.loop import AgentLoop
+from agentlab.core.wire import needs_streaming
 from agentlab.lab import scenario_loop
 
 THINKING_AND_COST = ["thinking_tool_use", "thinking_max_tokens", "redacted_thinking", "what_a_run_costs"]
@@ -97,7 +98,7 @@ def test_async_escalation_to_64000_streams_as_the_sdk_requires():
     assert wire(async_loop) == wire(sync_loop)
     assert async_result.to_dict(with_messages=True) == sync_result.to_dict(with_messages=True)
     engine = ScenarioEngine(load_scenario("end_turn"))
-    loop = AgentLoop(scripted_async_client(engine), prompt="hi", max_tokens=64_000)
+    loop = AgentLoop(scripted_async_client(engine), RunConfig.of(prompt="hi", max_tokens=64_000))
     assert asyncio.run(loop.arun()).subtype == "success" and engine.requests[-1].stream is True
 
 
@@ -213,13 +214,13 @@ def test_async_loop_streams_thinking_over_http_like_the_sync_loop(name):
     """Through ``agentlab serve`` over real HTTP: the AsyncAnthropic loop streams (thinking_delta and
     signature_delta on the wire), sends the same requests and ends with the same trace as the sync loop."""
     from agentlab.backend.serve import ScenarioServer
-    from agentlab.lab import RunConfig
+    from agentlab.lab import RunSetup
 
-    config = RunConfig.from_scenario(name, stream=True)
+    setup = RunSetup.from_scenario(name, stream=True)
     runs = []
     for asynchronous in (False, True):
         with ScenarioServer(load_scenario(name)) as server:
-            http = config.with_overrides(base_url=server.base_url)
+            http = setup.with_overrides(base_url=server.base_url)
             loop = http.loop(asynchronous=asynchronous)
             result = asyncio.run(loop.arun()) if asynchronous else loop.run()
             bodies = [(x.request.body, x.request.stream) for x in server.exchanges]

@@ -16,10 +16,10 @@ import anthropic
 import pytest
 from wire import MessagesServer, Raw, event, message, ok, sse_events, streamed, text
 
+from agentlab.core.config import RunConfig
 from agentlab.core.loop import AgentLoop
 from agentlab.core.tools import ToolRegistry
 from agentlab.core.transitions import Limits
-
 
 TOOL_CALL = {"type": "tool_use", "id": "toolu_cut", "name": "record", "input": {"note": "ran"}}
 
@@ -53,8 +53,8 @@ def recording_tools(ran: list[Any]) -> ToolRegistry:
 def run_against(server: MessagesServer, *, stream: bool, retries: int = 2, tools: ToolRegistry | None = None,
                 timeout: float = 30.0) -> AgentLoop:
     client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
-    loop = AgentLoop(client, prompt="Go.", stream=stream, tools=tools, sleep=lambda s: None,
-                     limits=Limits(max_api_retries=retries), request_timeout=timeout)
+    loop = AgentLoop(client, RunConfig.of(prompt="Go.", stream=stream, tools=tools,
+                     limits=Limits(max_api_retries=retries), request_timeout=timeout), sleep=lambda s: None)
     loop.run()
     return loop
 
@@ -214,9 +214,9 @@ def test_a_call_without_data_for_a_while_says_so_in_the_trace(serve, asynchronou
             server.release.set()
 
     client_cls = anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic
-    loop = AgentLoop(client_cls(base_url=server.url, api_key="x", max_retries=0), prompt="Go.", stream=True,
-                     sleep=lambda s: None, asleep=_no_wait, request_timeout=600,
-                     limits=Limits(max_api_retries=0, quiet_notice_s=0.2))
+    loop = AgentLoop(client_cls(base_url=server.url, api_key="x", max_retries=0), RunConfig.of(prompt="Go.",
+                     stream=True, request_timeout=600, limits=Limits(max_api_retries=0, quiet_notice_s=0.2)),
+                     sleep=lambda s: None, asleep=_no_wait)
     loop.trace.subscribe(listen)
     if asynchronous:
         import asyncio
@@ -416,8 +416,8 @@ def test_a_failed_count_tokens_call_keeps_the_estimate_and_the_run_goes_on(serve
     reply, error_type, needle = COUNT_FAULTS[name]
     server = serve(reply, ok(message([text("Fine.")])))
     kind = anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic
-    loop = AgentLoop(kind(base_url=server.url, api_key="x", max_retries=0), prompt="Go.", count_tokens=True,
-                     sleep=lambda s: None, limits=Limits(max_api_retries=2), request_timeout=0.5)
+    loop = AgentLoop(kind(base_url=server.url, api_key="x", max_retries=0), RunConfig.of(prompt="Go.",
+                     count_tokens=True, limits=Limits(max_api_retries=2), request_timeout=0.5), sleep=lambda s: None)
     started = time.monotonic()
     result = asyncio.run(loop.arun()) if asynchronous else loop.run()
     assert time.monotonic() - started < 10  # the stalled count gave up after the 0.5 s request timeout
@@ -493,7 +493,7 @@ def test_a_reply_in_memory_is_walked_for_lone_surrogates_only_when_its_bytes_esc
             200, content=body, headers={"content-type": "application/json"}))
         client = anthropic.Anthropic(api_key="k", base_url="http://in.process", max_retries=0,
                                      http_client=httpx2.Client(transport=transport))
-        loop = AgentLoop(client=client, prompt="hi", model="claude-sonnet-4-6", max_tokens=100)
+        loop = AgentLoop(client, RunConfig.of(prompt="hi", model="claude-sonnet-4-6", max_tokens=100))
         result = loop.run()
         response = loop.trace.of_kind("response")[0].data
         assert result.subtype == "success"
@@ -524,7 +524,7 @@ def test_a_streamed_reply_is_always_walked_for_lone_surrogates(monkeypatch) -> N
         200, content=body, headers={"content-type": "text/event-stream"}))
     client = anthropic.Anthropic(api_key="k", base_url="http://in.process", max_retries=0,
                                  http_client=httpx2.Client(transport=transport))
-    loop = AgentLoop(client=client, prompt="hi", model="claude-sonnet-4-6", max_tokens=100, stream=True)
+    loop = AgentLoop(client, RunConfig.of(prompt="hi", model="claude-sonnet-4-6", max_tokens=100, stream=True))
     assert loop.run().result == "Plain text."
     assert any(isinstance(v, dict) and v.get("content") == [{"type": "text", "text": "Plain text."}] for v in walked)
 
@@ -557,7 +557,8 @@ def test_a_stop_hook_reason_with_a_lone_surrogate_is_fed_back_as_u_fffd(serve, t
     hooks = Hooks({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": f"sh {script}"}]}]}})
     server = serve(ok(message([text("One.")])), ok(message([text("Two.")])))
     client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
-    loop = AgentLoop(client, prompt="Go.", hooks=hooks, sleep=lambda s: None, limits=Limits(max_api_retries=1))
+    loop = AgentLoop(client, RunConfig.of(prompt="Go.", limits=Limits(max_api_retries=1)), hooks=hooks,
+                     sleep=lambda s: None)
     loop.run()
     assert loop.result.subtype == "success" and loop.result.result == "Two.", errors(loop)
     assert errors(loop) == [] and len(server.bodies) == 2
@@ -578,8 +579,8 @@ def arun_against(server: MessagesServer, *, stream: bool, tools: ToolRegistry | 
         return None
 
     client = anthropic.AsyncAnthropic(base_url=server.url, api_key="x", max_retries=0)
-    loop = AgentLoop(client, prompt="Go.", stream=stream, tools=tools, asleep=no_wait,
-                     limits=Limits(max_api_retries=retries), request_timeout=timeout)
+    loop = AgentLoop(client, RunConfig.of(prompt="Go.", stream=stream, tools=tools,
+                     limits=Limits(max_api_retries=retries), request_timeout=timeout), asleep=no_wait)
     asyncio.run(asyncio.wait_for(loop.arun(), 60))
     return loop
 
@@ -667,7 +668,7 @@ def test_ctrl_c_while_tools_run_together_stops_at_once_and_leaves_the_history_al
     tools, release, ended = _slow_and_ctrl_c_tools()
     server = serve(ok(message(CTRL_C_CALLS, "tool_use")), ok(message([text("done")])))
     client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
-    loop = AgentLoop(client, prompt="Go.", tools=tools, sleep=lambda s: None)
+    loop = AgentLoop(client, RunConfig.of(prompt="Go.", tools=tools), sleep=lambda s: None)
     from agentlab.core.tools import ToolsCancelled
 
     with pytest.raises(ToolsCancelled) as raised:
@@ -697,7 +698,7 @@ def test_async_ctrl_c_while_tools_run_together_does_not_wait_for_them(serve, ctr
     tools, release, ended = _slow_and_ctrl_c_tools()
     server = serve(ok(message(CTRL_C_CALLS, "tool_use")), ok(message([text("done")])))
     client = anthropic.AsyncAnthropic(base_url=server.url, api_key="x", max_retries=0)
-    loop = AgentLoop(client, prompt="Go.", tools=tools, asleep=_no_wait)
+    loop = AgentLoop(client, RunConfig.of(prompt="Go.", tools=tools), asleep=_no_wait)
     history: list[str] = []
 
     async def run() -> None:

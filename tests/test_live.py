@@ -7,6 +7,7 @@ import os
 import pytest
 
 from agentlab import AgentLoop, Trace
+from agentlab.core.config import RunConfig
 from agentlab.core.loop import SUBTYPES
 from agentlab.lab import build_tools
 
@@ -23,7 +24,7 @@ def live_loop(tmp_path, **kwargs) -> AgentLoop:
     import anthropic
 
     trace = Trace(tmp_path / "live.jsonl", secrets=(KEY or "",))
-    return AgentLoop(anthropic.Anthropic(max_retries=2), model=MODEL, trace=trace, **kwargs)
+    return AgentLoop(anthropic.Anthropic(max_retries=2), RunConfig.of(model=MODEL, **kwargs), trace=trace)
 
 
 def assert_no_key(tmp_path) -> None:

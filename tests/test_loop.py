@@ -18,6 +18,7 @@ from agentlab import AgentLoop, ScenarioError, Trace
 from agentlab.backend.scenario import Scenario, load_scenario, parse_scenario, scenario_names
 from agentlab.backend.scripted import ScenarioEngine, mock_transport
 from agentlab.core.compaction import estimate_tokens, validate_history
+from agentlab.core.config import RunConfig
 from agentlab.core.hooks import Hooks
 from agentlab.core.loop import SUBTYPES
 from agentlab.core.transitions import CONTINUATION_TEXT, MAX_TURNS_MARKER, NUDGE_TEXT
@@ -402,7 +403,7 @@ def test_connection_error_is_retried(stream):
 
     client = anthropic.Anthropic(api_key="offline", base_url="http://scripted.agentlab", max_retries=0,
                                  http_client=httpx2.Client(transport=httpx2.MockTransport(flaky)))
-    loop = AgentLoop(client, prompt="Hello", stream=stream, sleep=lambda s: None)
+    loop = AgentLoop(client, RunConfig.of(prompt="Hello", stream=stream), sleep=lambda s: None)
     result = loop.run()
     assert result.subtype == "success" and result.retries == 1
     assert loop.trace.of_kind("api_error")[0].data["status"] is None
@@ -608,8 +609,8 @@ def test_trace_never_contains_the_api_key(tmp_path, stream):
     trace = Trace(path, secrets=(SECRET,))
     from agentlab.lab import build_tools
 
-    loop = AgentLoop(client, prompt="What is 2 + 2?", tools=build_tools("demo"), stream=stream, trace=trace,
-                     sleep=lambda s: None)
+    loop = AgentLoop(client, RunConfig.of(prompt="What is 2 + 2?", tools=build_tools("demo"), stream=stream),
+                     trace=trace, sleep=lambda s: None)
     result = loop.run()
     trace.close()
     assert result.subtype == "success" and engine.failures == []

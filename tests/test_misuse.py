@@ -19,6 +19,7 @@ from wire import MessagesServer, message, text
 from agentlab.backend.scenario import load_scenario
 from agentlab.backend.serve import ScenarioServer
 from agentlab.cli import main as cli_main
+from agentlab.core.config import RunConfig
 from agentlab.core.errors import ConfigError, ScenarioError
 from agentlab.core.guard import FileBusy, check_outputs, printable, redact, redact_value
 from agentlab.core.trace import Trace
@@ -388,7 +389,7 @@ def test_the_python_api_names_a_wrong_prices_and_a_record_without_its_fields() -
     from agentlab.observatory.replay import load_record
 
     with pytest.raises(ConfigError, match="prices"):
-        AgentLoop(scripted_client(ScenarioEngine.from_name("end_turn")), prompt="hi", prices="cheap")
+        AgentLoop(scripted_client(ScenarioEngine.from_name("end_turn")), RunConfig.of(prompt="hi", prices="cheap"))
     with pytest.raises(ConfigError, match="'client'"):
         load_record({})
     with pytest.raises(ConfigError, match="'requests' should be a list"):
@@ -442,9 +443,9 @@ def test_max_tokens_and_thinking_past_the_bound_are_refused_from_flags_scenarios
         one_line(capsys, cli_main(["run", str(path)]), f"{field}.yaml", field, "less than or equal")
     client = scripted_client(ScenarioEngine.from_name("end_turn"))
     with pytest.raises(ConfigError, match="max_tokens"):
-        AgentLoop(client, prompt="hi", max_tokens=value)
+        AgentLoop(client, RunConfig.of(prompt="hi", max_tokens=value))
     with pytest.raises(ConfigError, match="thinking"):
-        AgentLoop(client, prompt="hi", max_tokens=MAX_TOKENS_BOUND, thinking=value)
+        AgentLoop(client, RunConfig.of(prompt="hi", max_tokens=MAX_TOKENS_BOUND, thinking=value))
 
 
 UNKNOWN_TOOL = """description: the model names a tool the run does not have

@@ -17,16 +17,18 @@ from typing import Any
 import anthropic
 import pytest
 
-from agentlab.core.caching import PromptCache, with_breakpoints
-from agentlab.cli import main
-from agentlab.core.cost import PRICES_FILE, Price, call_cost, default_prices, format_cost, load_prices, usage_cost
-from agentlab.core.errors import ConfigError
-from agentlab.lab import scenario_loop
-from agentlab.core.loop import NONSTREAMING_MAX_TOKENS, AgentLoop, Result, needs_streaming
-from agentlab.ui.plots import cost_overview, read_run
 from agentlab.backend.scenario import load_scenario, parse_scenario
 from agentlab.backend.scripted import ScenarioEngine, scripted_client, signature_for
 from agentlab.backend.serve import ScenarioServer
+from agentlab.cli import main
+from agentlab.core.caching import PromptCache, with_breakpoints
+from agentlab.core.config import RunConfig
+from agentlab.core.cost import PRICES_FILE, Price, call_cost, default_prices, format_cost, load_prices, usage_cost
+from agentlab.core.errors import ConfigError
+from agentlab.core.loop import AgentLoop, Result
+from agentlab.core.wire import NONSTREAMING_MAX_TOKENS, needs_streaming
+from agentlab.lab import scenario_loop
+from agentlab.ui.plots import cost_overview, read_run
 from agentlab.ui.widgets import render_block
 
 REPO = Path(__file__).resolve().parent.parent
@@ -177,9 +179,9 @@ def test_thinking_blocks_of_the_last_exchange_survive_a_compaction(stream):
 def test_thinking_budget_must_be_a_valid_budget_below_max_tokens():
     client = scripted_client(ScenarioEngine(load_scenario("end_turn")))
     with pytest.raises(ConfigError, match="below max_tokens"):
-        AgentLoop(client, prompt="hi", max_tokens=2048, thinking=2048)
+        AgentLoop(client, RunConfig.of(prompt="hi", max_tokens=2048, thinking=2048))
     with pytest.raises(ConfigError, match="at least 1024"):
-        AgentLoop(client, prompt="hi", max_tokens=4096, thinking=512)
+        AgentLoop(client, RunConfig.of(prompt="hi", max_tokens=4096, thinking=512))
 
 
 def test_a_lower_max_tokens_ceiling_lowers_the_budget_with_it():
@@ -400,7 +402,7 @@ def test_the_sdk_refuses_a_large_non_streaming_request_and_the_loop_streams_it()
                                messages=[{"role": "user", "content": "hi"}])
     assert needs_streaming(client, {"model": "claude-sonnet-4-6", "max_tokens": 64_000})
     assert not needs_streaming(client, {"model": "claude-sonnet-4-6", "max_tokens": 21_333})
-    loop = AgentLoop(client, prompt="hi", max_tokens=64_000)
+    loop = AgentLoop(client, RunConfig.of(prompt="hi", max_tokens=64_000))
     assert loop.run().subtype == "success" and engine.requests[-1].stream is True
 
 
@@ -423,7 +425,7 @@ def test_without_the_sdks_private_check_the_documented_threshold_decides(monkeyp
     assert not needs_streaming(object(), {"model": "claude-sonnet-4-6", "max_tokens": 64_000})
     monkeypatch.delattr(anthropic.Anthropic, "_calculate_nonstreaming_timeout")   # missing again
     engine = ScenarioEngine(load_scenario("end_turn"))
-    loop = AgentLoop(scripted_client(engine), prompt="hi", max_tokens=64_000)
+    loop = AgentLoop(scripted_client(engine), RunConfig.of(prompt="hi", max_tokens=64_000))
     assert loop.run().subtype == "success" and engine.requests[-1].stream is True
 
 
@@ -493,7 +495,7 @@ def test_breakpoints_the_loop_did_not_place_are_counted_too():
     marked_start = [{"role": "user", "content": [
         {"type": "text", "text": "Some earlier context.", "cache_control": {"type": "ephemeral"}},
         {"type": "text", "text": sc.prompt}]}]
-    loop = AgentLoop(scripted_client(engine), messages=marked_start, model=sc.model, system="Be brief.")
+    loop = AgentLoop(scripted_client(engine), RunConfig.of(messages=marked_start, model=sc.model, system="Be brief."))
     loop.engine = engine
     loop.run()
     assert engine.failures == []

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from agentlab.backend.scenario import parse_scenario, scenario_names
+from agentlab.core.hooks import Hooks
 from agentlab.core.trace import Trace, events_to_frame
 from agentlab.core.transitions import PROMPT_TOO_LONG_SIZES, ROWS
 from agentlab.lab import scenario_loop
@@ -161,7 +162,7 @@ def test_context_fill_shows_an_overflow_on_a_linear_scale(frames):
 
 def test_a_run_stopped_before_any_call():
     # A UserPromptSubmit hook that stops the prompt: a start, a transition and a result, zero model calls.
-    loop = scenario_loop("end_turn", hooks=_StopPrompt())
+    loop = scenario_loop("end_turn", hooks=_stop_prompt())
     loop.run()
     assert loop.result.requests == 0
     frame = loop.trace.to_frame()
@@ -272,17 +273,11 @@ def test_inline_scenario_with_server_tools():
     assert "pause_turn" in axes_text(plots.decision_path(loop, dpi=30))
 
 
-class _StopPrompt:
-    """A hooks object whose UserPromptSubmit hook says continue: false."""
-
-    def has(self, event: str) -> bool:
-        return event == "UserPromptSubmit"
-
-    def run(self, event, payload, tool_name=None):
-        from types import SimpleNamespace
-
-        return SimpleNamespace(stop_loop=True, blocked=False, stop_reason="prompt rejected in a test", reason=None,
-                               additional_context=[], runs=[])
+def _stop_prompt() -> Hooks:
+    """Hooks whose UserPromptSubmit hook says continue: false."""
+    hooks = Hooks()
+    hooks.on("UserPromptSubmit", lambda payload: {"continue": False, "stopReason": "prompt rejected in a test"})
+    return hooks
 
 
 def test_counts_in_a_row_rise_and_start_over_as_the_loop_counts_them():

@@ -21,7 +21,7 @@ import anthropic
 import httpx2
 import pytest
 
-from agentlab.core.loop import _SEND_ERRORS, _asend, _check_message, _failure, _send
+from agentlab.core.wire import SEND_ERRORS, asend, check_message, failure_of, send
 
 PARAMS = {"model": "claude-sonnet-4-6", "max_tokens": 1024, "messages": [{"role": "user", "content": "Go."}]}
 USAGE = {"input_tokens": 25, "output_tokens": 9, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
@@ -95,16 +95,16 @@ def as_sent(before: Any) -> Any:
 def through_create(client: anthropic.Anthropic) -> Any:
     """What the loop got before: the SDK's Message from ``create``, turned into a dict (or the Failure)."""
     try:
-        return _check_message(client.messages.create(**PARAMS, timeout=30.0))
-    except _SEND_ERRORS as exc:
-        return _failure(exc, 30.0)
+        return check_message(client.messages.create(**PARAMS, timeout=30.0))
+    except SEND_ERRORS as exc:
+        return failure_of(exc, 30.0)
 
 
 async def athrough_create(client: anthropic.AsyncAnthropic) -> Any:
     try:
-        return _check_message(await client.messages.create(**PARAMS, timeout=30.0))
-    except _SEND_ERRORS as exc:
-        return _failure(exc, 30.0)
+        return check_message(await client.messages.create(**PARAMS, timeout=30.0))
+    except SEND_ERRORS as exc:
+        return failure_of(exc, 30.0)
 
 
 def sync_client(body: bytes, content_type: str, seen: list, **options: Any) -> anthropic.Anthropic:
@@ -117,7 +117,7 @@ def test_the_loop_gets_what_create_gave_for_every_body(name):
     body, content_type = BODIES[name]
     seen: list[httpx2.Request] = []
     client = sync_client(body, content_type, seen)
-    before, now = through_create(client), _send(client, dict(PARAMS), False, 30.0)
+    before, now = through_create(client), send(client, dict(PARAMS), False, 30.0)
     assert now == as_sent(before)
     if name in GOOD:
         assert now == GOOD[name]                         # every key and value the API sent, and nothing else
@@ -136,7 +136,7 @@ def test_the_async_loop_gets_what_create_gave_for_every_body(name):
     async def both() -> tuple[Any, Any]:
         http = httpx2.AsyncClient(transport=transport(body, content_type, []))
         async with anthropic.AsyncAnthropic(api_key="x", max_retries=0, http_client=http) as client:
-            return await athrough_create(client), await _asend(client, dict(PARAMS), False, 30.0)
+            return await athrough_create(client), await asend(client, dict(PARAMS), False, 30.0)
 
     before, now = asyncio.run(both())
     assert now == as_sent(before)
@@ -147,7 +147,7 @@ def test_a_client_that_validates_replies_keeps_its_validation():
     seen: list[httpx2.Request] = []
     body = json.dumps(reply([{"type": "text", "text": 3}])).encode()  # text is not a string
     client = sync_client(body, "application/json", seen, _strict_response_validation=True)
-    failure = _send(client, dict(PARAMS), False, 30.0)
+    failure = send(client, dict(PARAMS), False, 30.0)
     assert failure.error_type == "invalid_response" and "not a valid Message" in failure.message
     assert "x-stainless-raw-response" not in seen[0].headers
 
@@ -160,13 +160,13 @@ def test_a_client_that_is_not_the_sdks_is_called_through_create():
     class Client:
         messages = Messages()
 
-    assert _send(Client(), dict(PARAMS), False, 30.0) == GOOD["text_and_tool"]
+    assert send(Client(), dict(PARAMS), False, 30.0) == GOOD["text_and_tool"]
 
 
 def test_replies_kept_side_by_side_share_their_keys():
     """A long run keeps thousands of replies (history, trace): their keys are one string each, not a copy a reply."""
     body = json.dumps(GOOD["text_and_tool"]).encode()
-    first, second = (_send(sync_client(body, "application/json", []), dict(PARAMS), False, 30.0) for _ in range(2))
+    first, second = (send(sync_client(body, "application/json", []), dict(PARAMS), False, 30.0) for _ in range(2))
     assert first == second and first is not second
     for a, b in ((first, second), (first["usage"], second["usage"]), (first["content"][1], second["content"][1])):
         assert all(x is y for x, y in zip(a, b, strict=True)), list(a)

@@ -1,6 +1,6 @@
 """The core: the end-of-turn decision and the loop that applies it. Imports nothing else of agentlab.
 
-errors       the exceptions raised for bad input
+errors       the exceptions raised for bad input (an API's failure is no exception: wire classifies it)
 extras       the lab extra (the notebook stack): its name, and the error naming it where it is missing
 guard        printable-only terminal output, redaction, outputs checked against inputs, file locks
 text         others' text (stderr, errors, hook output) printable in a report: escape sequences removed
@@ -16,5 +16,7 @@ events       one frozen dataclass per event kind, with its JSONL form
 trace        the event stream: Trace, JSONL, a pandas frame
 sdk          the SDK, imported with the collector paused and what it made frozen
 calls        a model call with a deadline of its own, and a word when it has gone quiet
-loop         AgentLoop: asks ``decide()`` and performs what it says, with a sync or an async client
+wire         one Messages API or count_tokens call through the SDK, and its failure classified (a Failure)
+config       RunConfig: a run's settings, one frozen value that checks itself
+loop         AgentLoop(client, config): asks ``decide()`` and performs what it says, with a sync or an async client
 """

@@ -1,4 +1,8 @@
-"""Errors agentlab raises for bad input. Each message names what is wrong and where."""
+"""Errors agentlab raises for bad input. Each message names what is wrong and where.
+
+A failed API call is not one of them: the wire (wire.py) classifies what a call raised or returned into a
+``Failure`` (transitions.py), which ``decide()`` reads (retry, compact, end). ``sdk_error_text`` below gives an
+SDK error's words for it."""
 
 from __future__ import annotations
 

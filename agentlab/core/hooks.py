@@ -231,12 +231,7 @@ class Hooks:
         ``payload`` is the event-specific part; the common fields (session_id, transcript_path, cwd) are
         added unless the payload sets them, and hook_event_name is always the event.
         """
-        _check_event(event)
-        full = {"session_id": self.session_id, "transcript_path": self.transcript_path, "cwd": self.cwd,
-                **payload, "hook_event_name": event}
-        stdin_text = json.dumps(full, ensure_ascii=False, default=str)
-        target = tool_name if tool_name is not None else full.get(MATCH_FIELD.get(event, ""))
-        selected = self._select(event, target)
+        stdin_text, selected = self._firing(event, payload, tool_name)
         if len(selected) <= 1:
             results = [self._run_one(hook, stdin_text) for hook in selected]
         else:
@@ -253,14 +248,17 @@ class Hooks:
     async def arun(self, event: str, payload: dict[str, Any], *, tool_name: str | None = None) -> HookOutcome:
         """``run()`` for an asyncio program: commands run as asyncio subprocesses, concurrently; callables
         run inline. The answer is combined exactly as ``run()`` combines it."""
+        stdin_text, selected = self._firing(event, payload, tool_name)
+        results = await asyncio.gather(*(self._arun_one(hook, stdin_text) for hook in selected))
+        return _aggregate(event, list(results), self.interactive)
+
+    def _firing(self, event: str, payload: dict[str, Any], tool_name: str | None) -> tuple[str, list[_Hook]]:
+        """What every hook of one firing of ``event`` reads on stdin, and the hooks that match it."""
         _check_event(event)
         full = {"session_id": self.session_id, "transcript_path": self.transcript_path, "cwd": self.cwd,
                 **payload, "hook_event_name": event}
-        stdin_text = json.dumps(full, ensure_ascii=False, default=str)
         target = tool_name if tool_name is not None else full.get(MATCH_FIELD.get(event, ""))
-        selected = self._select(event, target)
-        results = await asyncio.gather(*(self._arun_one(hook, stdin_text) for hook in selected))
-        return _aggregate(event, list(results), self.interactive)
+        return json.dumps(full, ensure_ascii=False, default=str), self._select(event, target)
 
     async def _arun_one(self, hook: _Hook, stdin_text: str) -> tuple[HookRun, _Reply]:
         if hook.fn is not None:

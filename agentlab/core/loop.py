@@ -1,15 +1,18 @@
-"""The agent loop: call the model, ask ``decide()`` what that means, perform it; one Event per step.
+"""The agent loop: the decision table in motion. Call the model, ask ``decide()`` what that means, perform it;
+one Event per step.
 
-The loop is written once, as generators that *yield* the effects they need (a model call, a token count,
-tools, hooks, a wait) and get the answer back; they never call a client, a tool or a hook themselves.
-Two small drivers perform the effects: ``step()``/``run()``/``iter(loop)`` with an ``anthropic.Anthropic``
-client, and ``astep()``/``arun()``/``asteps()`` with an ``anthropic.AsyncAnthropic`` one (hooks then run as
-asyncio subprocesses). Both run the same decisions, state updates, hooks and compaction, so a scenario
-gives the same trace either way.
+A loop is built from a client and a ``RunConfig`` (config.py): ``AgentLoop(client, RunConfig(prompt="..."))``.
+It is written once, as generators that *yield* the effects they need (a model call, a token count, tools,
+hooks, a wait) and get the answer back; they never call a client, a tool or a hook themselves. Two small
+drivers perform the effects: ``step()``/``run()``/``iter(loop)`` with an ``anthropic.Anthropic`` client, and
+``astep()``/``arun()``/``asteps()`` with an ``anthropic.AsyncAnthropic`` one (hooks then run as asyncio
+subprocesses). Both run the same decisions, state updates, hooks and compaction, so a scenario gives the same
+trace either way. The calls themselves, and the reading of what came back (a Message, or a Failure), are the
+wire's (wire.py).
 
 With thinking on, every request carries the budget (kept below its max_tokens); unless switched off, prompt
-cache breakpoints too. A request goes as a stream when ``stream=True`` or when the SDK requires it for its max_tokens
-(``needs_streaming``), a choice the step makes and the drivers follow. Every response is priced
+cache breakpoints too. A request goes as a stream when the config says so or when the SDK requires it for its
+max_tokens (``wire.needs_streaming``), a choice the step makes and the drivers follow. Every response is priced
 (``cost.py``), so the Result and the trace carry ``cost_usd``.
 
 ``step()`` makes one model call (sending the request, retrying it, or compacting first) and performs the
@@ -24,26 +27,22 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
-import math
 import os
 import random
-import sys
 import time
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeAlias, TypeVar, assert_never, cast
 
-import httpx2
-
 from . import compaction as compaction_mod
-from .calls import Progress, abounded_call, bounded_call, in_daemon_thread
+from . import wire
 from .caching import count_breakpoints, has_breakpoints, place_breakpoints
+from .calls import Progress, abounded_call, bounded_call, in_daemon_thread
 from .compaction import ContextMeter, estimate_tokens, text_blocks
-from .cost import PriceTable, default_prices, usage_cost
-from .errors import ConfigError, sdk_error_text
+from .config import RunConfig
+from .cost import default_prices, usage_cost
+from .errors import ConfigError
 from .events import (
     Append,
     ApiError,
@@ -64,8 +63,6 @@ from .sdk import anthropic
 from .tools import ToolOutcome, ToolRegistry, ToolsCancelled
 from .trace import Event, Trace, surrogate_note, without_lone_surrogates
 from .transitions import (
-    DEFAULT_MODEL,
-    MAX_TOKENS_BOUND,
     MAX_TURNS_MARKER,
     SUBTYPES,
     Clamp,
@@ -107,7 +104,7 @@ from .transitions import (
     tool_hook_stop,
 )
 
-__all__ = ["PLACEHOLDER_KEYS", "SUBTYPES", "AgentLoop", "Result", "StepReport", "needs_streaming"]
+__all__ = ["PLACEHOLDER_KEYS", "SUBTYPES", "AgentLoop", "Result", "RunConfig", "StepReport"]
 
 Message = dict[str, Any]
 
@@ -248,103 +245,71 @@ class _SummaryFailed(Exception):
 
 
 class AgentLoop:
-    # Set by agentlab.lab when it builds the loop: the scripted model behind the client, its scenario, and the
-    # RunConfig (None for a loop built by hand). The core never reads them.
-    engine: Any = None
-    scenario: Any = None
-    config: Any = None
+    """One run: built from a client and a :class:`RunConfig` (``AgentLoop(client, RunConfig(prompt="..."))``);
+    ``step()``/``run()`` with an ``anthropic.Anthropic`` client, ``astep()``/``arun()`` with an ``AsyncAnthropic``.
+
+    Beside the configuration, the run's live objects: ``trace`` (a Trace, or the path of its JSONL file),
+    ``hooks``, ``sleep``/``asleep`` (a retry's wait) and ``clock`` (a call's wall time); ``seed`` seeds the
+    retries' jitter.
+    """
 
     def __init__(
         self,
         client: anthropic.Anthropic | anthropic.AsyncAnthropic,
+        config: RunConfig,
         *,
-        prompt: str | None = None,
-        messages: list[Message] | None = None,
-        model: str = DEFAULT_MODEL,
-        system: str | None = None,
-        tools: ToolRegistry | None = None,
-        max_tokens: int = 1024,
-        limits: Limits | None = None,
-        stream: bool = False,
-        hooks: Hooks | None = None,
         trace: Trace | str | os.PathLike[str] | None = None,
-        compaction: str | tuple[str, ...] | list[str] | None = "auto",
-        context_window: int | None = None,
-        compact_threshold: float | None = None,
-        stop_sequences: list[str] | None = None,
+        hooks: Hooks | None = None,
         sleep: Callable[[float], None] = time.sleep,
         asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.perf_counter,
         seed: int = 0,
-        request_timeout: float | None = None,
-        count_tokens: bool = False,
-        thinking: int | None = None,
-        cache: bool = True,
-        prices: PriceTable | None = None,
-        server_tools: list[dict[str, Any]] | None = None,
     ) -> None:
-        """``context_window``, ``compact_threshold`` and ``request_timeout``, when given, replace the bounds of
-        the same name in ``limits``."""
-        if (prompt is None) == (messages is None):
-            raise ConfigError("AgentLoop needs exactly one of prompt= or messages=")
-        if isinstance(trace, str | os.PathLike):
-            trace = Trace(trace)  # a path: the JSONL file the trace is written to
-        _check_arguments(client=client, prompt=prompt, messages=messages, tools=tools, hooks=hooks, trace=trace,
-                         model=model, system=system, stream=stream, limits=limits, max_tokens=max_tokens,
-                         context_window=context_window, compact_threshold=compact_threshold,
-                         request_timeout=request_timeout)
-        if thinking is not None:
-            if isinstance(thinking, bool) or not isinstance(thinking, int) or not 1024 <= thinking <= MAX_TOKENS_BOUND:
-                raise ConfigError(f"thinking: a budget of at least 1024 tokens (the API's minimum) and at most "
-                                  f"{MAX_TOKENS_BOUND:,}, got {str(thinking)[:30]}")
-            if thinking >= max_tokens:
-                raise ConfigError(f"thinking: the budget ({thinking}) must be below max_tokens ({max_tokens})")
-        self.thinking = thinking       # extended thinking budget_tokens; None: thinking off
-        self.cache = bool(cache)       # cache_control breakpoints on tools, system and the latest message
-        if prices is not None and not isinstance(prices, PriceTable):
-            raise ConfigError(f"AgentLoop(prices=...): expected a PriceTable (agentlab.core.cost.load_prices) or None, "
-                              f"got {prices!r}"[:200])
-        self.prices = prices or default_prices()
+        _check_live(client, config, trace, hooks)
+        self.config = config
         self.client = client
         self.is_async = isinstance(client, anthropic.AsyncAnthropic)
-        self.system = system
-        self.tools = tools
-        self.stream = stream
         self.hooks = hooks
-        self.trace = trace if trace is not None else Trace()
+        self.trace = trace if isinstance(trace, Trace) else Trace(trace)  # a path: the JSONL file it is written to
         key = getattr(client, "api_key", None)
         if isinstance(key, str) and key not in PLACEHOLDER_KEYS:
             self.trace.add_secret(key)
-        bounds: dict[str, Any] = {name: value for name, value in (("context_window", context_window),
-                                                   ("compact_threshold", compact_threshold),
-                                                   ("request_timeout", request_timeout)) if value is not None}
-        self.limits = replace(limits or Limits(), **bounds)
-        self.chain = _compaction_chain(compaction)
-        self.stop_sequences = stop_sequences
-        self.sleep = sleep
-        self.asleep = asleep
-        self.clock = clock
-        self.count_tokens = count_tokens  # ask the API's count_tokens endpoint before each call (live use)
+        self.prices = config.prices or default_prices()
+        self.sleep, self.asleep, self.clock = sleep, asleep, clock
         self.count_failure: Failure | None = None  # why the latest count_tokens call gave no count, if it did not
         self._rng = random.Random(seed)
-        self.prompt = prompt
-        self.messages: list[Message] = [dict(m) for m in messages] if messages else []
-        self.state = LoopState(model=model, max_tokens=max_tokens)
-        self.meter = ContextMeter(self.limits.context_window)
+        self.messages: list[Message] = [dict(m) for m in config.messages or ()]
+        self.state = LoopState(model=config.model, max_tokens=config.max_tokens)
+        self.meter = ContextMeter(config.limits.context_window)
         self.result: Result | None = None
         self.last_transition: Transition | None = None
         self._started = False
         self._pending_compaction: CompactTrigger | None = None
         self._proactive_gave_up_at = -1
         self._last_failure: Failure | None = None
-        # server tools (web_search, ...) run on the API's side: offered in ``tools``, never run here
-        schemas = [*(tools.schemas() if tools is not None and tools.names() else []), *(server_tools or [])]
-        self._tool_schemas = schemas or None
+        self._tool_schemas = config.tool_schemas()  # server tools (web_search, ...) are offered, never run here
         # cache_control markers the loop did not place (given messages, system or tools): while there are none,
         # a request's breakpoints are the ones placed, counted without reading the request again
-        self._foreign_marks = has_breakpoints(self.messages, self.system, self._tool_schemas)
+        self._foreign_marks = has_breakpoints(self.messages, config.system, self._tool_schemas)
         self._reply_progress: Progress | None = None  # of the model call just performed (_noted)
         self._streaming_needed: dict[tuple[str, int], bool] = {}  # (model, max_tokens) -> the SDK's rule (_streams)
+
+    # -- the configuration, read through -----------------------------------------------------------------
+    @property
+    def limits(self) -> Limits:
+        return self.config.limits
+
+    @property
+    def tools(self) -> ToolRegistry | None:
+        return self.config.tools
+
+    @property
+    def prompt(self) -> str | None:
+        return self.config.prompt
+
+    @property
+    def system(self) -> str | None:
+        return self.config.system
 
     # -- bounds and counts, read from the limits and the state -------------------------------------------
     @property
@@ -390,126 +355,127 @@ class AgentLoop:
     def done(self) -> bool:
         return self.result is not None
 
-    # -- the sync driver ----------------------------------------------------------------------------------
+    # -- the drivers: each performs the effects the steps ask for, sync or async ---------------------------
     def step(self) -> StepReport:
         """One model call and the transition after it (or the end of the run)."""
-        if self.is_async:
-            raise ConfigError("this loop has an AsyncAnthropic client: use `await loop.astep()` or `loop.arun()`")
-        steps = self._step()
-        answer: Any = None
-        while True:
-            try:
-                effect = steps.send(answer)
-            except StopIteration as stop:
-                report: StepReport = stop.value
-                self._end_hooks()
-                return report
-            answer = self._perform(effect)
+        steps, answer = self._begin(asynchronous=False), None
+        while not isinstance(got := self._next(steps, answer), StepReport):
+            answer = self._perform(got)
+        return got
+
+    async def astep(self) -> StepReport:
+        """``step()`` for a loop with an ``AsyncAnthropic`` client."""
+        steps, answer = self._begin(asynchronous=True), None
+        while not isinstance(got := self._next(steps, answer), StepReport):
+            answer = await self._aperform(got)
+        return got
 
     def run(self) -> Result:
-        steps = 0
+        """Run to the end: ``result = loop.run()``."""
         with self._hooks_end_with_the_run():
-            while not self.done:
-                self._check_step_cap(steps)
+            for _ in self._until_done():
                 self.step()
-                steps += 1
-        assert self.result is not None
-        return self.result
+        return self._final()
 
-    def _end_hooks(self) -> None:
-        """When the run has ended, nothing a hook started outlives it (:meth:`HookRunner.end_leftovers`)."""
-        if self.done and self.hooks is not None and hasattr(self.hooks, "end_leftovers"):
-            self.hooks.end_leftovers()
-
-    @contextmanager
-    def _hooks_end_with_the_run(self) -> Iterator[None]:
-        """``run()`` and ``arun()`` left by an exception (a tool's bug, Ctrl-C, a task cancelled): the run is over
-        for its caller, so the hooks still running and what the hooks that answered left behind are killed too
-        (:meth:`HookRunner.kill_running`); the exception goes on."""
-        try:
-            yield
-        except BaseException:
-            if self.hooks is not None and hasattr(self.hooks, "kill_running"):
-                self.hooks.kill_running()
-            raise
+    async def arun(self) -> Result:
+        """Run to the end with an ``AsyncAnthropic`` client: ``result = await loop.arun()``."""
+        with self._hooks_end_with_the_run():
+            for _ in self._until_done():
+                await self.astep()
+        return self._final()
 
     def __iter__(self) -> Iterator[StepReport]:
         while not self.done:
             yield self.step()
-
-    def _perform(self, effect: Effect) -> Any:
-        client = cast(anthropic.Anthropic, self.client)
-        match effect:
-            case CallModel(params=params, stream=stream):
-                return bounded_call(lambda progress: _send(client, params, stream, self.limits.request_timeout,
-                                                           self._noted(progress)), **self._call_bounds(),
-                                    http_client=getattr(client, "_client", None))
-            case CountTokens(params=params):
-                return bounded_call(lambda _: _count(client, params, self.limits.request_timeout),
-                                    **self._call_bounds(), http_client=getattr(client, "_client", None))
-            case RunHooks(event=event, payload=payload, tool_name=tool_name):
-                assert self.hooks is not None
-                return self.hooks.run(event, payload, tool_name=tool_name)
-            case RunTools_(calls=calls):
-                return self._tool_outcomes(calls)
-            case Wait(seconds=seconds):
-                self.sleep(seconds)
-                return None
-            case _:
-                assert_never(effect)
-
-    # -- the async driver ---------------------------------------------------------------------------------
-    async def astep(self) -> StepReport:
-        """``step()`` for a loop with an ``AsyncAnthropic`` client."""
-        if not self.is_async:
-            raise ConfigError("this loop has a sync Anthropic client: use `loop.step()` or `loop.run()`")
-        steps = self._step()
-        answer: Any = None
-        while True:
-            try:
-                effect = steps.send(answer)
-            except StopIteration as stop:
-                report: StepReport = stop.value
-                self._end_hooks()
-                return report
-            answer = await self._aperform(effect)
-
-    async def arun(self) -> Result:
-        """Run to the end with an ``AsyncAnthropic`` client: ``result = await loop.arun()``."""
-        steps = 0
-        with self._hooks_end_with_the_run():
-            while not self.done:
-                self._check_step_cap(steps)
-                await self.astep()
-                steps += 1
-        assert self.result is not None
-        return self.result
 
     async def asteps(self) -> AsyncIterator[StepReport]:
         """``async for report in loop.asteps(): ...``: one StepReport per model call, to the end."""
         while not self.done:
             yield await self.astep()
 
-    async def _aperform(self, effect: Effect) -> Any:
-        client = cast(anthropic.AsyncAnthropic, self.client)
+    def _perform(self, effect: Effect) -> Any:
+        client = cast(anthropic.Anthropic, self.client)
+        timeout, http = self.limits.request_timeout, getattr(client, "_client", None)
         match effect:
             case CallModel(params=params, stream=stream):
-                return await abounded_call(lambda progress: _asend(client, params, stream,
-                                                                   self.limits.request_timeout, self._noted(progress)),
-                                           **self._call_bounds())
+                return bounded_call(lambda progress: wire.send(client, params, stream, timeout, self._noted(progress)),
+                                    **self._call_bounds(), http_client=http)
             case CountTokens(params=params):
-                return await abounded_call(lambda _: _acount(client, params, self.limits.request_timeout),
-                                           **self._call_bounds())
+                return bounded_call(lambda _: wire.count(client, params, timeout), **self._call_bounds(),
+                                    http_client=http)
+            case RunHooks(event=event, payload=payload, tool_name=tool_name):
+                assert self.hooks is not None
+                return self.hooks.run(event, payload, tool_name=tool_name)
+            case RunTools_(calls=calls):
+                return self._tool_outcomes(calls)
+            case Wait(seconds=seconds):
+                return self.sleep(seconds)
+            case _:
+                assert_never(effect)
+
+    async def _aperform(self, effect: Effect) -> Any:
+        client = cast(anthropic.AsyncAnthropic, self.client)
+        timeout = self.limits.request_timeout
+        match effect:
+            case CallModel(params=params, stream=stream):
+                return await abounded_call(lambda progress: wire.asend(client, params, stream, timeout,
+                                                                       self._noted(progress)), **self._call_bounds())
+            case CountTokens(params=params):
+                return await abounded_call(lambda _: wire.acount(client, params, timeout), **self._call_bounds())
             case RunHooks(event=event, payload=payload, tool_name=tool_name):
                 assert self.hooks is not None
                 return await self.hooks.arun(event, payload, tool_name=tool_name)
             case RunTools_(calls=calls):
                 return await in_daemon_thread(self._tool_outcomes, calls)  # Ctrl-C: no wait for the tools
             case Wait(seconds=seconds):
-                await self.asleep(seconds)
-                return None
+                return await self.asleep(seconds)
             case _:
                 assert_never(effect)
+
+    def _begin(self, *, asynchronous: bool) -> Steps[StepReport]:
+        """The steps of one model call, for the driver that matches the client."""
+        if asynchronous != self.is_async:
+            raise ConfigError("this loop has an AsyncAnthropic client: use `await loop.astep()` or `loop.arun()`"
+                              if self.is_async else
+                              "this loop has a sync Anthropic client: use `loop.step()` or `loop.run()`")
+        return self._step()
+
+    def _next(self, steps: Steps[StepReport], answer: Any) -> Effect | StepReport:
+        """The next effect the steps ask for, given the answer to the last one; their report once they are done
+        (and, when the run has ended, nothing a hook started outlives it: :meth:`Hooks.end_leftovers`)."""
+        try:
+            return steps.send(answer)
+        except StopIteration as stop:
+            if self.done and self.hooks is not None:
+                self.hooks.end_leftovers()
+            report: StepReport = stop.value
+            return report
+
+    def _until_done(self) -> Iterator[int]:
+        """The steps of a run to its end, at most ``Limits.max_steps`` of them (more is a bug of the loop)."""
+        steps = 0
+        while not self.done:
+            if steps >= self.limits.max_steps:
+                raise RuntimeError(f"the run did not end after {steps} steps (Limits.max_steps); a loop that never "
+                                   "ends is a bug")
+            yield steps
+            steps += 1
+
+    def _final(self) -> Result:
+        assert self.result is not None
+        return self.result
+
+    @contextmanager
+    def _hooks_end_with_the_run(self) -> Iterator[None]:
+        """``run()`` and ``arun()`` left by an exception (a tool's bug, Ctrl-C, a task cancelled): the run is over
+        for its caller, so the hooks still running and what the hooks that answered left behind are killed too
+        (:meth:`Hooks.kill_running`); the exception goes on."""
+        try:
+            yield
+        except BaseException:
+            if self.hooks is not None:
+                self.hooks.kill_running()
+            raise
 
     def _noted(self, progress: Progress) -> Progress:
         """The progress of the model call being performed, kept for ``_record_response``."""
@@ -541,11 +507,6 @@ class AgentLoop:
                                         is_error=True), self.requests)
             raise
 
-    def _check_step_cap(self, steps: int) -> None:
-        if steps >= self.limits.max_steps:
-            raise RuntimeError(f"the run did not end after {steps} steps (Limits.max_steps); a loop that never "
-                               "ends is a bug")
-
     # -- one step -----------------------------------------------------------------------------------------
     def _step(self) -> Steps[StepReport]:
         if self.done:
@@ -559,7 +520,7 @@ class AgentLoop:
         if gate is not None:
             self._end_with(gate)
             return self._report(gate, first_event)
-        if self.count_tokens:
+        if self.config.count_tokens:
             yield from self._count_context()
         if self._pending_compaction or proactive_compaction_due(self.meter.tokens, len(self.messages),
                                                                self._proactive_gave_up_at, self.limits):
@@ -582,11 +543,11 @@ class AgentLoop:
     def _start(self) -> Steps[End | None]:
         self._started = True
         self.trace.emit(Start(
-            model=self.state.model, max_tokens=self.state.max_tokens, stream=self.stream, prompt=self.prompt,
+            model=self.state.model, max_tokens=self.state.max_tokens, stream=self.config.stream, prompt=self.prompt,
             limits={f.name: getattr(self.limits, f.name) for f in fields(self.limits)},
             context_window=self.context_window,
-            tools=self.tools.names() if self.tools is not None else [], compaction=list(self.chain),
-            thinking=self.thinking, cache=self.cache), 0)
+            tools=self.tools.names() if self.tools is not None else [], compaction=list(self.config.compaction),
+            thinking=self.config.thinking, cache=self.config.cache), 0)
         if self.prompt is None:
             self._seed_meter()
             return None
@@ -618,17 +579,18 @@ class AgentLoop:
             params["system"] = self.system
         if self._tool_schemas:
             params["tools"] = self._tool_schemas
-        if self.stop_sequences:
-            params["stop_sequences"] = self.stop_sequences
+        if self.config.stop_sequences:
+            params["stop_sequences"] = list(self.config.stop_sequences)
         return self._finish_params(params)
 
     def _finish_params(self, params: dict[str, Any]) -> tuple[dict[str, Any], int]:
         """Thinking (its budget kept below this request's max_tokens) and cache breakpoints, when on; the params
         and how many breakpoints they carry."""
-        if self.thinking is not None:
-            params["thinking"] = {"type": "enabled", "budget_tokens": min(self.thinking, params["max_tokens"] - 1)}
+        budget = self.config.thinking
+        if budget is not None:
+            params["thinking"] = {"type": "enabled", "budget_tokens": min(budget, params["max_tokens"] - 1)}
         placed = 0
-        if self.cache:
+        if self.config.cache:
             params, placed = place_breakpoints(params)
         return params, count_breakpoints(params) if self._foreign_marks else placed
 
@@ -636,12 +598,12 @@ class AgentLoop:
         """Whether this request goes as a stream: always with stream=True, else when the SDK requires it
         (a max_tokens that implies more than 10 minutes of output), rather than forcing a timeout on it.
         The SDK's answer depends only on the model and max_tokens: asked once per pair in a run."""
-        if self.stream:
+        if self.config.stream:
             return True
         key = (params["model"], params["max_tokens"])
         known = self._streaming_needed.get(key)
         if known is None:
-            known = self._streaming_needed[key] = needs_streaming(self.client, params)
+            known = self._streaming_needed[key] = wire.needs_streaming(self.client, params)
         return known
 
     def _count_context(self) -> Steps[None]:
@@ -915,7 +877,7 @@ class AgentLoop:
         level = self.state.consecutive_compactions
         target = compaction_target(trigger, estimate_tokens(self.messages), self._last_failure_message, self.limits)
         applied = []
-        for name in self.chain[min(level, len(self.chain) - 1):]:
+        for name in self.config.compaction[min(level, len(self.config.compaction) - 1):]:
             result = yield from self._run_strategy(name, self.messages, target, reactive=reactive)
             if result is None or not result.changed:
                 continue
@@ -1025,360 +987,6 @@ class AgentLoop:
         self.trace.emit(ResultEvent.from_data(self.result.to_dict()), self.requests)
 
 
-# --- performing a model call -----------------------------------------------------------------------------------
-
-# The SDK's documented rule, used when its private check is not there (a newer or older SDK): it plans with
-# 128,000 output tokens an hour and refuses a non-streaming request over 10 minutes, so over 21,333 tokens.
-NONSTREAMING_MAX_TOKENS = 600 * 128_000 // 3600
-
-
-def needs_streaming(client: Any, params: dict[str, Any]) -> bool:
-    """The SDK's own rule: a non-streaming request whose max_tokens implies more than 10 minutes of
-    generation (or more than the model's non-streaming ceiling) is refused unless a timeout is forced.
-
-    Asked of the SDK itself (``_calculate_nonstreaming_timeout`` and ``anthropic._constants``, both private);
-    when an SDK client lacks either, or its check takes other arguments, the documented threshold
-    ``NONSTREAMING_MAX_TOKENS`` decides. A client that is not the SDK's has no such rule: never streamed for it.
-    """
-    check = getattr(client, "_calculate_nonstreaming_timeout", None)
-    if not callable(check):
-        is_sdk = isinstance(client, anthropic.Anthropic | anthropic.AsyncAnthropic)
-        return is_sdk and int(params["max_tokens"]) > NONSTREAMING_MAX_TOKENS
-    try:
-        from anthropic._constants import MODEL_NONSTREAMING_TOKENS
-        ceilings: dict[str, int] = dict(MODEL_NONSTREAMING_TOKENS)
-    except (ImportError, TypeError, ValueError):
-        ceilings = {}
-    try:
-        check(params["max_tokens"], ceilings.get(params["model"]))
-    except (ValueError, OverflowError):  # OverflowError: a max_tokens too large for the SDK's float arithmetic
-        return True
-    except TypeError:  # the private check changed its arguments: the documented threshold
-        return int(params["max_tokens"]) > NONSTREAMING_MAX_TOKENS
-    return False
-
-
-_Send = TypeVar("_Send", bound=Callable[..., Any])
-
-
-def _without_serializer_warnings(send: _Send) -> _Send:
-    """The SDK re-serialises what it parsed, and a field of the wrong type (``usage.input_tokens: "x"``) makes
-    pydantic warn on stderr; ``_check_message`` reports that reply as a failed call instead, without a warning."""
-    if asyncio.iscoroutinefunction(send):
-        @functools.wraps(send)
-        async def asend(*args: Any, **kwargs: Any) -> Any:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
-                return await send(*args, **kwargs)
-        return cast(_Send, asend)
-
-    @functools.wraps(send)
-    def sync_send(*args: Any, **kwargs: Any) -> Any:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
-            return send(*args, **kwargs)
-    return cast(_Send, sync_send)
-
-
-def _send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, timeout: float,
-          progress: Progress | None = None) -> Message | Failure:
-    """One request through the SDK; the Message as a dict (read from the reply's JSON), or a Failure.
-
-    Never raises for API trouble: every HTTP error, timeout and connection problem is a Failure, and so
-    is a reply that is not a whole message (a stream cut before ``message_stop``, a body that is not a
-    Message, a message without ``stop_reason``). Failures without an HTTP status are retried like
-    connection errors, so a half-received answer is never taken for the answer, nor its tool calls run.
-    ``progress`` hears of each streamed event, and may close the stream (the call's deadline).
-    """
-    if stream:
-        return _send_streamed(client, params, timeout, progress)
-    try:
-        raw = _raw_create(client)
-        if raw is None:
-            return _check_message(client.messages.create(**params, timeout=timeout))
-        return _check_message(_reply_data(raw(**params, timeout=timeout)))
-    except _SEND_ERRORS as exc:
-        return _failure(exc, timeout)
-
-
-def _raw_create(client: Any) -> Any:
-    """``client.messages.with_raw_response.create`` when ``client`` is the SDK's and builds no typed model
-    of its own accord (``_strict_response_validation`` off, the default), else None.
-
-    The loop keeps a reply as a dict; ``create`` would build the SDK's ``Message`` from the JSON (about a
-    seventh of a call on an in-process transport) only for the loop to turn it back into a dict. The raw
-    response runs the same request (same body, retries, errors raised for a status), and its JSON is the
-    dict: the same keys and values ``Message.to_dict()`` gave, in the API's own order, with every value as
-    sent (``to_dict`` made a ``datetime`` of a container's ``expires_at``). The request carries one more
-    header of the SDK's, ``x-stainless-raw-response: raw``, which the API ignores. A stream is still put
-    together by the SDK (``get_final_message``). tests/test_raw_reply.py holds both to ``create``."""
-    if getattr(client, "_strict_response_validation", True):  # validates: keep its check (and non-SDK clients)
-        return None
-    raw = getattr(client.messages, "with_raw_response", None)
-    return getattr(raw, "create", None)
-
-
-def _reply_data(response: Any) -> Any:
-    """What ``create`` would have built its Message from, read as the SDK reads it: JSON for a JSON
-    content type (a body that is not JSON raises, as there), else JSON if it parses, else the text."""
-    http = response.http_response
-    try:
-        return http.json(object_pairs_hook=_shared_keys)
-    except ValueError:
-        if http.headers.get("content-type", "*").split(";")[0].lower().endswith("json"):
-            raise
-        return http.text
-
-
-def _shared_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object as a dict whose keys are interned: every reply kept in the history and the trace then
-    shares its ``"type"``, ``"text"``, ``"input_tokens"`` ... with the others (as the SDK's field names were
-    shared), where the decoder would give each reply its own copies (about 1 kB a reply)."""
-    return {sys.intern(key): value for key, value in pairs}
-
-
-@_without_serializer_warnings
-def _send_streamed(client: anthropic.Anthropic, params: dict[str, Any], timeout: float,
-                   progress: Progress | None = None) -> Message | Failure:
-    try:
-        with client.messages.stream(**params, timeout=timeout) as events:
-            seen: set[str] = set()
-            if progress is not None:
-                progress.closer = events.close
-            try:
-                for event in events:
-                    seen.add(event.type)
-                    if progress is not None:
-                        progress.tick()
-            except RuntimeError as exc:  # the SDK's accumulator: an event before message_start
-                return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
-            failed = _stream_failure(seen)
-            if failed is not None:
-                return failed
-            if progress is not None:  # a message put together from events (a tool's input from pieces of JSON,
-                progress.surrogate_escapes = None  # an escape maybe cut between two): its bytes do not settle it
-            return _check_message(events.get_final_message())
-    except _SEND_ERRORS as exc:
-        return _failure(exc, timeout)
-
-
-async def _asend(client: anthropic.AsyncAnthropic, params: dict[str, Any], stream: bool,
-                 timeout: float, progress: Progress | None = None) -> Message | Failure:
-    """``_send`` with an AsyncAnthropic client: the same request, the same answer or Failure."""
-    if stream:
-        return await _asend_streamed(client, params, timeout, progress)
-    try:
-        raw = _raw_create(client)
-        if raw is None:
-            return _check_message(await client.messages.create(**params, timeout=timeout))
-        return _check_message(_reply_data(await raw(**params, timeout=timeout)))
-    except _SEND_ERRORS as exc:
-        return _failure(exc, timeout)
-
-
-@_without_serializer_warnings
-async def _asend_streamed(client: anthropic.AsyncAnthropic, params: dict[str, Any], timeout: float,
-                          progress: Progress | None = None) -> Message | Failure:
-    try:
-        async with client.messages.stream(**params, timeout=timeout) as events:
-            seen: set[str] = set()
-            try:
-                async for event in events:
-                    seen.add(event.type)
-                    if progress is not None:
-                        progress.tick()
-            except RuntimeError as exc:
-                return Failure(None, "incomplete_stream", f"the stream did not begin with message_start ({exc})")
-            failed = _stream_failure(seen)
-            if failed is not None:
-                return failed
-            return _check_message(await events.get_final_message())
-    except _SEND_ERRORS as exc:
-        return _failure(exc, timeout)
-
-
-_SEND_ERRORS = (anthropic.AnthropicError, httpx2.HTTPError, ValueError, TypeError, KeyError, AttributeError,
-                RecursionError)
-
-
-def _counted(reply: Any) -> int | Failure:
-    tokens = getattr(reply, "input_tokens", None)
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens < 10**12:
-        return Failure(None, "invalid_response",
-                       f"the count_tokens reply has no token count: input_tokens is {_clip(repr(tokens), 80)}")
-    return tokens
-
-
-@_without_serializer_warnings
-def _count(client: anthropic.Anthropic, params: dict[str, Any], timeout: float) -> int | Failure:
-    """One count_tokens call, bounded by the request timeout; the count, or a Failure classified as ``_send``
-    classifies one (never an exception)."""
-    try:
-        return _counted(client.messages.count_tokens(**params, timeout=timeout))
-    except _SEND_ERRORS as exc:
-        return _failure(exc, timeout)
-
-
-@_without_serializer_warnings
-async def _acount(client: anthropic.AsyncAnthropic, params: dict[str, Any], timeout: float) -> int | Failure:
-    """``_count`` with an AsyncAnthropic client."""
-    try:
-        return _counted(await client.messages.count_tokens(**params, timeout=timeout))
-    except _SEND_ERRORS as exc:
-        return _failure(exc, timeout)
-
-
-def _stream_failure(seen: set[str]) -> Failure | None:
-    """A stream that did not run from ``message_start`` to ``message_stop`` is a failed call."""
-    if "message_start" not in seen:
-        return Failure(None, "incomplete_stream", "the stream carried no message_start event")
-    if "message_stop" not in seen:
-        return Failure(None, "incomplete_stream", "the stream ended before message_stop: the connection was cut "
-                       "mid-answer")
-    return None
-
-
-def _failure(exc: BaseException, timeout: float) -> Failure:
-    if isinstance(exc, anthropic.APIStatusError):
-        return _failure_from_status(exc)
-    if isinstance(exc, anthropic.APITimeoutError):
-        return Failure(None, "timeout", sdk_error_text(exc))
-    if isinstance(exc, anthropic.APIConnectionError):
-        return Failure(None, "connection_error", sdk_error_text(exc))
-    if isinstance(exc, anthropic.APIResponseValidationError):
-        return Failure(None, "invalid_response", f"the reply is not a valid Message: {exc}")
-    if isinstance(exc, httpx2.TimeoutException):
-        return Failure(None, "timeout", f"no data from the server within {timeout:g} s ({exc})")
-    if isinstance(exc, httpx2.TransportError):
-        return Failure(None, "connection_error", f"the connection failed mid-answer: {exc or type(exc).__name__}")
-    return Failure(None, "invalid_response",
-                   f"the reply could not be read as a Message: {type(exc).__name__}: {_clip(str(exc))}")
-
-
-# The HTTP status each API error type comes with; an SSE ``event: error`` arrives inside a 200 stream, so its
-# type alone says whether it is retried (overloaded_error as a 529, api_error as a 500, ...).
-STATUS_OF_ERROR_TYPE = {
-    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
-    "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
-    "timeout_error": 504, "overloaded_error": 529,
-}
-_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-
-
-def _check_message(message: Any) -> Message | Failure:
-    """The message dict when it is a whole Message the loop can act on, else a Failure naming the problem."""
-    def bad(why: str, kind: str = "invalid_response") -> Failure:
-        return Failure(None, kind, f"the reply is not a whole Message: {why}")
-
-    if hasattr(message, "to_dict"):  # an SDK Message, converted once; a bad field is reported below, not warned of
-        message = message.to_dict(warnings=False)
-
-    if not isinstance(message, dict) or message.get("type", "message") != "message":
-        return bad(f"expected an object of type 'message', got {_clip(repr(message), 120)}")
-    content = message.get("content")
-    if not isinstance(content, list):
-        return bad("content is not a list of blocks with a type")
-    for block in content:
-        kind = block.get("type") if isinstance(block, dict) else None
-        if not isinstance(kind, str):
-            return bad("content is not a list of blocks with a type")
-        if kind == "tool_use" and not (isinstance(block.get("id"), str) and isinstance(block.get("name"), str)
-                                       and isinstance(block.get("input"), dict)):
-            return bad("a tool_use block lacks a string id, a string name or an object input")
-    if message.get("stop_reason") is None:
-        return bad("stop_reason is null (the answer did not finish)", "incomplete_response")
-    if not isinstance(message.get("stop_reason"), str):
-        return bad(f"stop_reason is not a string: {_clip(repr(message.get('stop_reason')), 80)}")
-    usage = message.get("usage")
-    if usage is not None and not isinstance(usage, dict):
-        return bad("usage is not an object")
-    for key in _USAGE_KEYS:
-        value = (usage or {}).get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 10**12):
-            return bad(f"usage.{key} is not a token count: {_clip(repr(value), 80)}")
-    return cast(Message, message)
-
-
-def _clip(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _failure_from_status(exc: anthropic.APIStatusError) -> Failure:
-    body: dict[str, Any] = exc.body if isinstance(exc.body, dict) else {}
-    error: dict[str, Any] = body["error"] if isinstance(body.get("error"), dict) else {}
-    # from the body, not exc.message: the SDK's wording of that changes between releases
-    text = exc.body.strip() if isinstance(exc.body, str) else ""
-    message = str(error.get("message") or text or f"HTTP {exc.status_code}")
-    status = exc.status_code
-    if status < 400:  # an SSE error event inside a 200 stream: its type stands for the status
-        status = STATUS_OF_ERROR_TYPE.get(str(error.get("type")), 500)
-    headers = exc.response.headers if exc.response is not None else {}
-    retry_after = None
-    raw = headers.get("retry-after")
-    if raw is not None:
-        try:
-            retry_after = max(0.0, float(raw))
-        except ValueError:
-            retry_after = None
-    should = headers.get("x-should-retry")
-    should_retry = None if should is None else should.strip().lower() == "true"
-    return Failure(status, str(error.get("type") or "api_error"), message, retry_after, should_retry)
-
-
-def _check_arguments(*, client: Any, prompt: Any, messages: Any, tools: Any, hooks: Any, trace: Any, model: Any,
-                     system: Any, stream: Any, limits: Any, max_tokens: Any, context_window: Any,
-                     compact_threshold: Any, request_timeout: Any) -> None:
-    """Refuse, at construction, an argument the loop could only fail on later; the message names it."""
-    def whole(name: str, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"AgentLoop({name}=...): expected a whole number of at least 1, got {value!r}")
-
-    if client is None or not hasattr(client, "messages"):
-        raise ConfigError("AgentLoop(client=...): expected an anthropic.Anthropic or AsyncAnthropic client (or one "
-                          f"shaped like it), "
-                          f"got {type(client).__name__}")
-    if prompt is not None and not isinstance(prompt, str):
-        raise ConfigError(f"AgentLoop(prompt=...): expected a string, got {type(prompt).__name__}")
-    if not isinstance(model, str) or not model.strip():
-        raise ConfigError(f"AgentLoop(model=...): expected a model name (a non-empty string), got {model!r}"[:200])
-    if system is not None and not isinstance(system, str):
-        raise ConfigError(f"AgentLoop(system=...): expected a string or None, got {type(system).__name__}")
-    if not isinstance(stream, bool):
-        raise ConfigError(f"AgentLoop(stream=...): expected True or False, got {stream!r}"[:200])
-    if messages is not None and not (isinstance(messages, list) and messages
-                                     and all(isinstance(m, dict) and m.get("role") in ("user", "assistant")
-                                             and "content" in m for m in messages)):
-        raise ConfigError("AgentLoop(messages=...): expected a non-empty list of {'role': 'user'|'assistant', "
-                          "'content': ...} dicts")
-    if tools is not None and not (callable(getattr(tools, "schemas", None)) and callable(getattr(tools, "names", None))
-                                  and callable(getattr(tools, "run_many", None))):
-        raise ConfigError(f"AgentLoop(tools=...): expected a ToolRegistry (agentlab.core.tools) or None, got {tools!r}"
-                          [:200])
-    if hooks is not None and not (callable(getattr(hooks, "has", None)) and callable(getattr(hooks, "run", None))):
-        raise ConfigError(f"AgentLoop(hooks=...): expected a Hooks object or None, got {hooks!r}; for a settings "
-                          "file, pass Hooks('settings.json')"[:300])
-    if trace is not None and not isinstance(trace, Trace):
-        raise ConfigError(f"AgentLoop(trace=...): expected a Trace, a file path or None, got {type(trace).__name__}")
-    if limits is not None and not isinstance(limits, Limits):
-        raise ConfigError(f"AgentLoop(limits=...): expected a Limits, got {type(limits).__name__}")
-    whole("max_tokens", max_tokens)
-    if max_tokens > MAX_TOKENS_BOUND:
-        raise ConfigError(f"AgentLoop(max_tokens=...): expected at most {MAX_TOKENS_BOUND:,} tokens, got "
-                          f"{str(max_tokens)[:30]}{'…' if len(str(max_tokens)) > 30 else ''}")
-    if context_window is not None:
-        whole("context_window", context_window)
-    if compact_threshold is not None and (isinstance(compact_threshold, bool)
-                                          or not isinstance(compact_threshold, int | float)
-                                          or not 0 < compact_threshold <= 1):
-        raise ConfigError(f"AgentLoop(compact_threshold=...): expected None (no proactive compaction) or a share of "
-                          f"the window above 0 and at most 1, got {compact_threshold!r}")
-    if request_timeout is not None and (
-            isinstance(request_timeout, bool) or not isinstance(request_timeout, int | float)
-            or not (request_timeout > 0 and math.isfinite(request_timeout))):
-        raise ConfigError(f"AgentLoop(request_timeout=...): expected a finite number of seconds above 0, "
-                          f"got {request_timeout!r}")
-
-
 def _no_summary(older: list[Message]) -> str:
     raise AssertionError("summarize() asked for a summary of a history it found nothing to summarise in")
 
@@ -1387,12 +995,16 @@ def _types(blocks: list[dict[str, Any]]) -> str:
     return ",".join(str(b.get("type")) for b in blocks)
 
 
-def _compaction_chain(compaction: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
-    if compaction is None or compaction == "auto":
-        return tuple(compaction_mod.DEFAULT_CHAIN)
-    names = (compaction,) if isinstance(compaction, str) else tuple(compaction)
-    for name in names:
-        if name not in compaction_mod.STRATEGIES:
-            raise ConfigError(f"unknown compaction strategy {name!r}; choose from auto, "
-                              + ", ".join(compaction_mod.STRATEGIES))
-    return names
+def _check_live(client: Any, config: Any, trace: Any, hooks: Any) -> None:
+    """Refuse, at construction, what the loop could only fail on later; the message names it."""
+    if client is None or not hasattr(client, "messages"):
+        raise ConfigError("AgentLoop(client, ...): expected an anthropic.Anthropic or AsyncAnthropic client (or one "
+                          f"shaped like it), got {type(client).__name__}")
+    if not isinstance(config, RunConfig):
+        raise ConfigError(f"AgentLoop(client, config): expected a RunConfig (agentlab.core.config), got "
+                          f"{type(config).__name__}; for the common case, AgentLoop(client, RunConfig(prompt=...))")
+    if trace is not None and not isinstance(trace, Trace | str | os.PathLike):
+        raise ConfigError(f"AgentLoop(trace=...): expected a Trace, a file path or None, got {type(trace).__name__}")
+    if hooks is not None and not isinstance(hooks, Hooks):
+        raise ConfigError(f"AgentLoop(hooks=...): expected a Hooks object or None, got {hooks!r}; for a settings "
+                          "file, pass Hooks('settings.json')"[:300])

@@ -53,8 +53,9 @@ def check_runaway_scenario(runaway: Any) -> str:
     tools = [e.data.get("name") for e in loop.trace.of_kind("tool")]
     if result.subtype != "error_max_turns":
         why = ""
-        if loop.engine.failures:
-            why = f" The scripted model said: {loop.engine.failures[0]}."
+        said = loop.engine.failures if loop.engine is not None else []
+        if said:
+            why = f" The scripted model said: {said[0]}."
         raise AssertionError(
             f"the run ended with {result.subtype} after {result.requests} request(s), not error_max_turns.{why} "
             "Give the model at least as many tool_use steps as max_turns, so that the breaker (not the end of "

@@ -85,7 +85,7 @@ def compare_strategies(
             "tokens_after": after,
             "tokens_saved": sum(before) - sum(after),
             "answer": answer,
-            "script_failures": len(loop.engine.failures),  # type: ignore[attr-defined]
+            "script_failures": len(loop.engine.failures) if loop.engine is not None else 0,
         }
         kept = facts_kept(result.messages, planted)
         for name, value in planted.items():

@@ -67,10 +67,10 @@ def run_agentlab_in_process(scenario: Scenario, base_url: str, workdir: Path, ti
     """The same run as ``run_agentlab`` in this process (no interpreter start-up; used by the test suite): the
     configuration that ``agentlab run SCENARIO --base-url URL --json --stream`` builds, run to its end, and its
     result as that command prints it (exit status 0 for success, 1 for an error result, 2 for bad input)."""
-    from ..lab import RunConfig
+    from ..lab import RunSetup
 
     try:
-        result = RunConfig.from_scenario(scenario, base_url=base_url, stream=True).loop().run()
+        result = RunSetup.from_scenario(scenario, base_url=base_url, stream=True).loop().run()
     except AgentlabError as exc:
         return _agentlab_outcome(scenario, 2, "", f"agentlab: {exc}")
     return _agentlab_outcome(scenario, 0 if result.subtype == "success" else 1,
