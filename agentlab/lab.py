@@ -21,7 +21,7 @@ from typing import Any
 
 from .backend.scenario import Scenario, load_scenario
 from .backend.scripted import ScenarioEngine, scripted_async_client, scripted_client
-from .core.config import RunConfig
+from .core.config import RunConfig, ServerCompaction
 from .core.errors import ConfigError
 from .core.hooks import Hooks
 from .core.loop import AgentLoop, Result
@@ -97,6 +97,7 @@ class RunSetup:
         overrides.update(stream=args.stream, count_tokens=args.count_tokens, cache=getattr(args, "cache", True))
         if getattr(args, "web_search", False):
             overrides["server_tools"] = [dict(WEB_SEARCH)]
+        overrides.update(_server_side_flags(args))
         if args.scenario:
             return cls.from_scenario(scenario or args.scenario, **overrides)
         if not args.base_url and not env.get("ANTHROPIC_API_KEY"):
@@ -173,6 +174,24 @@ class RunSetup:
             runtime.setdefault("sleep", _no_wait)
             runtime.setdefault("asleep", _no_wait_async)
         return LabLoop(client, config, setup=self, engine=engine, trace=trace, hooks=hooks, **runtime)
+
+
+def _server_side_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """``--fallbacks`` and ``--server-compaction``/``--compaction-trigger`` as RunConfig settings."""
+    settings: dict[str, Any] = {}
+    fallbacks = getattr(args, "fallbacks", None)
+    if fallbacks is not None:
+        settings["fallbacks"] = "default" if fallbacks == "default" else [m.strip() for m in fallbacks.split(",")]
+    edits, trigger = getattr(args, "server_compaction", None), getattr(args, "compaction_trigger", None)
+    names = tuple(e.strip() for e in (edits or "").split(",") if e.strip())
+    if trigger is not None and "compact" not in names:
+        raise ConfigError("--compaction-trigger: it sets the compact edit's trigger, so it needs "
+                          "--server-compaction compact")
+    if edits is not None:
+        on_demand = names == ("on_demand",)
+        settings["server_compaction"] = ServerCompaction(edits=() if on_demand else names, on_demand=on_demand,
+                                                         trigger_tokens=trigger)
+    return settings
 
 
 def _no_wait(seconds: float) -> None:

@@ -25,7 +25,7 @@ from .errors import ConfigError
 from .tools import ToolRegistry
 from .transitions import DEFAULT_MODEL, MAX_TOKENS_BOUND, Limits
 
-__all__ = ["RunConfig"]
+__all__ = ["EDIT_TYPES", "RunConfig", "ServerCompaction"]
 
 Message = dict[str, Any]
 
@@ -57,6 +57,9 @@ class RunConfig:
     thinking: int | None = None                        # extended thinking budget_tokens; None: thinking off
     cache: bool = True                                 # cache_control breakpoints on tools, system, latest message
     prices: PriceTable | None = None                   # the price table for cost_usd (None: data/prices.yaml)
+    # the API's own recoveries, asked for in the request (beta): see ServerSide below
+    fallbacks: tuple[str, ...] | str | None = None     # server-side fallbacks: models in order, or "default"
+    server_compaction: ServerCompaction | None = None  # compaction and context editing done by the API
 
     def __post_init__(self) -> None:
         """Normalise the sequences to tuples (the value stays frozen) and refuse what has no meaning."""
@@ -67,6 +70,10 @@ class RunConfig:
         if self.stop_sequences is not None:
             set_(self, "stop_sequences", _strings("stop_sequences", self.stop_sequences))
         set_(self, "compaction", _chain(self.compaction))
+        set_(self, "fallbacks", _fallbacks(self.fallbacks))
+        if self.server_compaction is not None and not isinstance(self.server_compaction, ServerCompaction):
+            raise _fail("server_compaction", "a ServerCompaction (agentlab.core.config) or None",
+                        self.server_compaction)
         if (self.prompt is None) == (self.messages is None):
             raise ConfigError("RunConfig: a run needs exactly one of prompt= or messages=")
         _check_request(self)
@@ -94,6 +101,64 @@ class RunConfig:
         """The request's ``tools``: the registry's schemas, then the server tools; None when there are none."""
         schemas = [*(self.tools.schemas() if self.tools is not None else []), *self.server_tools]
         return schemas or None
+
+
+@dataclass(frozen=True)
+class ServerCompaction:
+    """Compaction and context editing done by the API (beta), one more compaction strategy beside the loop's own.
+
+    ``edits`` are the ``context_management`` edits sent with every request, in order: ``"compact"`` (the
+    compact_20260112 edit: at ``trigger_tokens`` input tokens the server summarises the older context into a
+    ``compaction`` block; with ``pause_after_compaction`` the reply is that block alone, ``stop_reason:
+    "compaction"``, and the loop sends it back unchanged and goes on), ``"clear_tool_uses"`` (the
+    clear_tool_uses_20250919 edit) and ``"clear_thinking"`` (clear_thinking_20251015). ``on_demand`` instead
+    makes each of the loop's own compactions one request with ``compaction={"type": "summarize"}`` (it cannot be
+    combined with ``context_management``). Docs: "Compaction", "Context editing".
+    """
+
+    edits: tuple[str, ...] = ("compact",)
+    trigger_tokens: int | None = None         # compact_20260112's trigger (None: the API's default, 150,000)
+    pause_after_compaction: bool = True
+    on_demand: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = [e for e in self.edits if e not in EDIT_TYPES]
+        if isinstance(self.edits, str) or unknown:
+            raise ConfigError(f"ServerCompaction(edits=...): expected names from {', '.join(EDIT_TYPES)}, "
+                              f"got {self.edits!r}"[:300])
+        if self.trigger_tokens is not None and not _whole(self.trigger_tokens):
+            raise ConfigError(f"ServerCompaction(trigger_tokens=...): expected a whole number of tokens or None, "
+                              f"got {self.trigger_tokens!r}")
+        if self.on_demand and self.edits:
+            raise ConfigError("ServerCompaction: on_demand compaction cannot be combined with context_management "
+                              "edits (the API refuses both in one request); give edits=() with on_demand=True")
+
+    def context_management(self) -> dict[str, Any] | None:
+        """The request's ``context_management``, or None when no edit is asked for."""
+        edits = []
+        for name in self.edits:
+            edit: dict[str, Any] = {"type": EDIT_TYPES[name]}
+            if name == "compact":
+                edit["pause_after_compaction"] = self.pause_after_compaction
+                if self.trigger_tokens is not None:
+                    edit["trigger"] = {"type": "input_tokens", "value": self.trigger_tokens}
+            edits.append(edit)
+        return {"edits": edits} if edits else None
+
+
+EDIT_TYPES = {"compact": "compact_20260112", "clear_tool_uses": "clear_tool_uses_20250919",
+              "clear_thinking": "clear_thinking_20251015"}
+
+
+def _fallbacks(fallbacks: Any) -> tuple[str, ...] | str | None:
+    if fallbacks is None:
+        return None
+    if fallbacks == "default":
+        return "default"
+    names = (fallbacks,) if isinstance(fallbacks, str) else fallbacks
+    if not isinstance(names, Sequence) or not names or not all(isinstance(m, str) and m.strip() for m in names):
+        raise _fail("fallbacks", '"default" or a list of model names', fallbacks)
+    return tuple(names)
 
 
 def _split(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -244,6 +244,36 @@ class _SummaryFailed(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class _Credit:
+    """A refusal's ``fallback_credit_token`` for the retry on another model, and the partial content that retry
+    appends as one assistant turn when ``fallback_has_prefill_claim`` allows it (None: the body goes unchanged).
+    Docs: "Fallback credit"; the SDK's ``BetaRefusalStopDetails``."""
+
+    token: str
+    prefill: list[dict[str, Any]] | None
+
+    @classmethod
+    def of(cls, message: Message | None) -> _Credit | None:
+        details = (message or {}).get("stop_details")
+        token = details.get("fallback_credit_token") if isinstance(details, dict) else None
+        if not isinstance(token, str) or not token:
+            return None
+        claim = details.get("fallback_has_prefill_claim") is True if isinstance(details, dict) else False
+        return cls(token, _continuable((message or {}).get("content") or []) if claim else None)
+
+
+def _continuable(blocks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """A refusal's content as the retry's appended assistant turn: unpaired tool_use blocks left out, trailing
+    whitespace stripped from the final text block (a blank one left out); None when nothing is left."""
+    kept = [dict(b) for b in blocks if b.get("type") != "tool_use"]
+    if kept and kept[-1].get("type") == "text":
+        kept[-1]["text"] = str(kept[-1].get("text", "")).rstrip()
+        if not kept[-1]["text"]:
+            kept.pop()
+    return kept or None
+
+
 class AgentLoop:
     """One run: built from a client and a :class:`RunConfig` (``AgentLoop(client, RunConfig(prompt="..."))``);
     ``step()``/``run()`` with an ``anthropic.Anthropic`` client, ``astep()``/``arun()`` with an ``AsyncAnthropic``.
@@ -287,6 +317,8 @@ class AgentLoop:
         self._pending_compaction: CompactTrigger | None = None
         self._proactive_gave_up_at = -1
         self._last_failure: Failure | None = None
+        self._credit: _Credit | None = None  # a refusal's credit token, for the retry on the fallback model
+        self._summarize_on_server = False    # the next request is a server-side compaction request
         self._tool_schemas = config.tool_schemas()  # server tools (web_search, ...) are offered, never run here
         # cache_control markers the loop did not place (given messages, system or tools): while there are none,
         # a request's breakpoints are the ones placed, counted without reading the request again
@@ -573,15 +605,37 @@ class AgentLoop:
 
     def _request(self) -> tuple[dict[str, Any], int]:
         """The next request's params and the number of cache breakpoints in them."""
-        params: dict[str, Any] = {"model": self.state.model, "max_tokens": self.state.max_tokens,
-                                  "messages": self.messages}
-        if self.system:
-            params["system"] = self.system
-        if self._tool_schemas:
-            params["tools"] = self._tool_schemas
-        if self.config.stop_sequences:
-            params["stop_sequences"] = list(self.config.stop_sequences)
+        params = wire.request_params(self.state.model, self.state.max_tokens, self.messages, system=self.system,
+                                     tools=self._tool_schemas, stop_sequences=self.config.stop_sequences)
+        self._ask_the_server(params)
         return self._finish_params(params)
+
+    def _ask_the_server(self, params: dict[str, Any]) -> None:
+        """The API's own recoveries this run asks for (beta fields, each with its header in ``betas``): server-side
+        ``fallbacks``; the fallback-credit beta whenever the loop has a refusal fallback of its own, so that a
+        refusal carries its ``fallback_credit_token``, and that token on the retry (in the object form with
+        ``mode: best_effort``, as the SDK's refusal-fallback middleware sends it; never with ``fallbacks``, which
+        the API refuses beside it); server-side compaction (on demand, or the compact edit) and context editing
+        (``context_management``).
+        Docs: "Refusals and fallback", "Fallback credit", "Compaction", "Context editing"."""
+        betas: list[str] = []
+        fallbacks, server = self.config.fallbacks, self.config.server_compaction
+        if fallbacks is not None and self._credit is None:
+            params["fallbacks"] = fallbacks if isinstance(fallbacks, str) else [{"model": m} for m in fallbacks]
+            betas.append(wire.SERVER_FALLBACK_BETA)
+        if self.limits.refusal_fallback_model is not None or self._credit is not None:
+            betas.append(wire.CREDIT_BETA)
+        if self._credit is not None:
+            params["fallback_credit_token"] = {"token": self._credit.token, "mode": "best_effort"}
+        if self._summarize_on_server:  # a compaction request, which takes no context_management beside it
+            params["compaction"] = {"type": "summarize"}
+            betas.append(wire.COMPACT_BETA)
+        edits = server.context_management() if server is not None else None
+        if server is not None and edits is not None:
+            params["context_management"] = edits
+            betas += [wire.CONTEXT_MANAGEMENT_BETA, *([wire.COMPACT_BETA] if "compact" in server.edits else [])]
+        if betas:
+            params["betas"] = betas
 
     def _finish_params(self, params: dict[str, Any]) -> tuple[dict[str, Any], int]:
         """Thinking (its budget kept below this request's max_tokens) and cache breakpoints, when on; the params
@@ -639,6 +693,8 @@ class AgentLoop:
             return outcome
         self._record_response(call, outcome, wall, purpose="turn")
         self.state = note_success(self.state, outcome)
+        self._credit = None  # redeemed (or not) by the reply: a token is echoed once
+        self._summarize_on_server = False
         return outcome
 
     def _record_response(self, call: int, message: Message, wall: float, *, purpose: str) -> None:
@@ -710,6 +766,9 @@ class AgentLoop:
                 self._append_user_text(t.text)
             case RetryOnModel():                                                            # row 5
                 self.trace.emit(Fallback(from_model=before.model, to_model=t.model, cause="refusal"), self.requests)
+                self._credit = _Credit.of(message)  # echoed on the retry; its partial, when the token allows it
+                if self._credit is not None and self._credit.prefill:
+                    self._merge_or_append_assistant(self._credit.prefill)
             case Complete():                                                                # rows 7, 11 → 10
                 self._merge_or_append_assistant(blocks)
                 yield from self._stop_hooks(blocks)
@@ -874,6 +933,8 @@ class AgentLoop:
                 self._proactive_gave_up_at = len(self.messages)
                 return None
             return self._give_up_on_context(f"a PreCompact hook blocked compaction: {pre.reason}")
+        if self.config.server_compaction is not None and self.config.server_compaction.on_demand:
+            return self._compact_on_the_server(trigger)
         level = self.state.consecutive_compactions
         target = compaction_target(trigger, estimate_tokens(self.messages), self._last_failure_message, self.limits)
         applied = []
@@ -902,6 +963,20 @@ class AgentLoop:
             self._proactive_gave_up_at = len(self.messages)
             return None
         return self._give_up_on_context(f"{trigger}: no compaction strategy could shrink the history")
+
+    def _compact_on_the_server(self, trigger: CompactTrigger) -> End | None:
+        """Server-side compaction on demand: the next request is a compaction request (``compaction={"type":
+        "summarize"}``), whose reply is the compaction block alone (``stop_reason: "compaction"``), sent back
+        unchanged as the turn goes on (row 6). Right after such a block there is nothing left to compact."""
+        last = self.messages[-1]["content"] if self.messages and self.messages[-1]["role"] == "assistant" else []
+        if isinstance(last, list) and last and last[-1].get("type") == "compaction":
+            if trigger == "proactive":
+                self._proactive_gave_up_at = len(self.messages)
+                return None
+            return self._give_up_on_context(f"{trigger}: the server's compaction did not make the request fit")
+        self._summarize_on_server = True
+        self.state = after_compaction(self.state, 1)
+        return None
 
     def _give_up_on_context(self, reason: str) -> End:
         end = context_give_up(reason)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -25,8 +25,8 @@ from .errors import sdk_error_text
 from .sdk import anthropic
 from .transitions import Failure
 
-__all__ = ["NONSTREAMING_MAX_TOKENS", "SEND_ERRORS", "STATUS_OF_ERROR_TYPE", "acount", "asend", "check_message",
-           "count", "failure_of", "needs_streaming", "read_reply", "send"]
+__all__ = ["CREDIT_BETA", "NONSTREAMING_MAX_TOKENS", "SEND_ERRORS", "STATUS_OF_ERROR_TYPE", "acount", "asend",
+           "check_message", "count", "failure_of", "needs_streaming", "read_reply", "request_params", "send"]
 
 Message = dict[str, Any]
 
@@ -46,6 +46,13 @@ STATUS_OF_ERROR_TYPE = {
     "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
     "timeout_error": 504, "overloaded_error": 529,
 }
+# The beta headers of the API's own recoveries (docs: "Refusals and fallback", "Fallback credit", "Compaction",
+# "Context editing"; the names are the SDK's AnthropicBetaParam and its refusal-fallback middleware's default)
+CREDIT_BETA = "fallback-credit-2026-07-01"          # a refusal carries fallback_credit_token; {token, mode} accepted
+SERVER_FALLBACK_BETA = "server-side-fallback-2026-07-01"
+COMPACT_BETA = "compact-2026-01-12"
+CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
+
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
@@ -75,6 +82,27 @@ def needs_streaming(client: Any, params: dict[str, Any]) -> bool:
     return False
 
 
+def request_params(model: str, max_tokens: int, messages: list[Message], *, system: Any = None,
+                   tools: list[dict[str, Any]] | None = None,
+                   stop_sequences: Sequence[str] | None = None) -> dict[str, Any]:
+    """The body of a Messages API request: model, max_tokens and messages, and system, tools and
+    stop_sequences when set (an empty one is left out)."""
+    params: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages}
+    if system:
+        params["system"] = system
+    if tools:
+        params["tools"] = tools
+    if stop_sequences:
+        params["stop_sequences"] = list(stop_sequences)
+    return params
+
+
+def _messages(client: Any, params: dict[str, Any]) -> Any:
+    """Where a request goes: ``client.beta.messages`` when it names betas (``params["betas"]``, sent as the
+    ``anthropic-beta`` header, the beta fields then accepted), else ``client.messages``."""
+    return client.beta.messages if "betas" in params else client.messages
+
+
 # --- one model call ---------------------------------------------------------------------------------------------
 
 def send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, timeout: float,
@@ -90,7 +118,7 @@ def send(client: anthropic.Anthropic, params: dict[str, Any], stream: bool, time
     try:
         if stream:
             return _streamed(client, params, timeout, progress)
-        return _read(_create(client)(**params, timeout=timeout))
+        return _read(_create(client, params)(**params, timeout=timeout))
     except SEND_ERRORS as exc:
         return failure_of(exc, timeout)
 
@@ -101,13 +129,14 @@ async def asend(client: anthropic.AsyncAnthropic, params: dict[str, Any], stream
     try:
         if stream:
             return await _astreamed(client, params, timeout, progress)
-        return _read(await _create(client)(**params, timeout=timeout))
+        return _read(await _create(client, params)(**params, timeout=timeout))
     except SEND_ERRORS as exc:
         return failure_of(exc, timeout)
 
 
-def _create(client: Any) -> Any:
-    """``client.messages.with_raw_response.create`` when ``client`` is the SDK's and builds no typed model of its
+def _create(client: Any, params: dict[str, Any]) -> Any:
+    """``messages.with_raw_response.create`` (of ``client.messages`` or ``client.beta.messages``, see
+    ``_messages``) when ``client`` is the SDK's and builds no typed model of its
     own accord (``_strict_response_validation`` off, the default), else ``client.messages.create``.
 
     The loop keeps a reply as a dict; ``create`` would build the SDK's ``Message`` from the JSON (about a
@@ -117,11 +146,12 @@ def _create(client: Any) -> Any:
     sent (``to_dict`` made a ``datetime`` of a container's ``expires_at``). The request carries one more
     header of the SDK's, ``x-stainless-raw-response: raw``, which the API ignores. A stream is still put
     together by the SDK (``get_final_message``). tests/test_raw_reply.py holds both to ``create``."""
+    messages = _messages(client, params)
     if not getattr(client, "_strict_response_validation", True):  # validates: keep its check (and non-SDK clients)
-        raw = getattr(getattr(client.messages, "with_raw_response", None), "create", None)
+        raw = getattr(getattr(messages, "with_raw_response", None), "create", None)
         if raw is not None:
             return raw
-    return client.messages.create
+    return messages.create
 
 
 def _read(reply: Any) -> Message | Failure:
@@ -191,7 +221,7 @@ def _out_of_order(exc: RuntimeError) -> Failure:  # the SDK's accumulator: an ev
 def _streamed(client: anthropic.Anthropic, params: dict[str, Any], timeout: float,
               progress: Progress | None) -> Message | Failure:
     watch = _Watch(progress)
-    with _quiet_serializer(), client.messages.stream(**params, timeout=timeout) as events:
+    with _quiet_serializer(), _messages(client, params).stream(**params, timeout=timeout) as events:
         if progress is not None:
             progress.closer = events.close  # the call's deadline may close it
         try:
@@ -206,7 +236,7 @@ async def _astreamed(client: anthropic.AsyncAnthropic, params: dict[str, Any], t
                      progress: Progress | None) -> Message | Failure:
     watch = _Watch(progress)
     with _quiet_serializer():
-        async with client.messages.stream(**params, timeout=timeout) as events:
+        async with _messages(client, params).stream(**params, timeout=timeout) as events:
             try:
                 async for event in events:
                     watch.saw(event)

@@ -1,0 +1,216 @@
+"""The API's own recoveries, on the wire: what the loop sends after each kind of reply.
+
+A refusal retried on a fallback model echoes the refusal's credit token (docs: "Refusals and fallback",
+"Fallback credit"); a run may ask for server-side ``fallbacks`` and keep a reply's ``fallback`` block as it came;
+server-side compaction and context editing go as ``context_management`` edits, and a ``compaction`` reply is
+sent back unchanged ("Compaction", "Context editing"). Each test answers with a small hand-written server
+(an ``httpx2.MockTransport``) and reads the requests the real SDK client sent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+
+from agentlab.core.config import RunConfig, ServerCompaction
+from agentlab.core.errors import ConfigError
+from agentlab.core.loop import AgentLoop
+from agentlab.core.tools import ToolRegistry
+
+TOKEN = "fct_test_0001"
+REFUSED = "claude-opus-5-5"
+FALLBACK = "claude-opus-4-8"
+
+
+def reply(content: list[dict[str, Any]], stop_reason: str, model: str, **extra: Any) -> dict[str, Any]:
+    return {"id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": content,
+            "stop_reason": stop_reason, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5},
+            **extra}
+
+
+def refusal(*, token: str | None = TOKEN, claim: bool | None = False, partial: str = "") -> dict[str, Any]:
+    details = {"type": "refusal", "category": "cyber", "explanation": "Blocked under the usage policy.",
+               "fallback_credit_token": token, "fallback_has_prefill_claim": claim if token else None,
+               "recommended_model": None}
+    content = [{"type": "text", "text": partial}] if partial else []
+    return reply(content, "refusal", REFUSED, stop_details=details)
+
+
+class Server:
+    """Answers each request with the next reply; keeps each request's URL, anthropic-beta header and body."""
+
+    def __init__(self, *replies: dict[str, Any]) -> None:
+        self.replies = list(replies)
+        self.seen: list[tuple[str, str, dict[str, Any]]] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.seen.append((str(request.url), request.headers.get("anthropic-beta", ""), json.loads(request.content)))
+        return httpx2.Response(200, json=self.replies.pop(0))
+
+    def client(self) -> anthropic.Anthropic:
+        return anthropic.Anthropic(api_key="agentlab-placeholder-key", max_retries=0,
+                                   http_client=httpx2.Client(transport=httpx2.MockTransport(self)))
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        return [body for _, _, body in self.seen]
+
+
+def run(server: Server, **settings: Any) -> AgentLoop:
+    loop = AgentLoop(server.client(), RunConfig.of(prompt="Check my router.", model=REFUSED, cache=False, **settings))
+    loop.run()
+    return loop
+
+
+def test_a_refusal_is_retried_once_on_the_fallback_with_its_credit_token_and_the_same_body() -> None:
+    server = Server(refusal(), reply([{"type": "text", "text": "Here is how."}], "end_turn", FALLBACK))
+    loop = run(server, refusal_fallback_model=FALLBACK)
+    first, second = server.bodies
+    assert loop.result is not None and loop.result.subtype == "success" and loop.result.fallbacks == 1
+    # the first request already carries the credit beta, so that a refusal comes with its token
+    assert [beta for _, beta, _ in server.seen] == ["fallback-credit-2026-07-01"] * 2
+    assert "fallback_credit_token" not in first
+    assert second["fallback_credit_token"] == {"token": TOKEN, "mode": "best_effort"}
+    assert second["model"] == FALLBACK and first["model"] == REFUSED
+    assert {k: v for k, v in second.items() if k not in ("model", "fallback_credit_token")} == \
+        {k: v for k, v in first.items() if k != "model"}
+
+
+def test_a_prefill_claim_appends_the_partial_as_one_assistant_turn_that_the_answer_continues() -> None:
+    server = Server(refusal(claim=True, partial="Routers keep their firmware in   \n"),
+                    reply([{"type": "text", "text": " flash memory."}], "end_turn", FALLBACK))
+    loop = run(server, refusal_fallback_model=FALLBACK)
+    first, second = server.bodies
+    assert second["messages"] == [*first["messages"], {"role": "assistant", "content": [
+        {"type": "text", "text": "Routers keep their firmware in"}]}]
+    assert second["fallback_credit_token"]["token"] == TOKEN
+    assert loop.messages[-1] == {"role": "assistant", "content": [
+        {"type": "text", "text": "Routers keep their firmware in"}, {"type": "text", "text": " flash memory."}]}
+
+
+def test_a_refusal_without_a_token_is_retried_without_one_and_never_resent_to_the_model_that_refused() -> None:
+    server = Server(refusal(token=None), refusal(token=None))
+    loop = run(server, refusal_fallback_model=FALLBACK)
+    assert [b["model"] for b in server.bodies] == [REFUSED, FALLBACK]
+    assert all("fallback_credit_token" not in b for b in server.bodies)
+    assert loop.result is not None and loop.result.subtype == "error_refusal"
+
+
+def test_without_a_fallback_a_refusal_ends_the_run_with_an_explanation_and_sends_no_beta() -> None:
+    server = Server(refusal())
+    loop = run(server)
+    assert len(server.seen) == 1 and server.seen[0][1] == "" and "betas" not in server.bodies[0]
+    assert loop.result is not None and loop.result.subtype == "error_refusal"
+    assert "category cyber" in loop.result.result and "Blocked under the usage policy." in loop.result.result
+
+
+def test_server_side_fallbacks_are_asked_for_and_a_fallback_block_stays_in_the_history_as_it_came() -> None:
+    fallback_block = {"type": "fallback", "from": {"model": REFUSED}, "to": {"model": FALLBACK},
+                      "trigger": {"type": "refusal", "category": "cyber"}}
+    tools = ToolRegistry()
+
+    @tools.tool
+    def lookup(topic: str) -> str:
+        """Look a topic up."""
+        return "firmware: flash"
+
+    served = reply([fallback_block, {"type": "tool_use", "id": "toolu_1", "name": "lookup",
+                                     "input": {"topic": "router"}}], "tool_use", FALLBACK)
+    server = Server(served, reply([{"type": "text", "text": "Flash."}], "end_turn", FALLBACK))
+    run(server, fallbacks=[FALLBACK], tools=tools)
+    first, second = server.bodies
+    assert first["fallbacks"] == [{"model": FALLBACK}] and second["fallbacks"] == [{"model": FALLBACK}]
+    assert all(beta == "server-side-fallback-2026-07-01" for _, beta, _ in server.seen)
+    assert second["messages"][1] == {"role": "assistant", "content": served["content"]}
+
+
+def test_fallbacks_default_is_sent_as_the_string() -> None:
+    server = Server(reply([{"type": "text", "text": "Fine."}], "end_turn", REFUSED))
+    run(server, fallbacks="default")
+    assert server.bodies[0]["fallbacks"] == "default"
+
+
+def test_server_compaction_sends_its_edits_and_sends_the_compaction_block_back_unchanged() -> None:
+    block = {"type": "compaction", "content": "The user asked about routers.", "encrypted_content": "enc",
+             "signature": "sig", "tool_changes": []}
+    server = Server(reply([block], "compaction", REFUSED),
+                    reply([{"type": "text", "text": "Done."}], "end_turn", REFUSED))
+    loop = run(server, server_compaction=ServerCompaction(edits=("compact", "clear_tool_uses"),
+                                                          trigger_tokens=50_000))
+    first, second = server.bodies
+    assert first["context_management"] == {"edits": [
+        {"type": "compact_20260112", "pause_after_compaction": True,
+         "trigger": {"type": "input_tokens", "value": 50_000}},
+        {"type": "clear_tool_uses_20250919"}]}
+    assert server.seen[0][1] == "context-management-2025-06-27,compact-2026-01-12"
+    assert second["messages"][-1] == {"role": "assistant", "content": [block]}
+    assert loop.result is not None and loop.result.subtype == "success" and loop.result.pause_continuations == 1
+
+
+@pytest.mark.parametrize(("settings", "named"), [
+    ({"fallbacks": []}, "RunConfig(fallbacks="),
+    ({"fallbacks": [""]}, "RunConfig(fallbacks="),
+    ({"server_compaction": {"edits": ["compact"]}}, "RunConfig(server_compaction="),
+])
+def test_a_bad_recovery_setting_is_refused_naming_it(settings, named) -> None:
+    with pytest.raises(ConfigError, match=named.replace("(", r"\(")):
+        RunConfig.of(prompt="hi", **settings)
+
+
+def test_server_compaction_refuses_on_demand_with_edits_and_an_unknown_edit() -> None:
+    with pytest.raises(ConfigError, match="cannot be combined with context_management"):
+        ServerCompaction(on_demand=True)
+    with pytest.raises(ConfigError, match="ServerCompaction\\(edits=...\\)"):
+        ServerCompaction(edits=("compact_everything",))
+
+
+def test_server_compaction_on_demand_makes_the_loop_s_compaction_one_summarize_request() -> None:
+    """Where the loop would compact, its next request asks the server to (``compaction={"type": "summarize"}``,
+    no context_management beside it); the block that comes back goes back unchanged, and the turn goes on."""
+    block = {"type": "compaction", "content": "Asked about routers.", "encrypted_content": "enc", "signature": "sig",
+             "tool_changes": []}
+    server = Server(reply([block], "compaction", REFUSED),
+                    reply([{"type": "text", "text": "Done."}], "end_turn", REFUSED))
+    history = [{"role": "user", "content": "Check my router."}, {"role": "assistant", "content": "Which one?"},
+               {"role": "user", "content": "The one in the hall."}]
+    config = RunConfig.of(messages=history, model=REFUSED, cache=False, context_window=1000, compact_threshold=0.01,
+                          server_compaction=ServerCompaction(edits=(), on_demand=True))
+    loop = AgentLoop(server.client(), config)
+    loop.run()
+    first, second = server.bodies
+    assert first["compaction"] == {"type": "summarize"} and "context_management" not in first
+    assert server.seen[0][1] == "compact-2026-01-12"
+    assert "compaction" not in second and second["messages"][-1] == {"role": "assistant", "content": [block]}
+    assert loop.result is not None and loop.result.subtype == "success" and loop.result.compactions == 1
+
+
+@pytest.mark.parametrize(("flags", "sent"), [
+    (["refusal_credit_retry", "--refusal-fallback-model", "claude-opus-4-8"],
+     lambda bodies: "fallback_credit_token" not in bodies[0] and bodies[1]["fallback_credit_token"]["mode"] ==
+     "best_effort" and bodies[1]["model"] == "claude-opus-4-8"),
+    (["refusal_server_fallback", "--fallbacks", "default"], lambda bodies: bodies[0]["fallbacks"] == "default"),
+    (["server_compaction", "--server-compaction", "compact", "--compaction-trigger", "2000"],
+     lambda bodies: bodies[0]["context_management"]["edits"][0]["trigger"]["value"] == 2000),
+])
+def test_the_flags_reach_the_wire_and_the_scripted_server_serves_them(flags, sent) -> None:
+    """``agentlab run`` flags → RunSetup → the requests the scripted server saw; each run succeeds there."""
+    from agentlab.cli import build_parser
+    from agentlab.lab import RunSetup
+
+    loop = RunSetup.from_flags(build_parser().parse_args(["run", *flags])).loop()
+    result = loop.run()
+    assert loop.engine is not None
+    bodies = [r.body for r in loop.engine.message_requests if r.body is not None]
+    assert result.subtype == "success" and loop.engine.failures == [] and sent(bodies)
+
+
+def test_a_compaction_trigger_without_the_compact_edit_is_refused() -> None:
+    from agentlab.cli import build_parser
+    from agentlab.lab import RunSetup
+
+    with pytest.raises(ConfigError, match="--compaction-trigger: .* needs --server-compaction compact"):
+        RunSetup.from_flags(build_parser().parse_args(["run", "end_turn", "--compaction-trigger", "2000"]))
