@@ -190,3 +190,26 @@ def test_every_framework_notes_what_it_leaves_out_with_one_helper() -> None:
     assert modules_stating(r"has no Stop hooks: the scenario's hook") == ["observatory/frameworks.py",
                                                                           "observatory/observe_clients.py"]
     assert len(re.findall(r"has no Stop hooks", sources()["observatory/observe_clients.py"])) == 1  # tool runner's
+
+
+def test_the_tool_runner_is_sent_the_body_the_core_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentlab.backend.scenario import load_scenario
+    from agentlab.core import wire
+    from agentlab.observatory import observe_clients
+
+    built: list[dict[str, Any]] = []
+    build = wire.request_params
+
+    class Built(Exception):
+        """Raised once the body is built: nothing is sent."""
+
+    def request_params(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        built.append(build(*args, **kwargs))
+        raise Built
+
+    monkeypatch.setattr(wire, "request_params", request_params)
+    scenario = load_scenario("stop_sequence")
+    with pytest.raises(Built):
+        observe_clients.run_tool_runner(scenario, "http://127.0.0.1:9", Path("."), 1.0)
+    assert built[0]["model"] == scenario.model and built[0]["stop_sequences"] == list(scenario.stop_sequences)
+    assert modules_stating(r'\{"model": [^,]+, "max_tokens": [^,]+,\s*"messages"') == ["core/wire.py"]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backend.scenario import Scenario
+from ..core import wire
 from ..core.errors import AgentlabError, ConfigError
 from ..core.paths import sandbox_dir
 from . import frameworks
@@ -150,16 +151,13 @@ def run_tool_runner(scenario: Scenario, base_url: str, workdir: Path, timeout: f
     import anthropic
 
     client = anthropic.Anthropic(base_url=base_url, api_key=OBSERVE_KEY, timeout=timeout)
-    params: dict[str, Any] = {"model": scenario.model, "max_tokens": scenario.max_tokens,
-                              "messages": [{"role": "user", "content": scenario.prompt}],
-                              "tools": [*(_runner_tools(scenario) if scenario.tools == "demo" else []),
-                                        *(dict(t) for t in scenario.server_tools)]}  # server tools as they are
-    if scenario.system:
-        params["system"] = scenario.system
+    params = wire.request_params(scenario.model, scenario.max_tokens, [{"role": "user", "content": scenario.prompt}],
+                                 system=scenario.system, stop_sequences=scenario.stop_sequences)
+    # the tool runner takes tools= always (an empty list too); server tools go to the API as they are
+    params["tools"] = [*(_runner_tools(scenario) if scenario.tools == "demo" else []),
+                       *(dict(t) for t in scenario.server_tools)]
     if scenario.max_turns:
         params["max_iterations"] = scenario.max_turns
-    if scenario.stop_sequences:
-        params["stop_sequences"] = scenario.stop_sequences
     settings: dict[str, Any] = {"call": "client.beta.messages.tool_runner(...)", "max_retries": client.max_retries,
                                 "max_iterations": scenario.max_turns, "stream": False}
     if scenario.server_tools:
