@@ -12,8 +12,10 @@ placeholders parses as agentlab's own parser parses it. A few run for real.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -68,8 +70,12 @@ def program_problem(words: list[str]) -> str | None:
         targets = set(re.findall(r"^([\w.-]+):", (REPO / "Makefile").read_text(), re.M))
         missing = [t for t in words[1:] if "=" not in t and t not in targets]
         return f"make targets not in the Makefile: {missing}" if missing else None
-    if "/" not in program:
-        return f"{program!r} is not on the PATH after `make lab`; write .venv/bin/{program}"
+    if "/" not in program:   # on the PATH of a shell that has not activated the venv (python3, which the README needs)
+        venv_bin = str(Path(sys.executable).parent)
+        path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p != venv_bin)
+        if program in ("agentlab", "pytest") or shutil.which(program, path=path) is None:
+            return f"{program!r} is not on the PATH after `make lab`; write .venv/bin/{program}"
+        return None
     if not (REPO / program).exists() and not Path(program).exists():
         return f"{program} does not exist after the set-up"
     return None

@@ -206,6 +206,49 @@ def test_installed_agentlab_serves_the_lessons(fresh):
     assert seen["hook"] == ["deny", []], seen["hook"]
 
 
+def test_the_lab_extra_brings_the_grade_heatmap(wheel):
+    """Lesson 12 draws the grade heatmap (agentlab_grade): the lab extra installs agentlab-grade with its heatmap."""
+    _, metadata, _ = wheel_metadata(wheel)
+    lab = [r for r in map(Requirement, metadata_field(metadata, "Requires-Dist"))
+           if r.marker is not None and r.marker.evaluate({"extra": "lab"})]
+    grade = [r for r in lab if r.name == "agentlab-grade"]
+    assert grade and "heatmap" in grade[0].extras, lab
+
+
+LESSON_RUNNER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    import nbformat
+    from nbclient import NotebookClient
+    failed = []
+    for path in sorted(Path(sys.argv[1]).glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        start = time.monotonic()
+        try:
+            NotebookClient(notebook, timeout=300, kernel_name="python3",
+                           resources={"metadata": {"path": str(path.parent)}}).execute()
+        except Exception as exc:  # a cell that raised: the lesson does not run from this install
+            failed.append(f"{path.name}: {type(exc).__name__}: {str(exc)[-600:]}")
+        print(f"{path.name} {time.monotonic() - start:.1f} s", flush=True)
+    print("FAILED" if failed else "ALL RAN", *failed, sep=chr(10))
+""")
+
+
+def test_every_lesson_runs_from_the_installed_wheels_outside_the_checkout(fresh, tmp_path):
+    """The README's install for the lessons outside the checkout: the two wheels, the lab extra's packages. Every
+    lesson (a copy, in a folder of its own) runs top to bottom in a kernel of that venv, offline."""
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    for notebook in (REPO / "notebooks").glob("*.ipynb"):
+        (lessons / notebook.name).write_bytes(notebook.read_bytes())
+    (lessons / "glossary.md").write_bytes((REPO / "notebooks" / "glossary.md").read_bytes())
+    env = {k: v for k, v in fresh["env"].items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
+    done = subprocess.run([str(fresh["bin"] / "python"), "-c", LESSON_RUNNER, str(lessons)], cwd=fresh["cwd"],
+                          env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0 and "ALL RAN" in done.stdout, done.stdout[-4000:] + done.stderr[-2000:]
+    assert len(done.stdout.splitlines()) == len(list(lessons.glob("*.ipynb"))) + 1
+
+
 # -- the plain install, alone in a venv -------------------------------------------------------------------------------
 
 NOTEBOOK_STACK = ("pandas", "matplotlib", "ipywidgets", "jupyterlab", "IPython")
