@@ -384,6 +384,7 @@ def _not_utf8(tokens: list[str]) -> str | None:
 
 
 SCENARIO_LINE_WIDTH = 80  # `agentlab scenarios`: one line each, at most this wide (a terminal's width)
+SCENARIO_NAME_COLUMN = 24  # the name column's widest; a longer name overflows it on its own line only
 
 # words a shortened description must not end on: they leave a phrase open ("… with a fallback")
 _OPEN_WORDS = frozenset(
@@ -437,13 +438,14 @@ def short_description(text: str, width: int) -> str:
 
 def _scenarios(long: bool = False) -> int:
     """One short line per scenario (name, row, the description's first sentence, shortened to fit
-    SCENARIO_LINE_WIDTH); with ``long``, the whole description wrapped under it. Broken scenario files are
-    skipped with a message (exit 2)."""
+    SCENARIO_LINE_WIDTH; a name longer than SCENARIO_NAME_COLUMN pushes its own line's row and description
+    right, so one long name does not narrow every description); with ``long``, the whole description
+    wrapped under it. Broken scenario files are skipped with a message (exit 2)."""
     from .backend.scenario import scan_scenarios
 
     loaded, broken = scan_scenarios()
     out = _Output()
-    name_width = max((len(sc.name) for sc in loaded), default=0)
+    name_width = min(max((len(sc.name) for sc in loaded), default=0), SCENARIO_NAME_COLUMN)
     for sc in loaded:
         row = f"row {sc.row}" if sc.row else "mixed"
         head = f"{sc.name:{name_width}s}  {row:6s}  "
