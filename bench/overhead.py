@@ -52,7 +52,7 @@ from anthropic import beta_tool
 
 from agentlab.backend.scenario import Scenario, parse_scenario
 from agentlab.backend.scripted import ScenarioEngine, scripted_client
-from agentlab.core.tools import TestsState, calculate, fake_weather, read_sandboxed, run_pretend_tests
+from agentlab.core.tools import TestsState, ToolRegistry, calculate, fake_weather, read_sandboxed, run_pretend_tests
 from agentlab.core.wire import read_reply  # the loop's own reading of a raw reply
 from agentlab.lab import SANDBOX_DIR, scenario_loop
 
@@ -131,13 +131,14 @@ def runner_tools() -> list:
 
 # -- the three ways, each split into set-up (untimed) and the timed conversation ---------------------------
 
-class ReplayedTools:
+class ReplayedTools(ToolRegistry):
     """The demo tools' answers recorded in one run and handed back in order: the loop without the tools' work.
 
     The bare replay runs no tools at all, so ``agentlab (tools replayed)/bare`` is the loop's own overhead.
     """
 
     def __init__(self, real, outcomes: list) -> None:
+        super().__init__()
         self.real, self.outcomes = real, list(outcomes)
 
     def names(self) -> list[str]:
@@ -169,7 +170,11 @@ def prepare_agentlab(scenario: Scenario, outcomes: list | None = None, *, loop_f
                      ) -> tuple[Callable[[], None], Callable[[], int]]:
     loop = loop_factory(scenario)
     if outcomes is not None:
-        loop.tools = ReplayedTools(loop.tools, outcomes)
+        replayed = ReplayedTools(loop.tools, outcomes)
+        try:
+            loop.tools = replayed  # a loop from before RunConfig (a --baseline REF)
+        except AttributeError:  # today's loop reads its tools from its config: a loop of its own with them
+            loop = loop_factory(scenario, tools=replayed)
 
     def check() -> int:
         assert loop.result is not None and loop.result.subtype == "success", loop.result
@@ -249,8 +254,8 @@ def prepare_baseline(lab: ModuleType, turns: int) -> Callable[[], tuple[Callable
     current = build_scenario(turns)
 
     def prepare() -> tuple[Callable[[], None], Callable[[], int]]:
-        return prepare_agentlab(scenario, outcomes, loop_factory=lambda s: lab.scenario_loop(
-            s, engine=ScenarioEngine(current)))
+        return prepare_agentlab(scenario, outcomes, loop_factory=lambda s, **settings: lab.scenario_loop(
+            s, engine=ScenarioEngine(current), **settings))
     return prepare
 
 
