@@ -7,30 +7,20 @@ a directory to keep the screenshot (it goes to pytest's temporary directory othe
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from browser_lab import CHROMIUM, CHROMIUM_ARGS, STEPPER_DIR, STEPPER_NOTEBOOK, page_url, require_browser
 
 from agentlab.backend.scenario import scenario_names
 from agentlab.lab import run_scenario
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("AGENTLAB_CHROMIUM", "/usr/bin/chromium")
-NOTEBOOK = Path(__file__).with_name("browser_stepper.ipynb")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+NOTEBOOK = STEPPER_NOTEBOOK
 
 # Installed in the page before a click: stamps the click, the first change of the transcript pane and the
 # first change of the plot image, all with the page's own clock.
@@ -72,75 +62,10 @@ WATCH_REPR = """(repr) => {
 }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _require_browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium is needed for the browser test and is not at {CHROMIUM}: install it with "
-                    "`apt-get install -y chromium` (.ci/run does this), or set AGENTLAB_CHROMIUM to its path.")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("the browser test needs the playwright package: pip install -e '.[test]'")
-    return sync_playwright
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """JupyterLab on 127.0.0.1 with private config/data/runtime dirs, serving a copy of the notebook."""
-    jupyter_lab = Path(sys.executable).with_name("jupyter-lab")
-    if not jupyter_lab.exists():
-        pytest.fail(f"jupyter-lab is not installed next to {sys.executable}: pip install -e '.[test]'")
-    base = tmp_path_factory.mktemp("lab")
-    root = base / "root"
-    root.mkdir()
-    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
-    env = dict(os.environ)
-    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
-                 "JUPYTERLAB_WORKSPACES_DIR", "IPYTHONDIR", "MPLCONFIGDIR"):
-        path = base / name.lower()
-        path.mkdir()
-        env[name] = str(path)
-    notify = Path(env["JUPYTERLAB_SETTINGS_DIR"]) / "@jupyterlab" / "apputils-extension"
-    notify.mkdir(parents=True)
-    (notify / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-    port, token = _free_port(), "agentlab-browser-test"
-    log = (base / "jupyter.log").open("w")
-    server = subprocess.Popen(
-        [str(jupyter_lab), "--no-browser", "--allow-root", f"--port={port}", "--ServerApp.port_retries=0",
-         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         "--LabApp.news_url=None", "--LabApp.extension_manager=readonly"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if server.poll() is not None:
-                tail = (base / "jupyter.log").read_text()[-2000:]
-                pytest.fail(f"jupyter-lab exited with {server.returncode}: {tail}")
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("jupyter-lab did not answer /api/status within 60 s")
-            time.sleep(0.2)
-        yield {"url": url, "token": token, "root": root}
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+@pytest.fixture
+def lab(jupyterlab):
+    """The run's JupyterLab (tests/browser_lab.py); the stepper's notebook is in it, with this test's kernel."""
+    return {**jupyterlab, "notebook": Path(jupyterlab["root"]) / STEPPER_DIR / NOTEBOOK.name}
 
 
 def _store_outputs(path: Path) -> str:
@@ -157,6 +82,20 @@ def _store_outputs(path: Path) -> str:
     return shown["data"]["text/plain"]
 
 
+def one_per_ending() -> dict[str, str]:
+    """The first scenario in the dropdown's order for each subtype a run can end with: {name: subtype}."""
+    first: dict[str, str] = {}
+    for name in scenario_names():
+        first.setdefault(run_scenario(name).subtype, name)
+    return {name: subtype for subtype, name in first.items()}
+
+
+def test_one_scenario_for_each_ending_is_picked_in_the_browser():
+    picked = one_per_ending()
+    assert set(picked.values()) == {run_scenario(name).subtype for name in scenario_names()}
+    assert "tour" not in picked and len(picked) >= 5, picked     # each pick changes the dropdown's value
+
+
 def _screenshot_dir(tmp_path: Path) -> Path:
     target = Path(os.environ.get("AGENTLAB_SCREENSHOTS") or tmp_path)
     target.mkdir(parents=True, exist_ok=True)
@@ -164,17 +103,17 @@ def _screenshot_dir(tmp_path: Path) -> Path:
 
 
 def test_stepper_in_jupyterlab(lab, tmp_path, capsys):
-    sync_playwright = _require_browser()
+    sync_playwright = require_browser()
     from playwright.sync_api import expect
 
-    expected = {name: run_scenario(name).subtype for name in scenario_names()}
+    expected = one_per_ending()
     started = time.monotonic()
-    fallback = _store_outputs(lab["root"] / NOTEBOOK.name)   # opened as a lesson is: with its stored outputs
+    fallback = _store_outputs(lab["notebook"])   # opened as a lesson is: with its stored outputs
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 2000})   # tall: the whole widget in view
         try:
-            page.goto(f"{lab['url']}/lab/tree/{NOTEBOOK.name}?reset&token={lab['token']}")
+            page.goto(page_url(lab, "stepper", f"{STEPPER_DIR}/{NOTEBOOK.name}"))
             page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=60_000)
             # The execution indicator says idle before a kernel exists; the status bar text does not.
             page.evaluate(WATCH_REPR, "Stepper('tour')")
@@ -218,7 +157,8 @@ def test_stepper_in_jupyterlab(lab, tmp_path, capsys):
             shot = _screenshot_dir(tmp_path) / "stepper.png"
             stepper.screenshot(path=str(shot))
 
-            # Every scenario, picked in the dropdown and run to its end in the page, its plot redrawn.
+            # A scenario for each way a run ends, picked in the dropdown and run to its end in the page, its plot
+            # redrawn (every scenario, the same way in the widget: tests/test_stepper_every_scenario.py).
             picker = stepper.locator(".agentlab-scenario select")
             header = stepper.locator(".agentlab-header")
             for name, subtype in expected.items():
@@ -239,5 +179,6 @@ def test_stepper_in_jupyterlab(lab, tmp_path, capsys):
         print()
         for n, (pane_ms, plot_ms) in enumerate(timings, start=1):
             print(f"  Step {n}: click to transcript update {pane_ms:.0f} ms, to plot update {plot_ms:.0f} ms")
-        print(f"  {len(expected)} scenarios stepped to their end in the browser; test took {elapsed:.1f} s; "
+        print(f"  {len(expected)} scenarios (one for each ending) run to their end in the browser; test took "
+              f"{elapsed:.1f} s; "
               f"screenshot: {shot}")

@@ -2,10 +2,11 @@
 
 JupyterLab's root is notebooks/ (``make lab``), so a link that climbs out of it (``../docs/…``) or names a file
 that is not there opens nothing. The test serves a copy of notebooks/ (the English lessons, the Chinese ones in
-zh/, the glossaries beside them) from a JupyterLab with no kernel to start (no notebook needs to run for its
-links to be followed), opens each document in one page, and clicks each link in turn. The English documents are
-clicked here, the Chinese ones by tests/test_links_browser_zh.py in a lab of its own (the two files run on two
-workers, each half taking about as long as the other):
+zh/, the glossaries beside them) from the run's one JupyterLab (tests/browser_lab.py), in which a lesson opens
+with no kernel (no notebook needs to run for its links to be followed), opens each document in one page, and
+clicks each link in turn. The English documents are clicked here, the Chinese ones by
+tests/test_links_browser_zh.py (the two files run on two workers, each half taking about as long as the other,
+in the same lab):
 
 - a link to a lesson or the glossary must make a tab of that name the current one and draw it (cells, or the
   rendered markdown), and a link's ``#fragment`` must name a heading in it, as JupyterLab names headings;
@@ -19,27 +20,26 @@ that JupyterLab does not draw as one is noticed rather than skipped. The site's 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
+import re
 import time
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
+from browser_lab import CHROMIUM, CHROMIUM_ARGS, STEPPER_DIR, page_url, require_browser
 from markdown_it import MarkdownIt
-from test_browser import CHROMIUM, CHROMIUM_ARGS, _free_port, _require_browser
 
 pytestmark = pytest.mark.browser
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-# Answers a kernel-choice dialog with its default, "No Kernel" (the server offers no kernel), whenever one opens.
+# Answers a kernel-choice dialog with "No Kernel" whenever one opens (the lab offers a lesson no kernel it would take
+# for the lesson's own; its one kernel is the stepper test's).
 NO_KERNEL = """() => new MutationObserver(() => {
   for (const dialog of document.querySelectorAll('.jp-Dialog')) {
-    if (dialog.textContent.includes('Select kernel for')) dialog.querySelector('.jp-mod-accept')?.click();
+    const select = dialog.querySelector('select');
+    if (!dialog.textContent.includes('Select kernel for') || !select) continue;
+    select.value = 'null';
+    select.dispatchEvent(new Event('change'));
+    dialog.querySelector('.jp-mod-accept')?.click();
   }
 }).observe(document.body, {childList: true, subtree: true})"""
 LINKS = ".jp-MainAreaWidget:not(.lm-mod-hidden) .jp-RenderedMarkdown a[href]:not(.jp-InternalAnchorLink)"
@@ -47,10 +47,11 @@ CURRENT = ".jp-MainAreaWidget:not(.lm-mod-hidden)"
 
 
 def documents(root: Path) -> list[str]:
-    """The lessons (English, then zh/) and the markdown pages beside them, relative to the lab's root."""
+    """The lessons (English, then zh/) and the markdown pages beside them, relative to the lab's root (the
+    stepper test's notebook left out)."""
     found = (sorted(root.glob("*.ipynb")) + sorted(root.glob("*.md")) + sorted(root.glob("*/*.ipynb"))
              + sorted(root.glob("*/*.md")))
-    return [p.relative_to(root).as_posix() for p in found if ".ipynb_checkpoints" not in p.parts]
+    return [p.relative_to(root).as_posix() for p in found if not {".ipynb_checkpoints", STEPPER_DIR} & set(p.parts)]
 
 
 def markdown_links(path: Path) -> list[str]:
@@ -76,60 +77,21 @@ def test_markdown_links_are_read_as_the_lab_draws_them(tmp_path):
     assert markdown_links(sample) == ["glossary.md#Token", "01_x.ipynb", "https://example.com/c"]
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """One JupyterLab on 127.0.0.1 over a copy of notebooks/, with private dirs and no kernel offered."""
-    jupyter_lab = Path(sys.executable).with_name("jupyter-lab")
-    if not jupyter_lab.exists():
-        pytest.fail(f"jupyter-lab is not installed next to {sys.executable}: pip install -e '.[test]'")
-    base = tmp_path_factory.mktemp("links")
-    root = base / "root"
-    shutil.copytree(NOTEBOOKS, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    env = dict(os.environ)
-    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
-                 "JUPYTERLAB_WORKSPACES_DIR", "IPYTHONDIR", "MPLCONFIGDIR"):
-        (base / name.lower()).mkdir()
-        env[name] = str(base / name.lower())
-    settings = Path(env["JUPYTERLAB_SETTINGS_DIR"]) / "@jupyterlab"
-    for plugin, values in {"apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
-                           # every cell in the page, so every markdown cell is drawn and its links can be found
-                           "notebook-extension/tracker": {"windowingMode": "none"}}.items():
-        (settings / plugin).parent.mkdir(parents=True, exist_ok=True)
-        (settings / f"{plugin}.jupyterlab-settings").write_text(json.dumps(values))
-    port, token = _free_port(), "agentlab-links-test"
-    log = (base / "jupyter.log").open("w")
-    server = subprocess.Popen(
-        [str(jupyter_lab), "--no-browser", "--allow-root", f"--port={port}", "--ServerApp.port_retries=0",
-         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         "--LabApp.news_url=None", "--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True",
-         "--KernelSpecManager.ensure_native_kernel=False", "--KernelSpecManager.allowed_kernelspecs=none"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for(server, f"{url}/api/status?token={token}", base / "jupyter.log")
-        yield {"url": url, "token": token, "root": root}
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+def test_a_drawn_link_is_read_as_the_file_it_opens():
+    """A file's download address, and a .md file's own #heading with or without the page's workspace."""
+    base = "http://127.0.0.1:8888"
+    assert local_target(f"{base}/files/zh/glossary.md#Stop%20hook", base) == ("zh/glossary.md", "Stop hook")
+    assert local_target(f"{base}/lab/workspaces/links/tree/glossary.md#Tool", base) == ("glossary.md", "Tool")
+    assert local_target(f"{base}/lab/tree/glossary.md", base) == ("glossary.md", "")
+    assert local_target("https://docs.anthropic.com/x", base) is None
+    with pytest.raises(AssertionError, match="not a file of it"):
+        local_target(f"{base}/api/contents/x", base)
 
 
-def _wait_for(server: subprocess.Popen, status_url: str, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"jupyter-lab exited with {server.returncode}: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(status_url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    pytest.fail("jupyter-lab did not answer /api/status within 60 s")
+@pytest.fixture
+def lab(jupyterlab):
+    """The run's JupyterLab (tests/browser_lab.py) over a copy of notebooks/, offering no kernel to a lesson."""
+    return {**jupyterlab, "root": Path(jupyterlab["root"])}
 
 
 def local_target(href: str, base_url: str) -> tuple[str, str] | None:
@@ -139,10 +101,10 @@ def local_target(href: str, base_url: str) -> tuple[str, str] | None:
     parts = urllib.parse.urlsplit(href)
     if f"{parts.scheme}://{parts.netloc}" != base_url:
         return None
-    path = urllib.parse.unquote(parts.path)
-    for prefix in ("/files/", "/lab/tree/"):        # a file; the same page (a .md file's own #heading)
-        if path.startswith(prefix):
-            return path.removeprefix(prefix), urllib.parse.unquote(parts.fragment)
+    # a file; the same page (a .md file's own #heading), in the page's workspace or none
+    found = re.fullmatch(r"/files/(.+)|/lab/(?:workspaces/[^/]+/)?tree/(.+)", urllib.parse.unquote(parts.path))
+    if found:
+        return found[1] or found[2], urllib.parse.unquote(parts.fragment)
     raise AssertionError(f"a link into the lab that is not a file of it: {href}")
 
 
@@ -183,7 +145,7 @@ def follow_local(page, lab, origin: str, index: int, path: str, fragment: str) -
     page.locator(LINKS).nth(index).click()
     if path != origin:
         try:
-            drawn(page, path)
+            drawn(page, path, timeout=30_000)       # on a busy machine a lesson takes seconds to draw
         except Exception:  # noqa: BLE001 - reported as the link's failure below
             current = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.jp-mod-current").all_inner_texts()
             return f"did not open {path} (the current tab is {current})"
@@ -236,15 +198,16 @@ def follow_web(page, index: int, href: str) -> str | None:
 def test_every_link_of_every_lesson_opens_in_jupyterlab(lab, capsys):
     """The English lessons and the pages beside them (tests/test_links_browser_zh.py: notebooks/zh/, in a lab of its
     own, so that the two halves run on two workers)."""
-    check_links(lab, capsys, [d for d in documents(lab["root"]) if "/" not in d])
+    check_links(lab, capsys, [d for d in documents(lab["root"]) if "/" not in d], workspace="links")
 
 
-def check_links(lab, capsys, docs: list[str]) -> None:
+def check_links(lab, capsys, docs: list[str], workspace: str) -> None:
     """Open each of ``docs`` in the lab, click each of its links and say which do not lead where they say."""
-    sync_playwright = _require_browser()
+    sync_playwright = require_browser()
     started = time.monotonic()
     problems: list[str] = []
-    clicked = web = 0
+    results: dict[tuple[str, str], str | None] = {}
+    links = 0
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -252,7 +215,7 @@ def check_links(lab, capsys, docs: list[str]) -> None:
             context.route("https://**/*", lambda route: route.fulfill(status=200, body="the web, offline"))
             context.add_init_script(f"window.addEventListener('DOMContentLoaded', {NO_KERNEL})")
             page = context.new_page()
-            page.goto(f"{lab['url']}/lab?reset&token={lab['token']}")
+            page.goto(page_url(lab, workspace))
             page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started", timeout=60_000)
             for doc in docs:
                 open_document(page, doc)
@@ -261,22 +224,32 @@ def check_links(lab, capsys, docs: list[str]) -> None:
                 hrefs = page.locator(LINKS).evaluate_all("links => links.map(a => a.href)")
                 if len(hrefs) != len(expected):
                     problems.append(f"{doc}: its markdown has {len(expected)} links, JupyterLab drew {len(hrefs)}")
-                for index, (href, written) in enumerate(zip(hrefs, expected, strict=False)):
-                    back_at(page, doc, index, href)
-                    local = local_target(href, lab["url"])
-                    if local is None:
-                        problem = follow_web(page, index, href)
-                        web += 1
-                    else:
-                        problem = follow_local(page, lab, doc, index, *local)
-                    clicked += 1
-                    if problem:
-                        problems.append(f"{doc}: link {index + 1} ({written}) {problem}")
+                problems += click_links(page, lab, doc, list(zip(hrefs, expected, strict=False)), results)
+                links += len(hrefs)
         finally:
             browser.close()
     elapsed = time.monotonic() - started
+    web = sum(local_target(href, lab["url"]) is None for _, href in results)
     with capsys.disabled():
-        print(f"\n  {clicked} links clicked in {len(docs)} documents ({web} to the web) "
-              f"in {elapsed:.1f} s")
-    assert clicked > 0
+        print(f"\n  {links} links in {len(docs)} documents, {len(results)} addresses clicked ({web} to the web; "
+              f"the {links - len(results)} others the same address from the same kind of document) in {elapsed:.1f} s")
+    assert results
     assert not problems, "links that do not work in JupyterLab:\n" + "\n".join(problems)
+
+
+def click_links(page, lab, doc: str, links: list[tuple[str, str]], results: dict) -> list[str]:
+    """Click each of ``doc``'s links ((address drawn, target written)) and say which do not lead where they say.
+    A link whose address was clicked before from a document of the same kind (a notebook, a page) is not clicked
+    again: it is the same address, drawn by the same renderer and opened by the same handler, so it shares that
+    click's result (``results``: (kind, address) -> the problem, or None)."""
+    problems = []
+    for index, (href, written) in enumerate(links):
+        key = (Path(doc).suffix, href)
+        if key not in results:
+            back_at(page, doc, index, href)
+            local = local_target(href, lab["url"])
+            results[key] = (follow_web(page, index, href) if local is None
+                            else follow_local(page, lab, doc, index, *local))
+        if results[key]:
+            problems.append(f"{doc}: link {index + 1} ({written}) {results[key]}")
+    return problems

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_browser import CHROMIUM, CHROMIUM_ARGS, _require_browser
+from browser_lab import CHROMIUM, CHROMIUM_ARGS
+from browser_lab import require_browser as _require_browser
 
 pytestmark = pytest.mark.site
 
