@@ -1,10 +1,10 @@
 """One JupyterLab for every browser test of a run, and what the browser test files share to drive it in Chromium.
 
-``make test`` runs the browser test files on several xdist workers at once. Each used to start a JupyterLab of
-its own (some 5-8 s of CPU each, the server and its extensions loading); now the first worker that needs one
-starts it and writes where it is to a file in the run's shared temporary directory, under a file lock, and the
-others use it. Each worker that used it says so in that file; the last one to finish stops it. Without xdist the
-lab belongs to the one pytest process, as before.
+``make test`` runs the browser test files on several xdist workers at once. Each used to start a JupyterLab
+of its own (about 5 s of CPU each, measured from start to stop of a server no page used); now the first worker
+that needs one starts it and writes where it is to a file in the run's shared temporary directory, under a file
+lock, and the others use it. Each worker that used it says so in that file; the last one to finish stops it.
+Without xdist the lab belongs to the one pytest process, as before.
 
 The lab serves a copy of notebooks/ (the English lessons, the Chinese ones in zh/, the glossaries) for the link
 tests, and the stepper test's notebook in a folder of its own (``_stepper/``, neither a lesson nor in zh/). The
