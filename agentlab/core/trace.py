@@ -104,14 +104,6 @@ class Event:
                            "wall_ms": self.wall_ms}, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def _new_event(seq: int, call: int, payload: Payload, wall_ms: float | None) -> Event:
-    """``Event(seq, call, payload, wall_ms)`` without the frozen dataclass's ``__init__`` (one ``object.__setattr__``
-    per field): every event of a run is made here, several per model call."""
-    event = object.__new__(Event)
-    event.__dict__.update(seq=seq, call=call, payload=payload, wall_ms=wall_ms)
-    return event
-
-
 class TraceWriteWarning(UserWarning):
     """The trace file could not be written to its end (a full disk, a file another run holds): the run's events
     are all in memory (``loop.trace.events``), the file stops where the message says."""
@@ -178,7 +170,7 @@ class Trace:
                 cleaned = redact_value(payload.to_data(), self._secrets)
                 payload = payload_from_data(kind, cleaned)
                 encoded = json.dumps(payload.to_data(), ensure_ascii=False, sort_keys=True, default=str)
-        event = _new_event(self._count, call, payload, wall_ms)
+        event = Event(self._count, call, payload, wall_ms)
         self._count += 1
         if self.keep:
             self.events.append(event)
