@@ -109,8 +109,8 @@ def jupyterlab(request, tmp_path_factory):
 
 
 def acquire(shared: Path, user: str, start: Callable[[Path], dict] | None = None) -> dict:
-    """The lab ``shared/state.json`` describes, ``user`` added to its users; started (``start``) when there is
-    none or its server has exited."""
+    """The lab ``shared/state.json`` describes, ``user`` (a worker's pid) added to its users; started
+    (``start``) when there is none or its server has exited."""
     state = shared / "state.json"
     with _locked(shared):
         lab = json.loads(state.read_text()) if state.exists() else None
@@ -122,11 +122,13 @@ def acquire(shared: Path, user: str, start: Callable[[Path], dict] | None = None
 
 
 def release(shared: Path, user: str, stop: Callable[[int], None] | None = None) -> None:
-    """``user`` is done with the lab; the last user stops it (``stop``) and removes its state."""
+    """``user`` (a worker's pid) is done with the lab; the last user alive stops it (``stop``) and removes its
+    state."""
     state = shared / "state.json"
     with _locked(shared):
         lab = json.loads(state.read_text())
-        lab["users"].remove(user)
+        # a worker that died (xdist starts another) never says it is done: its pid is left out too
+        lab["users"] = [u for u in lab["users"] if u != user and _alive(int(u))]
         if lab["users"]:
             state.write_text(json.dumps(lab))
             return
