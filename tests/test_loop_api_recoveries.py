@@ -214,3 +214,60 @@ def test_a_compaction_trigger_without_the_compact_edit_is_refused() -> None:
 
     with pytest.raises(ConfigError, match="--compaction-trigger: .* needs --server-compaction compact"):
         RunSetup.from_flags(build_parser().parse_args(["run", "end_turn", "--compaction-trigger", "2000"]))
+
+
+# --- refusal_fallback_model="recommended": the refusal's stop_details.recommended_model ------------------------
+
+def _overloaded_hop_scenario() -> Any:
+    """claude-opus-5-5 declines; its server-side fallback claude-opus-4-8 could not run (a 529), so the refusal
+    names it in ``recommended_model`` (BetaRefusalStopDetails); a request straight to claude-opus-4-8 answers."""
+    from agentlab.backend.scenario import parse_scenario
+
+    return parse_scenario({
+        "description": "a fallback hop that could not run", "row": "5", "model": REFUSED,
+        "prompt": "Summarise the history of port scanning tools.",
+        "steps": [
+            {"content": [], "stop_reason": "refusal",
+             "stop_details": {"type": "refusal", "category": "cyber", "explanation": "Could enable cyber harm."},
+             "fallback_replies": {FALLBACK: {"error": {"status": 529, "type": "overloaded_error",
+                                                       "message": "Overloaded"}}}},
+            {"content": [{"type": "text", "text": "nmap (1997) made SYN scans common."}], "stop_reason": "end_turn"},
+        ]}, "test")
+
+
+def test_recommended_retries_on_the_scripted_servers_recommended_model_with_its_credit_token() -> None:
+    from agentlab.lab import scenario_loop
+
+    loop = scenario_loop(_overloaded_hop_scenario(), fallbacks="default", refusal_fallback_model="recommended")
+    result = loop.run()
+    assert loop.engine is not None and loop.engine.failures == []
+    first, second = [r.body for r in loop.engine.message_requests if r.body is not None]
+    assert result.subtype == "success" and result.fallbacks == 1
+    assert first["model"] == REFUSED and first["fallbacks"] == "default"
+    # the retry goes to the model the refusal recommended, with its token and without fallbacks beside it
+    assert second["model"] == FALLBACK and "fallbacks" not in second
+    assert second["fallback_credit_token"]["token"].startswith("fct_agentlab_")
+
+
+@pytest.mark.parametrize("scenario", ["refusal_credit_retry", "refusal_model_fallback"])
+def test_recommended_without_a_recommended_model_ends_with_error_refusal_saying_so(scenario) -> None:
+    """A refusal straight from the model (no server-side hop failed) recommends nothing: one request, and the
+    run ends explaining why there was no retry."""
+    from agentlab.cli import build_parser
+    from agentlab.lab import RunSetup
+
+    loop = RunSetup.from_flags(build_parser().parse_args(
+        ["run", scenario, "--refusal-fallback-model", "recommended"])).loop()
+    result = loop.run()
+    assert loop.engine is not None
+    bodies = [r.body for r in loop.engine.message_requests if r.body is not None]
+    assert [b["model"] for b in bodies] == [REFUSED] and result.subtype == "error_refusal"
+    assert result.result is not None and "name no recommended_model." in result.result
+
+
+def test_recommended_naming_the_model_that_refused_is_not_resent() -> None:
+    details = {**refusal()["stop_details"], "recommended_model": REFUSED}
+    server = Server({**refusal(), "stop_details": details})
+    loop = run(server, refusal_fallback_model="recommended")
+    assert len(server.bodies) == 1 and loop.result is not None and loop.result.subtype == "error_refusal"
+    assert "other than the model that refused" in (loop.result.result or "")

@@ -290,6 +290,33 @@ def test_refusal_fallback_never_resends_to_the_same_model():
     assert isinstance(decide(msg(stop_reason="refusal"), STATE, limits), End)
 
 
+def _recommending(model: str | None) -> dict[str, Any]:
+    return {"type": "refusal", "category": "cyber", "explanation": "e", "fallback_credit_token": None,
+            "fallback_has_prefill_claim": None, "recommended_model": model}
+
+
+def test_refusal_fallback_recommended_retries_on_the_refusals_recommended_model():
+    limits = replace(LIMITS, refusal_fallback_model="recommended")
+    t = decide(msg(stop_reason="refusal", stop_details=_recommending(FALLBACK)), STATE, limits)
+    assert isinstance(t, RetryOnModel) and t.model == FALLBACK and t.branch == "refusal_fallback"
+    # used once: a second refusal, even one that recommends again, ends the run
+    used = replace(STATE, model=FALLBACK, refusal_fallback_used=True)
+    again = decide(msg(stop_reason="refusal", stop_details=_recommending("claude-other")), used, limits)
+    assert isinstance(again, End) and again.subtype == "error_refusal" and "recommended" not in again.message
+
+
+@pytest.mark.parametrize(("details", "said"), [
+    (_recommending(None), "name no recommended_model."),
+    (None, "name no recommended_model."),
+    (_recommending(MODEL), "name no recommended_model other than the model that refused."),
+])
+def test_refusal_fallback_recommended_without_a_recommended_model_ends_saying_so(details, said):
+    limits = replace(LIMITS, refusal_fallback_model="recommended")
+    t = decide(msg(stop_reason="refusal", stop_details=details), STATE, limits)
+    assert isinstance(t, End) and t.subtype == "error_refusal" and t.message.endswith(said)
+    assert t.message.startswith("The model declined to continue (stop_reason: refusal)")
+
+
 # --- row 6: pause_turn (and the beta "compaction" stop reason) --------------------------------------------
 
 @pytest.mark.parametrize("stop_reason", ["pause_turn", "compaction"])

@@ -555,12 +555,29 @@ def _completion_reason(stop_reason: StopReason | None, raw: Any) -> str:
     return "no stop_reason: no tool_use block, complete"
 
 
+RECOMMENDED = "recommended"  # Limits.refusal_fallback_model: retry on the refusal's stop_details.recommended_model
+
+
 def _refusal(message: Message, state: LoopState, limits: Limits) -> RetryOnModel | End:
-    """Row 5: one retry on the refusal-fallback model, if one is set and not used yet; else the run ends."""
+    """Row 5: one retry on the refusal-fallback model, if one is set and not used yet; else the run ends.
+
+    ``refusal_fallback_model="recommended"`` retries on the model the refusal itself names in
+    ``stop_details.recommended_model``: "the server's suggested retry target for this refusal", set "when a
+    fallback attempt could not be made (the fallback model's rate limit was exhausted, or it was overloaded)"
+    and null otherwise (the SDK's ``BetaRefusalStopDetails.recommended_model``; docs: "Refusals and fallback",
+    platform.claude.com/docs/en/build-with-claude/refusals-and-fallback, and "Fallback credit",
+    .../fallback-credit, whose token the retry echoes). No model named, or the one that refused: the run ends,
+    saying so."""
+    details = message.get("stop_details")
     model = limits.refusal_fallback_model
+    if model == RECOMMENDED:
+        model = details.get("recommended_model") if isinstance(details, dict) else None
     if model and not state.refusal_fallback_used and model != state.model:
         return RetryOnModel("refusal_fallback", f"refusal on {state.model}: one retry on {model}", model=model)
-    text = refusal_message(message.get("stop_details"))
+    text = refusal_message(details)
+    if limits.refusal_fallback_model == RECOMMENDED and not state.refusal_fallback_used:
+        text += (" No retry: the refusal's stop_details name no recommended_model"
+                 + (" other than the model that refused." if model else "."))
     return End("refusal", text, subtype="error_refusal", message=text)
 
 
