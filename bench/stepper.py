@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/stepper.py            # --profile: where a dashboard Step's time goes
     .venv/bin/python bench/stepper.py --baseline # also the plain way (a new figure and savefig per Step)
+    .venv/bin/python bench/stepper.py --fresh    # also a new figure per Step on the caching canvas, interleaved
     .venv/bin/python bench/stepper.py --quick    # one run of a short scenario (the tests run it)
 
 A full run writes its figures to bench/results/stepper.json.
@@ -13,6 +14,9 @@ percentile of the wall-clock time and of the process CPU time per Step, with the
 while measuring: on a busy machine wall-clock time grows with the load while CPU time does not. Full
 (generation 2) garbage collections that fell inside a Step are counted apart: they walk every object of
 the process, so their cost depends on what else the process holds, and one lands in a Step now and then.
+With ``--fresh`` every run of the kept figure (``LiveFigure`` drawing into the axes of its last drawing) is
+followed by a run drawing a new figure per Step on the same caching canvas (how LiveFigure drew before it
+kept its axes), so both see the same load, and the CPU ratios are printed.
 With ``--baseline`` the same Steps are also timed with the plot drawn the plain way (a new figure per
 Step, drawn by ``savefig``), as the stepper did before ``plots.LiveFigure``, and the ratios are printed.
 The budget: a Step with the overview plot within 150 ms at the 95th percentile of the wall-clock time (what
@@ -30,6 +34,7 @@ import platform
 import statistics
 import sys
 import time
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import matplotlib
@@ -60,6 +65,25 @@ class PlainStepper(Stepper):
         fig = plots.PLOTS[kind](list(events))
         self.plot_image.value = plots.to_png(fig, dpi=PLOT_DPI.get(kind, 60), compress_level=1)
         self._plot_key = key
+
+
+class NewFigureEachStep(plots.LiveFigure):
+    """LiveFigure drawing a new figure at every Step (its axes are never kept)."""
+
+    def draw(self, source):
+        self.figure = None
+        return super().draw(source)
+
+
+@contextmanager
+def new_figure_each_step():
+    """Steppers made inside draw their plots with NewFigureEachStep."""
+    kept = plots.LiveFigure
+    plots.LiveFigure = NewFigureEachStep   # type: ignore[misc]
+    try:
+        yield
+    finally:
+        plots.LiveFigure = kept   # type: ignore[misc]
 
 
 class FullCollections:
@@ -102,6 +126,19 @@ def time_steps(plot: str | None, runs: int, stepper: type[Stepper] = Stepper, sc
     return wall, cpu, collections
 
 
+def interleaved(plot: str, runs: int, scenario: str
+                ) -> tuple[list[float], list[float], list[float], tuple[list[float], list[float], list[float]]]:
+    """``time_steps`` of the kept figure and of a new figure per Step, one run of each in turn."""
+    kept: tuple[list[float], list[float], list[float]] = ([], [], [])
+    new: tuple[list[float], list[float], list[float]] = ([], [], [])
+    for _ in range(runs):
+        for into, fresh in ((kept, False), (new, True)):
+            with new_figure_each_step() if fresh else nullcontext():
+                for total, part in zip(into, time_steps(plot, 1, scenario=scenario), strict=True):
+                    total.extend(part)
+    return (*kept, new)
+
+
 def p95(values: list[float]) -> float:
     return float(np.percentile(values, 95))
 
@@ -123,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=8, help="runs through the scenario per plot (default 8)")
     parser.add_argument("--profile", action="store_true", help="profile one run with the dashboard")
+    parser.add_argument("--fresh", action="store_true",
+                        help="also time a new figure per Step, run for run interleaved, and print the ratios")
     parser.add_argument("--baseline", action="store_true",
                         help="also time the plain way (a new figure per Step) and print the ratios")
     add_arguments(parser)
@@ -140,7 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     figures: dict = {"scenario": scenario, "runs": runs, "plots": {}}
     for plot in ("overview", "dashboard", None):
-        wall, cpu, collections = time_steps(plot, runs, scenario=scenario)
+        if args.fresh and plot is not None:
+            wall, cpu, collections, old = interleaved(plot, runs, scenario)
+        else:
+            wall, cpu, collections = time_steps(plot, runs, scenario=scenario)
         budget = BUDGET_MS.get(plot or "")
         if budget is not None:
             failed |= p95(wall) > budget   # the learner waits for the wall-clock time
@@ -149,6 +191,12 @@ def main(argv: list[str] | None = None) -> int:
             "steps": len(wall), "wall_median_ms": round(statistics.median(wall), 1), "wall_p95_ms": round(p95(wall), 1),
             "cpu_median_ms": round(statistics.median(cpu), 1), "cpu_p95_ms": round(p95(cpu), 1),
             "budget_wall_p95_ms": budget, "full_collections": sum(1 for c in collections if c > 0)}
+        if args.fresh and plot is not None:
+            out(line("(new fig.)", *old, None))
+            out(f"{'':14}kept / new figure: cpu median {statistics.median(cpu) / statistics.median(old[1]):.2f}, "
+                f"cpu p95 {p95(cpu) / p95(old[1]):.2f}")
+            figures["plots"][plot]["new_figure_cpu_median_ms"] = round(statistics.median(old[1]), 1)
+            figures["plots"][plot]["new_figure_cpu_p95_ms"] = round(p95(old[1]), 1)
         if args.baseline and plot is not None:
             old_wall, old_cpu, old_collections = time_steps(plot, runs, PlainStepper, scenario)
             out(line("(plain)", old_wall, old_cpu, old_collections, None))

@@ -1,10 +1,10 @@
 """The stepper's figure, drawn again at every Step: the same pixels as a figure drawn afresh, labels never stale.
 
-``plots.LiveFigure`` draws a new figure at every Step on a ``canvas.CachingCanvas`` that keeps one text cache
-between Steps, so each distinct text is rasterised once; both through matplotlib's public API only. Neither may
-change the picture: after any number of Steps the live
-figure must give the PNG that a new figure of the same kind and dpi gives, drawn on a canvas with an empty
-cache, and a text that changed must be drawn as it is now.
+``plots.LiveFigure`` draws every Step into the axes of the Step before (emptied; new axes where the layout
+changed) on a ``canvas.CachingCanvas`` that keeps one text cache between Steps, so each distinct text is
+rasterised once; both through matplotlib's public API only. Neither may change the picture: after any number
+of Steps the live figure must give the PNG that a new figure of the same kind and dpi gives, drawn on a canvas
+with an empty cache, and a text that changed must be drawn as it is now.
 """
 
 from __future__ import annotations
@@ -227,3 +227,27 @@ def test_a_run_before_its_first_call_shows_one_empty_plot_for_every_scenario(mon
     stepper.select("tour")
     assert replay.plot_image.value == start and stepper.plot_image.value == empty   # the same bytes ...
     assert renders == []                                                               # ... not drawn again
+
+
+# overview: one size always, so every Step draws into the axes of the Step before, and a new run's first
+# picture (no call yet) into the axes of the last run's end; dashboard: its height changes with the panels.
+@pytest.mark.parametrize("kind,scenarios", [("overview", ("context_window_full", "tour")),
+                                            ("dashboard", ("stop_hook_cap", "context_window_full"))])
+def test_the_live_figure_keeps_its_axes_and_a_new_run_in_them_draws_as_a_new_figure(kind, scenarios):
+    dpi = PLOT_DPI[kind]
+    live = plots.LiveFigure(kind, dpi=dpi)
+    kept = 0
+    for scenario in scenarios:
+        loop = scenario_loop(scenario)
+        for steps in range(4):
+            before = (live.figure, list(live.figure.axes) if live.figure else [])
+            picture = live.render(list(loop.trace.events))
+            if live.figure is before[0]:
+                assert live.figure.axes[:1] == before[1][:1]   # the same axes, not new ones
+                kept += 1
+            assert_same_picture(picture, fresh_pixels(kind, loop.trace.events, dpi),
+                                f"{kind}: {scenario} after {steps} step(s), following {scenarios[0]}")
+            if loop.done:
+                break
+            loop.step()
+    assert kept >= 3

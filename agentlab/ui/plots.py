@@ -11,7 +11,9 @@ from __future__ import annotations
 import io
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
@@ -19,10 +21,13 @@ from typing import Any, Generic, Literal, TypeVar
 from ..core.extras import missing_extra
 
 try:  # the notebook stack: the lab extra
+    import matplotlib
+    import numpy as np
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
+    from matplotlib.ticker import (AutoLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator,
+                                   ScalarFormatter)
 except ImportError as _exc:
     raise missing_extra(_exc, "agentlab.ui.plots (the plots)") from None
 
@@ -65,7 +70,14 @@ OVERVIEW_WIDTH = 12.4
 TERMINAL_TYPE = "End"   # the Transition type that ends a run
 
 class PlotFigure(Figure):
-    """A Figure that renders itself as a PNG in a notebook, whether or not pyplot was ever imported."""
+    """A Figure that renders itself as a PNG in a notebook, whether or not pyplot was ever imported.
+
+    ``spare_axes``: axes of the previous drawing of a ``LiveFigure``, in order, that ``place`` hands out again
+    (emptied) when asked for the same box, instead of building new ones."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spare_axes: list[Any] = []
 
     def _repr_png_(self) -> bytes:
         return to_png(self)
@@ -247,17 +259,88 @@ def read_run(source: Any) -> Run:
 
 # --- figures ----------------------------------------------------------------------------------------------
 
+# the figure a LiveFigure drew last, offered to the next new_figure of the same size and dpi (then taken)
+_REUSABLE: ContextVar[PlotFigure | None] = ContextVar("reusable_figure", default=None)
+
+
 def new_figure(width: float, height: float, dpi: int = DPI) -> PlotFigure:
-    """A white figure with no layout engine: axes are placed at fixed inches (fast, and always the same)."""
+    """A white figure with no layout engine: axes are placed at fixed inches (fast, and always the same).
+
+    Inside ``reusing(figure)``, a figure of the same size and dpi is that figure, its texts removed and its
+    axes kept as spares for ``place``."""
+    kept = _REUSABLE.get()
+    if kept is not None and kept.dpi == dpi and tuple(kept.get_size_inches()) == (width, height):
+        _REUSABLE.set(None)
+        for text in list(kept.texts):
+            text.remove()
+        kept.spare_axes = list(kept.axes)
+        return kept
     fig = PlotFigure(figsize=(width, height), dpi=dpi)
     fig.patch.set_facecolor("white")
     return fig
 
 
-def place(fig: Figure, left: float, top: float, width: float, height: float):
-    """New axes at a box given in inches from the figure's top-left corner."""
+@contextmanager
+def reusing(fig: PlotFigure | None) -> Iterator[None]:
+    """Let the next ``new_figure`` of ``fig``'s size and dpi hand back ``fig`` (emptied) instead of a new
+    figure; axes it kept and nobody asked for again are removed at the end."""
+    token = _REUSABLE.set(fig)
+    try:
+        yield
+    finally:
+        _REUSABLE.reset(token)
+        if fig is not None:
+            drop_spare_axes(fig)
+
+
+def drop_spare_axes(fig: PlotFigure) -> None:
+    for ax in fig.spare_axes:
+        ax.remove()
+    fig.spare_axes = []
+
+
+def empty_axes(ax) -> None:
+    """Axes as ``add_axes`` makes them, keeping their ticks (what takes time to build): no artists, no legend,
+    titles or labels; the default locators, formatters, limits, spines and grid."""
+    for container in list(ax.containers):
+        container.remove()
+    for group in (ax.lines, ax.patches, ax.texts, ax.collections, ax.images, ax.artists, ax.tables):
+        for artist in list(group):
+            artist.remove()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    for loc in ("left", "center", "right"):
+        ax.set_title("", loc=loc)
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    ax.set_axis_on()
+    ax.grid(False)
+    for spine in ax.spines.values():
+        spine.set_visible(True)
+        spine.set_edgecolor(matplotlib.rcParams["axes.edgecolor"])
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(AutoLocator())
+        axis.set_major_formatter(ScalarFormatter())
+        axis.set_minor_locator(NullLocator())
+        axis.set_minor_formatter(NullFormatter())
+    ax.relim()
+    ax.set_xlim(0, 1, auto=True)
+    ax.set_ylim(0, 1, auto=True)
+
+
+def place(fig: Figure, left: float, top: float, width: float, height: float, role: str = ""):
+    """Axes at a box given in inches from the figure's top-left corner: new ones, or (drawing a LiveFigure
+    again) the next spare axes emptied, when they are at that box for the same ``role``."""
     fig_w, fig_h = fig.get_size_inches()
-    return fig.add_axes((left / fig_w, 1 - (top + height) / fig_h, width / fig_w, height / fig_h))
+    box = (left / fig_w, 1 - (top + height) / fig_h, width / fig_w, height / fig_h)
+    if isinstance(fig, PlotFigure) and fig.spare_axes:
+        ax = fig.spare_axes[0]
+        if ax.get_label() == role and np.allclose(ax.get_position(original=True).bounds, box):
+            fig.spare_axes.pop(0)
+            empty_axes(ax)
+            return ax
+        drop_spare_axes(fig)   # the layout changed here: from this box on, new axes in the order drawn
+    return fig.add_axes(box, label=role)
 
 
 def _heading(fig: Figure, left: float, top: float, text: str, **kw: Any) -> None:
@@ -719,12 +802,12 @@ def recovery_rows(run: Run, columns: int = 3, extra: int = 0) -> int:
     return max(1, math.ceil((len(active_counters(run)) + extra) / columns))
 
 
-def _extra_cell(draw: Callable[[Any], None]) -> Callable[[Any, bool], None]:
-    return lambda ax, _last: draw(ax)
+def _extra_cell(i: int, draw: Callable[[Any], None]) -> tuple[str, Callable[[Any, bool], None]]:
+    return f"extra {i}", lambda ax, _last: draw(ax)
 
 
-def _counter_cell(run: Run, counter: Counter) -> Callable[[Any, bool], None]:
-    return lambda ax, last: draw_recovery_counter(ax, run, counter, xlabel=last)
+def _counter_cell(run: Run, counter: Counter) -> tuple[str, Callable[[Any, bool], None]]:
+    return f"counter {counter.title}", lambda ax, last: draw_recovery_counter(ax, run, counter, xlabel=last)
 
 
 def draw_recovery_attempts(fig: Figure, run: Run, left: float, top: float, width: float, height: float,
@@ -735,16 +818,17 @@ def draw_recovery_attempts(fig: Figure, run: Run, left: float, top: float, width
     counters = active_counters(run)
     heading, title, ticks, xlabel, gap_x = 0.4, 0.3, 0.3, 0.45, 0.55
     if not counters and not extra:
-        _empty(place(fig, left, top + heading, width, max(0.4, height - heading - 0.1)), NO_RECOVERIES)
+        _empty(place(fig, left, top + heading, width, max(0.4, height - heading - 0.1), "no recoveries"),
+               NO_RECOVERIES)
         return
-    cells = [_extra_cell(draw) for draw in extra] + [_counter_cell(run, c) for c in counters]
+    cells = [_extra_cell(i, draw) for i, draw in enumerate(extra)] + [_counter_cell(run, c) for c in counters]
     rows = math.ceil(len(cells) / columns)
     panel_w = (width - (columns - 1) * gap_x) / columns
     panel_h = (height - heading - rows * title - (rows - 1) * ticks - xlabel) / rows
-    for i, cell in enumerate(cells):
+    for i, (role, cell) in enumerate(cells):
         row, col = divmod(i, columns)
         y = top + heading + title + row * (panel_h + ticks + title)
-        cell(place(fig, left + col * (panel_w + gap_x), y, panel_w, panel_h), i + columns >= len(cells))
+        cell(place(fig, left + col * (panel_w + gap_x), y, panel_w, panel_h, role), i + columns >= len(cells))
 
 
 def recovery_attempts(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
@@ -1075,10 +1159,13 @@ PLOTS = {
 class LiveFigure:
     """One plot kind drawn again and again: the stepper's plot after every Step.
 
-    ``render(source)`` draws ``PLOTS[kind](source)``, a new figure each time, on a ``CachingCanvas`` that keeps
-    one ``TextCache`` for every drawing, so a label drawn before is not laid out and rasterised again (most
-    labels are the same from one Step to the next). The picture is the one a new figure of the same kind and
-    dpi gives on a CachingCanvas, pixel for pixel (the tests compare them).
+    ``render(source)`` draws ``PLOTS[kind](source)`` into the figure of the last drawing while its size is the
+    same: every axes at the same box for the same panel is kept, with its ticks (the slowest part of building
+    axes), and emptied of artists, legend, titles, labels, locators and limits before the panel is drawn into
+    it again (``reusing``, ``place``); a panel that appears, moves or goes gets new axes from there on, and a
+    figure of another size is a new figure. The canvas, a ``CachingCanvas``, keeps one ``TextCache`` for every
+    drawing, so a label drawn before is not laid out and rasterised again. The picture is the one a new figure
+    of the same kind and dpi gives on a CachingCanvas, pixel for pixel (the tests compare them).
     """
 
     def __init__(self, kind: str, dpi: int = DPI) -> None:
@@ -1098,8 +1185,11 @@ class LiveFigure:
         """The figure with the plot of ``source`` built into it (not yet drawn), on the caching canvas."""
         from .canvas import CachingCanvas
 
-        fig = PLOTS[self.kind](source, dpi=self.dpi)
-        CachingCanvas(fig, self.text_cache)
+        kept, self.figure = self.figure, None   # a drawing that fails leaves nothing to reuse
+        with reusing(kept):
+            fig = PLOTS[self.kind](source, dpi=self.dpi)
+        if fig is not kept:
+            CachingCanvas(fig, self.text_cache)
         self.figure = fig
         return fig
 
