@@ -49,7 +49,8 @@ class Server:
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         self.seen.append((str(request.url), request.headers.get("anthropic-beta", ""), json.loads(request.content)))
-        return httpx2.Response(200, json=self.replies.pop(0))
+        answer = self.replies.pop(0)
+        return httpx2.Response(answer.get("_status", 200), json={k: v for k, v in answer.items() if k != "_status"})
 
     def client(self) -> anthropic.Anthropic:
         return anthropic.Anthropic(api_key="agentlab-placeholder-key", max_retries=0,
@@ -271,3 +272,94 @@ def test_recommended_naming_the_model_that_refused_is_not_resent() -> None:
     loop = run(server, refusal_fallback_model="recommended")
     assert len(server.bodies) == 1 and loop.result is not None and loop.result.subtype == "error_refusal"
     assert "other than the model that refused" in (loop.result.result or "")
+
+
+# --- a credited retry the API rejects: its one other form, then the failure as any other ---------------------
+
+def bad_request(message: str) -> dict[str, Any]:
+    return {"_status": 400, "type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+ANSWER = reply([{"type": "text", "text": "Here is how."}], "end_turn", FALLBACK)
+MUST_CONTINUE = "fallback_credit_token: this token must be redeemed by continuing the partial response"
+
+
+def _without(body: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in keys}
+
+
+def test_a_rejected_prefill_retry_is_resent_once_as_the_original_body_with_the_token() -> None:
+    """BetaRefusalStopDetails.fallback_has_prefill_claim: "if an appended-assistant retry is rejected with a 400
+    despite true, fall back to resending the original request body with the token"."""
+    server = Server(refusal(claim=True, partial="Port scans began "), bad_request("prefill is not supported"), ANSWER)
+    loop = run(server, refusal_fallback_model=FALLBACK)
+    first, prefilled, plain = server.bodies
+    assert prefilled["messages"][-1] == {"role": "assistant", "content": [{"type": "text", "text": "Port scans began"}]}
+    assert plain["fallback_credit_token"] == {"token": TOKEN, "mode": "best_effort"} and plain["model"] == FALLBACK
+    assert _without(plain, "model", "fallback_credit_token") == _without(first, "model")
+    assert loop.result is not None and loop.result.subtype == "success" and loop.result.requests == 3
+    assert [m["role"] for m in loop.messages] == ["user", "assistant"]
+
+
+def test_a_same_body_retry_that_must_continue_the_partial_is_resent_once_with_the_partial_appended() -> None:
+    """BetaRefusalStopDetails.fallback_credit_token: "if a same-body retry is rejected with a 400 saying the token
+    must be redeemed by continuing the partial response, retry the second way instead"."""
+    server = Server(refusal(claim=False, partial="Port scans began "), bad_request(MUST_CONTINUE), ANSWER)
+    loop = run(server, refusal_fallback_model=FALLBACK)
+    first, same, continued = server.bodies
+    assert _without(same, "model", "fallback_credit_token") == _without(first, "model")
+    assert continued["messages"] == [*first["messages"],
+                                     {"role": "assistant", "content": [{"type": "text", "text": "Port scans began"}]}]
+    assert continued["fallback_credit_token"]["token"] == TOKEN
+    assert loop.result is not None and loop.result.subtype == "success"
+
+
+def test_a_token_that_must_continue_a_partial_there_is_not_is_discarded_and_the_plain_body_sent_once() -> None:
+    """BetaRefusalStopDetails.fallback_has_prefill_claim: with nothing to continue, "discard the token and retry
+    without it"; a malformed token or one refused beside fallbacks the same (it only credits the cache)."""
+    for problem in (MUST_CONTINUE, "fallback_credit_token: malformed token"):
+        server = Server(refusal(), bad_request(problem), ANSWER)
+        loop = run(server, refusal_fallback_model=FALLBACK)
+        first, _, plain = server.bodies
+        assert "fallback_credit_token" not in plain and "fallbacks" not in plain
+        assert _without(plain, "model") == _without(first, "model") and plain["model"] == FALLBACK
+        assert loop.result is not None and loop.result.subtype == "success"
+
+
+@pytest.mark.parametrize("refused", [refusal(claim=True, partial="Port scans"), refusal()])
+def test_a_credited_retry_is_reformed_only_once_and_never_loops(refused) -> None:
+    server = Server(refused, bad_request(MUST_CONTINUE), bad_request(MUST_CONTINUE), ANSWER)
+    loop = run(server, refusal_fallback_model=FALLBACK)
+    assert len(server.bodies) == 3 and len(server.replies) == 1
+    assert loop.result is not None and loop.result.subtype == "error_api"
+    assert "continuing the partial" in (loop.result.result or "")
+
+
+def test_a_400_not_about_the_token_is_not_retried() -> None:
+    server = Server(refusal(), bad_request("messages: at least one message is required"), ANSWER)
+    loop = run(server, refusal_fallback_model=FALLBACK)
+    assert len(server.bodies) == 2 and loop.result is not None and loop.result.subtype == "error_api"
+
+
+def test_an_expired_tokens_prefill_is_refused_by_the_scripted_server_and_the_original_body_redeems() -> None:
+    """refusal_credit_retry with the server's clock 301 s on after the refusal: the token has expired ("Expires 5
+    minutes after the refusal"), so best_effort does not authorise the appended partial on claude-opus-4-8, which
+    refuses prefill (a 400); the original body with the token is then served, its credit not applied."""
+    from agentlab.backend.scenario import load_scenario
+    from agentlab.backend.scripted import ScenarioEngine
+    from agentlab.lab import scenario_loop
+
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 301.0 if now[0] else 1.0  # the token is minted at 1.0; every later reading is past its life
+        return now[0]
+
+    engine = ScenarioEngine(load_scenario("refusal_credit_retry"), clock=clock)
+    loop = scenario_loop("refusal_credit_retry", engine=engine)
+    result = loop.run()
+    bodies = [r.body for r in engine.message_requests if r.body is not None]
+    assert [b["model"] for b in bodies] == [REFUSED, FALLBACK, FALLBACK]
+    assert bodies[1]["messages"][-1]["role"] == "assistant" and bodies[2]["messages"] == bodies[0]["messages"]
+    assert bodies[2]["fallback_credit_token"] == bodies[1]["fallback_credit_token"]
+    assert result.subtype == "success" and result.requests == 3

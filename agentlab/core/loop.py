@@ -246,12 +246,15 @@ class _SummaryFailed(Exception):
 
 @dataclass(frozen=True)
 class _Credit:
-    """A refusal's ``fallback_credit_token`` for the retry on another model, and the partial content that retry
-    appends as one assistant turn when ``fallback_has_prefill_claim`` allows it (None: the body goes unchanged).
+    """A refusal's ``fallback_credit_token`` for the retry on another model (None: discarded after a rejection),
+    the partial content that retry appends as one assistant turn (``prefill``; None: the body goes unchanged), and
+    the refusal's continuable partial, whether or not ``fallback_has_prefill_claim`` allowed it (``partial``).
     Docs: "Fallback credit"; the SDK's ``BetaRefusalStopDetails``."""
 
-    token: str
+    token: str | None
     prefill: list[dict[str, Any]] | None
+    partial: list[dict[str, Any]] | None = None
+    reformed: bool = False          # the retry was sent again in another form once: never again
 
     @classmethod
     def of(cls, message: Message | None) -> _Credit | None:
@@ -260,7 +263,29 @@ class _Credit:
         if not isinstance(token, str) or not token:
             return None
         claim = details.get("fallback_has_prefill_claim") is True if isinstance(details, dict) else False
-        return cls(token, _continuable((message or {}).get("content") or []) if claim else None)
+        partial = _continuable((message or {}).get("content") or [])
+        return cls(token, partial if claim else None, partial)
+
+    def after_rejection(self, failure: Failure) -> _Credit | None:
+        """The retry's one other form after the API answered it with a 400 (None: none; the failure is decided
+        as any other). From the SDK's ``BetaRefusalStopDetails`` docstrings:
+        - the appended-assistant form rejected "despite true": "fall back to resending the original request
+          body with the token" (advisory; the SDK's refusal-fallback middleware does the same on any 400);
+        - the same body rejected "with a 400 saying the token must be redeemed by continuing the partial
+          response": "retry the second way instead" (the partial appended), or, with no continuable partial,
+          "discard the token and retry without it";
+        - any other 400 about ``fallback_credit_token`` (malformed, refused beside ``fallbacks``, a strict-mode
+          redemption): the token only credits the cache, so the retry goes once more without it."""
+        if self.reformed or failure.status != 400:
+            return None
+        said = failure.message.lower()
+        if self.prefill:
+            return _Credit(self.token, None, self.partial, reformed=True)
+        if "continuing the partial" in said and self.partial:
+            return _Credit(self.token, self.partial, self.partial, reformed=True)
+        if "continuing the partial" in said or "fallback_credit_token" in said:
+            return _Credit(None, None, None, reformed=True)
+        return None
 
 
 def _continuable(blocks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
@@ -318,6 +343,8 @@ class AgentLoop:
         self._proactive_gave_up_at = -1
         self._last_failure: Failure | None = None
         self._credit: _Credit | None = None  # a refusal's credit token, for the retry on the fallback model
+        self._before_prefill: tuple[int, Message | None] | None = None  # the history's length and last message
+        # before the retry's appended partial, to take it back out
         self._summarize_on_server = False    # the next request is a server-side compaction request
         self._tool_schemas = config.tool_schemas()  # server tools (web_search, ...) are offered, never run here
         # cache_control markers the loop did not place (given messages, system or tools): while there are none,
@@ -625,7 +652,7 @@ class AgentLoop:
             betas.append(wire.SERVER_FALLBACK_BETA)
         if self.limits.refusal_fallback_model is not None or self._credit is not None:
             betas.append(wire.CREDIT_BETA)
-        if self._credit is not None:
+        if self._credit is not None and self._credit.token is not None:
             params["fallback_credit_token"] = {"token": self._credit.token, "mode": "best_effort"}
         if self._summarize_on_server:  # a compaction request, which takes no context_management beside it
             params["compaction"] = {"type": "summarize"}
@@ -690,12 +717,29 @@ class AgentLoop:
             self.trace.emit(ApiError(
                 status=outcome.status, error_type=outcome.error_type, message=outcome.message,
                 retry_after=outcome.retry_after, attempt=self.state.api_attempts + 1), call, wall_ms=wall)
-            return outcome
+            reformed = self._credit.after_rejection(outcome) if self._credit is not None else None
+            if reformed is None:
+                return outcome
+            self._reform_credited_retry(reformed)
+            return (yield from self._call())  # once: a reformed credit is never reformed again
         self._record_response(call, outcome, wall, purpose="turn")
         self.state = note_success(self.state, outcome)
         self._credit = None  # redeemed (or not) by the reply: a token is echoed once
         self._summarize_on_server = False
         return outcome
+
+    def _reform_credited_retry(self, credit: _Credit) -> None:
+        """The refusal's retry in its other form (:meth:`_Credit.after_rejection`): the history as it was before
+        the partial was appended, then the partial appended again when the new form carries it."""
+        if self._credit is not None and self._credit.prefill and self._before_prefill is not None:
+            count, last = self._before_prefill
+            del self.messages[count:]
+            if last is not None:
+                self.messages[-1] = last
+                self.state = after_append(self.state, last)
+        self._credit = credit
+        if credit.prefill:
+            self._merge_or_append_assistant(credit.prefill)
 
     def _record_response(self, call: int, message: Message, wall: float, *, purpose: str) -> None:
         replaced = 0
@@ -767,6 +811,7 @@ class AgentLoop:
             case RetryOnModel():                                                            # row 5
                 self.trace.emit(Fallback(from_model=before.model, to_model=t.model, cause="refusal"), self.requests)
                 self._credit = _Credit.of(message)  # echoed on the retry; its partial, when the token allows it
+                self._before_prefill = (len(self.messages), self.messages[-1] if self.messages else None)
                 if self._credit is not None and self._credit.prefill:
                     self._merge_or_append_assistant(self._credit.prefill)
             case Complete():                                                                # rows 7, 11 → 10
