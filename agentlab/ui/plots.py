@@ -73,11 +73,13 @@ class PlotFigure(Figure):
     """A Figure that renders itself as a PNG in a notebook, whether or not pyplot was ever imported.
 
     ``spare_axes``: axes of the previous drawing of a ``LiveFigure``, in order, that ``place`` hands out again
-    (emptied) when asked for the same box, instead of building new ones."""
+    (emptied) when asked for the same box, instead of building new ones; ``boxes``: where ``place`` put each
+    axes, in inches from the top-left corner (the same box in a figure resized since)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.spare_axes: list[Any] = []
+        self.boxes: dict[Any, tuple[float, float, float, float]] = {}
 
     def _repr_png_(self) -> bytes:
         return to_png(self)
@@ -266,11 +268,13 @@ _REUSABLE: ContextVar[PlotFigure | None] = ContextVar("reusable_figure", default
 def new_figure(width: float, height: float, dpi: int = DPI) -> PlotFigure:
     """A white figure with no layout engine: axes are placed at fixed inches (fast, and always the same).
 
-    Inside ``reusing(figure)``, a figure of the same size and dpi is that figure, its texts removed and its
+    Inside ``reusing(figure)``, a figure of the same dpi is that figure, resized, its texts removed and its
     axes kept as spares for ``place``."""
     kept = _REUSABLE.get()
-    if kept is not None and kept.dpi == dpi and tuple(kept.get_size_inches()) == (width, height):
+    if kept is not None and kept.dpi == dpi:
         _REUSABLE.set(None)
+        if tuple(kept.get_size_inches()) != (width, height):
+            kept.set_size_inches(width, height)
         for text in list(kept.texts):
             text.remove()
         kept.spare_axes = list(kept.axes)
@@ -282,7 +286,7 @@ def new_figure(width: float, height: float, dpi: int = DPI) -> PlotFigure:
 
 @contextmanager
 def reusing(fig: PlotFigure | None) -> Iterator[None]:
-    """Let the next ``new_figure`` of ``fig``'s size and dpi hand back ``fig`` (emptied) instead of a new
+    """Let the next ``new_figure`` of ``fig``'s dpi hand back ``fig`` (resized, emptied) instead of a new
     figure; axes it kept and nobody asked for again are removed at the end."""
     token = _REUSABLE.set(fig)
     try:
@@ -295,6 +299,7 @@ def reusing(fig: PlotFigure | None) -> Iterator[None]:
 
 def drop_spare_axes(fig: PlotFigure) -> None:
     for ax in fig.spare_axes:
+        fig.boxes.pop(ax, None)
         ax.remove()
     fig.spare_axes = []
 
@@ -333,14 +338,20 @@ def place(fig: Figure, left: float, top: float, width: float, height: float, rol
     again) the next spare axes emptied, when they are at that box for the same ``role``."""
     fig_w, fig_h = fig.get_size_inches()
     box = (left / fig_w, 1 - (top + height) / fig_h, width / fig_w, height / fig_h)
-    if isinstance(fig, PlotFigure) and fig.spare_axes:
+    inches = (left, top, width, height)
+    if not isinstance(fig, PlotFigure):
+        return fig.add_axes(box, label=role)
+    if fig.spare_axes:
         ax = fig.spare_axes[0]
-        if ax.get_label() == role and np.allclose(ax.get_position(original=True).bounds, box):
+        if ax.get_label() == role and np.allclose(fig.boxes[ax], inches):
             fig.spare_axes.pop(0)
+            ax.set_position(box)   # the same inches, in a figure that may have been resized
             empty_axes(ax)
             return ax
         drop_spare_axes(fig)   # the layout changed here: from this box on, new axes in the order drawn
-    return fig.add_axes(box, label=role)
+    ax = fig.add_axes(box, label=role)
+    fig.boxes[ax] = inches
+    return ax
 
 
 def _heading(fig: Figure, left: float, top: float, text: str, **kw: Any) -> None:
