@@ -37,13 +37,22 @@ def pyproject_requirements() -> dict[str, SpecifierSet]:
     return bounds(requirements, "pyproject.toml")
 
 
+def editable_requirement(line: str) -> str:
+    """``-e ./grade[heatmap]``: the workspace member it installs, as ``name==its version`` (what pyproject's lab
+    extra asks for), read from that folder's pyproject.toml."""
+    path = line.removeprefix("-e").strip().split("[", 1)[0]
+    project = tomllib.loads((REPO / path / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return f"{project['name']}=={project['version']}"
+
+
 def environment_requirements() -> dict[str, SpecifierSet]:
     """environment.yml's conda and pip entries (``-e .`` and python/pip themselves left out)."""
     env = yaml.safe_load((REPO / "environment.yml").read_text(encoding="utf-8"))
     specs: list[str] = []
     for entry in env["dependencies"]:
         if isinstance(entry, dict):
-            specs += [r for r in entry.get("pip", []) if not r.startswith("-")]
+            specs += [r if not r.startswith("-") else editable_requirement(r) for r in entry.get("pip", [])
+                      if r.strip() != "-e ."]
         else:
             specs.append(entry)
     found = bounds(specs, "environment.yml")
@@ -87,6 +96,8 @@ def test_the_comparison_sees_a_changed_bound(tmp_path, monkeypatch):
     text = (REPO / "environment.yml").read_text(encoding="utf-8").replace("pandas>=2.2,<4", "pandas>=2.2,<5")
     (tmp_path / "environment.yml").write_text(text, encoding="utf-8")
     (tmp_path / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    (tmp_path / "grade").mkdir()
+    (tmp_path / "grade" / "pyproject.toml").write_text((REPO / "grade" / "pyproject.toml").read_text(encoding="utf-8"))
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     with pytest.raises(AssertionError, match="pandas"):
         test_environment_and_pyproject_give_the_same_bounds()

@@ -92,12 +92,22 @@ def test_a_data_folder_this_user_may_not_read_is_a_config_error_naming_it(privat
     assert f"agentlab's data folder {private_install / 'data'} cannot be read by this user" in err, err
 
 
-def test_agentlab_run_says_so_in_one_line(private_install, tmp_path) -> None:
+@pytest.fixture
+def open_folder():
+    """A folder every user may enter (pytest's tmp_path lies below a mode-700 folder of the user running pytest)."""
+    folder = Path(tempfile.mkdtemp(prefix="agentlab-open-"))
+    folder.chmod(0o755)
+    yield folder
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_agentlab_run_says_so_in_one_line(private_install, open_folder) -> None:
     from agentlab.cli import main
 
-    scenario = tmp_path / "end_turn.yaml"
+    scenario = open_folder / "end_turn.yaml"
     scenario.write_bytes((paths.scenarios_dir() / "end_turn.yaml").read_bytes())
-    tmp_path.chmod(0o755)
     scenario.chmod(0o644)
     from agentlab.backend.scenario import load_scenario
 

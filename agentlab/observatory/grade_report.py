@@ -271,15 +271,21 @@ class Report:
 
     def failure_lines(self) -> list[str]:
         """The report's headline when something fails: each failed rule on a line of its own, with where."""
-        rules = self.failed_rules()
-        if not rules:
+        rules, unshown = self.failed_rules(), self.unshown_failures()
+        if not rules and not unshown:
             return []
         lines = [f"fails {plural(len(rules), 'rule')} in {plural(len(self.failed), 'scenario')} (the details per "
                  "scenario follow):"]
         for rule, scenarios, policy in rules:
             why = f" ({POLICY_WORDS}, counted as a failure: --policy strict)" if policy else ""
             lines.append(f"    {MARKS['fail']} {rule}: {', '.join(scenarios)}{why}")
+        if unshown:
+            lines.append(f"    {MARKS['fail']} {NO_CHECKS}: {', '.join(unshown)}")
         return lines
+
+    def unshown_failures(self) -> list[str]:
+        """The scenarios that fail with no failed rule to show for it (a saved verdict without its checks)."""
+        return [scenario for scenario, rules in self.failed.items() if rules == [NO_CHECKS]]
 
     def policy_groups(self) -> list[tuple[str, str, list[str]]]:
         """Each policy difference once: ``(rule, behaviour, [scenarios])``."""
@@ -371,8 +377,9 @@ class Report:
             return ["nothing graded: a report without scenarios does not pass"]
         lines = []
         if self.failed:
+            named = [rule for rule, _, _ in self.failed_rules()] + ([NO_CHECKS] if self.unshown_failures() else [])
             lines.append(f"fails {plural(len(self.failed_rules()), 'rule')} in {plural(len(self.failed), 'scenario')}"
-                         f": {', '.join(rule for rule, _, _ in self.failed_rules())} (each with where, at the top)")
+                         f": {', '.join(named)} (each with where, at the top)")
         groups = self.policy_groups()
         if groups and self.policy != "ignore":
             counted = "counted as failures: --policy strict" if self.policy == "strict" else \
