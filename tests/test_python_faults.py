@@ -92,6 +92,8 @@ NOTEBOOK_CALLS = {
     "unknown_setting": "from agentlab import scenario_loop\nscenario_loop('end_turn', max_turnz=3)",
     "ReplayStepper": "from agentlab.ui.widgets import ReplayStepper\nReplayStepper('no_such')",
     "show_requests": "from agentlab.exercises.lesson11 import show_requests\nshow_requests('no_such')",
+    "hint": "from agentlab.exercises import hint\nhint('no_such')",
+    "show_solution": "from agentlab.exercises import show_solution\nshow_solution('no_such')",
 }
 
 

@@ -49,6 +49,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, TypeVar
 
+from ..core.errors import ConfigError
+
 __all__ = ["NotSolvedYet", "Verdict", "WrongAnswer", "exercise", "hint", "lesson_module", "show_solution",
            "solution_source"]
 
@@ -161,7 +163,7 @@ def _lesson_name(lesson: str | int) -> str:
     match = re.fullmatch(r"(?:lesson)?_?(\d{1,2})(?:_\w*)?", text)
     if not match:
         first, last = _lesson_range()
-        raise ValueError(f"unknown lesson {lesson!r}: write it as {first!r} … {last!r} (or the number)")
+        raise ConfigError(f"unknown lesson {lesson!r}: write it as {first!r} … {last!r} (or the number)")
     return f"lesson{int(match.group(1)):02d}"
 
 
@@ -179,7 +181,7 @@ def lesson_module(lesson: str | int) -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name != f"{__name__}.{name}":
             raise
-        raise ValueError(f"there is no exercise for {lesson!r} (no module agentlab.exercises.{name})") from None
+        raise ConfigError(f"there is no exercise for {lesson!r} (no module agentlab.exercises.{name})") from None
 
 
 def solution_source(lesson: str | int) -> str:
