@@ -137,12 +137,9 @@ def test_write_output_replaces_a_file_whole_keeping_its_permissions_and_a_link_t
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_write_output_that_fails_midway_leaves_the_old_file_and_nothing_beside_it(tmp_path):
-    """A file-size limit in a forked child stands for a full disk: the write fails after 100 bytes."""
-    from agentlab.core.paths import write_output
-
-    report = tmp_path / "report.json"
-    report.write_text("the last good report")
+def _under_a_file_size_limit(write) -> str:
+    """``write()`` in a forked child whose file-size limit (100 bytes) stands for a full disk: the ConfigError it
+    raised, or "no error"."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
@@ -151,7 +148,7 @@ def test_write_output_that_fails_midway_leaves_the_old_file_and_nothing_beside_i
         said = b"no error"
         try:
             resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
-            write_output(report, "x" * 10_000, "--save")
+            write()
         except ConfigError as exc:
             said = str(exc).encode()
         finally:
@@ -161,9 +158,31 @@ def test_write_output_that_fails_midway_leaves_the_old_file_and_nothing_beside_i
     with os.fdopen(read_end, "rb") as pipe:
         said = pipe.read().decode()
     os.waitpid(pid, 0)
+    return said
+
+
+def test_write_output_that_fails_midway_leaves_the_old_file_and_nothing_beside_it(tmp_path):
+    from agentlab.core.paths import write_output
+
+    report = tmp_path / "report.json"
+    report.write_text("the last good report")
+    said = _under_a_file_size_limit(lambda: write_output(report, "x" * 10_000, "--save"))
     assert said == f"--save {report}: cannot write it: File too large; the previous file is kept as it was"
     assert report.read_text() == "the last good report"
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_a_record_written_again_on_a_full_disk_keeps_the_committed_one(tmp_path):
+    from agentlab.observatory.records import record_path, write_record
+
+    record = {"client": "c", "version": "1", "scenario": "end_turn", "requests": ["x" * 10_000]}
+    path = record_path(tmp_path, "c", "1", "end_turn")
+    path.parent.mkdir(parents=True)
+    path.write_text("the committed record")
+    said = _under_a_file_size_limit(lambda: write_record(record, tmp_path))
+    assert said.endswith("File too large; the previous file is kept as it was"), said
+    assert path.read_text() == "the committed record"
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")

@@ -20,7 +20,7 @@ from ..backend.scripted import normalise_request
 from ..backend.serve import ScenarioServer
 from ..core.errors import ConfigError, sdk_error_text
 from ..core.compaction import estimate_tokens, text_blocks
-from ..core.paths import observed_dir, project_dir
+from ..core.paths import observed_dir, project_dir, write_output
 
 REPO = project_dir()
 OBSERVED_DIR = observed_dir()
@@ -512,7 +512,7 @@ def record_path(out: Path, client: str, version: str, scenario: str) -> Path:
 def write_record(record: dict[str, Any], out: str | Path | None = None) -> Path:
     path = record_path(Path(out) if out else OBSERVED_DIR, record["client"], record["version"], record["scenario"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_output(path, json.dumps(record, indent=1, ensure_ascii=False) + "\n", "a record")  # whole or not at all
     return path
 
 
