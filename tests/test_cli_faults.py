@@ -316,39 +316,19 @@ def test_observe_out_that_is_a_file_is_bad_usage(tmp_path, capsys) -> None:
 
 def run_as_another_user(args: list[str]) -> tuple[int, str]:
     """``agentlab ARGS`` in a forked child that, when the tests run as root (as CI does, where permission checks
-    always pass), first becomes the unprivileged user 65534. Returns the exit status and stderr."""
+    always pass), first becomes the unprivileged user 65534 (test_paths.as_another_user). Returns the exit status
+    and stderr."""
     import importlib
 
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        code = 1
-        try:
-            os.close(read_end)
-            os.dup2(write_end, 2)
-            for name in ("agentlab.cli", "agentlab.lab", "agentlab.backend.scenario", "agentlab.core.trace",
-                         "agentlab.ui.report", "shutil", "tempfile", "urllib.parse"):
-                importlib.import_module(name)  # loaded while the files can still be read
-            # and agentlab's data found and its sandbox listed (once per process): the checkout's folder may be
-            # private to this user, as a clone under /root or in a mode-700 temporary folder is
-            importlib.import_module("agentlab.core.paths").sandbox_files()
-            if os.geteuid() == 0:
-                os.setgid(65534)
-                os.setuid(65534)
-            sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
-            code = agentlab_main(args)
-        except BaseException:  # noqa: BLE001 - the child must never return into pytest
-            import traceback
+    from test_paths import as_another_user
 
-            traceback.print_exc()
-        finally:
-            sys.stderr.flush()
-            os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        err = pipe.read().decode("utf-8", "replace")
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), err
+    for name in ("agentlab.cli", "agentlab.lab", "agentlab.backend.scenario", "agentlab.core.trace",
+                 "agentlab.ui.report", "shutil", "tempfile", "urllib.parse"):
+        importlib.import_module(name)  # loaded before the fork, while the files can still be read
+    # and agentlab's data found and its sandbox listed (once per process, inherited by the child): the checkout's
+    # folder may be private to this user, as a clone under /root or in a mode-700 temporary folder is
+    importlib.import_module("agentlab.core.paths").sandbox_files()
+    return as_another_user(lambda: agentlab_main(args))
 
 
 def agentlab_main(args: list[str]) -> int:
