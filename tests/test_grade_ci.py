@@ -22,6 +22,7 @@ import pytest
 from agentlab.cli import main
 from agentlab.observatory.grade import RULES, SCHEMA_PATH, SCHEMA_VERSION
 from agentlab.observatory.grade_report import Report
+from test_grade_cli import _alive  # is a process still running (not a zombie)
 
 REPO = Path(__file__).resolve().parent.parent
 PY = shlex.quote(sys.executable)
@@ -515,12 +516,6 @@ def _interrupted_while_the_agent_runs(tmp_path: Path, argv: list[str]) -> tuple[
     return subprocess.CompletedProcess(argv, proc.returncode, out, err), pid
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def test_ctrl_c_during_a_grade_kills_the_agents_at_once_and_says_interrupted(tmp_path):
