@@ -1,20 +1,23 @@
-"""Every link of every lesson, clicked in JupyterLab in a real browser: it must open a real page or file.
+"""The links of every lesson in JupyterLab, in a real browser: drawn as they are written, and followed when clicked.
 
-JupyterLab's root is notebooks/ (``make lab``), so a link that climbs out of it (``../docs/…``) or names a file
-that is not there opens nothing. The test serves a copy of notebooks/ (the English lessons, the Chinese ones in
-zh/, the glossaries beside them) from the run's one JupyterLab (tests/browser_lab.py), in which a lesson opens
-with no kernel (no notebook needs to run for its links to be followed), opens each document in one page, and
-clicks each link in turn. The English documents are clicked here, the Chinese ones by
-tests/test_links_browser_zh.py (the two files run on two workers, each half taking about as long as the other,
-in the same lab):
+JupyterLab's root is notebooks/ (``make lab``). That every link leads to a file and heading of that root, or to
+the web, is read from the documents themselves by tests/test_lesson_links.py, which resolves each link and names
+each heading as JupyterLab does. This test checks, in the run's one JupyterLab (tests/browser_lab.py, over a copy
+of notebooks/, a lesson opened with no kernel: no notebook needs to run for its links to be followed), what only
+the browser shows:
 
-- a link to a lesson or the glossary must make a tab of that name the current one and draw it (cells, or the
-  rendered markdown), and a link's ``#fragment`` must name a heading in it, as JupyterLab names headings;
-- a link to the web must open a new browser page at exactly that address (the machine is offline, so the
-  address is answered by the test rather than fetched; what is checked is the address a learner reaches).
+- in every document (each opened in turn), JupyterLab draws exactly the links the markdown holds (counted with
+  markdown-it, the parser MyST uses, so that a link it does not draw as one is noticed rather than skipped), each
+  at the address tests/test_lesson_links.py resolves it to, and names the headings as that test does;
+- a click on a link opens what it names: a lesson or the glossary becomes the current tab and is drawn (cells,
+  or the rendered markdown) with the ``#fragment``'s heading in it; a link to the web opens a new browser page
+  at exactly that address (the machine is offline, so the address is answered by the test rather than fetched).
+  One link of each kind is clicked (``link_kind`` in tests/test_lesson_links.py: where it is drawn, what it opens,
+  its fragment, its folder): two links of a kind are drawn by the same renderer and followed by the same handler,
+  and what differs between them, the file and heading named, is checked for every link by the two checks above.
 
-The links are counted from the documents' markdown as well (markdown-it, the parser MyST uses), so a link
-that JupyterLab does not draw as one is noticed rather than skipped. The site's links: tests/test_site.py.
+The English documents are checked here, the Chinese ones by tests/test_links_browser_zh.py (the two files run on
+two workers, in the same lab). The site's links: tests/test_site.py.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from browser_lab import CHROMIUM, CHROMIUM_ARGS, STEPPER_DIR, page_url, require_browser
-from markdown_it import MarkdownIt
+from browser_lab import CHROMIUM, CHROMIUM_ARGS, page_url, require_browser
+from test_lesson_links import documents, heading_ids, link_kind, markdown_links, resolve
 
 pytestmark = pytest.mark.browser
 
@@ -42,39 +45,11 @@ NO_KERNEL = """() => new MutationObserver(() => {
     dialog.querySelector('.jp-mod-accept')?.click();
   }
 }).observe(document.body, {childList: true, subtree: true})"""
-LINKS = ".jp-MainAreaWidget:not(.lm-mod-hidden) .jp-RenderedMarkdown a[href]:not(.jp-InternalAnchorLink)"
 CURRENT = ".jp-MainAreaWidget:not(.lm-mod-hidden)"
-
-
-def documents(root: Path) -> list[str]:
-    """The lessons (English, then zh/) and the markdown pages beside them, relative to the lab's root (the
-    stepper test's notebook left out)."""
-    found = (sorted(root.glob("*.ipynb")) + sorted(root.glob("*.md")) + sorted(root.glob("*/*.ipynb"))
-             + sorted(root.glob("*/*.md")))
-    return [p.relative_to(root).as_posix() for p in found if not {".ipynb_checkpoints", STEPPER_DIR} & set(p.parts)]
-
-
-def markdown_links(path: Path) -> list[str]:
-    """Every link target in a document's markdown (a notebook's markdown cells, or a .md file), in order."""
-    if path.suffix == ".ipynb":
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        texts = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
-    else:
-        texts = [path.read_text(encoding="utf-8")]
-    parser = MarkdownIt("commonmark").enable("table")
-    targets = []
-    for text in texts:
-        for token in parser.parse(text):
-            targets += [child.attrs["href"] for child in token.children or [] if child.type == "link_open"]
-    return targets
-
-
-def test_markdown_links_are_read_as_the_lab_draws_them(tmp_path):
-    """The count the browser test compares with: inline links, in tables too; code spans are not links."""
-    sample = tmp_path / "sample.md"
-    sample.write_text("# T\n\n[a](glossary.md#Token) and `[not](x.md)`\n\n| x |\n|---|\n| [b](01_x.ipynb) |\n\n"
-                      "<https://example.com/c>\n", encoding="utf-8")
-    assert markdown_links(sample) == ["glossary.md#Token", "01_x.ipynb", "https://example.com/c"]
+LINKS = f"{CURRENT} .jp-RenderedMarkdown a[href]:not(.jp-InternalAnchorLink)"
+# the headings of the markdown: a notebook's markdown cells, or the page (not a heading an output draws)
+HEADINGS = {".ipynb": f"{CURRENT} .jp-MarkdownCell :is(h1, h2, h3, h4, h5, h6)[data-jupyter-id]",
+            ".md": f"{CURRENT} .jp-RenderedMarkdown :is(h1, h2, h3, h4, h5, h6)[data-jupyter-id]"}
 
 
 def test_a_drawn_link_is_read_as_the_file_it_opens():
@@ -140,7 +115,7 @@ def drawn(page, path: str, timeout: float = 5_000) -> None:
     page.wait_for_selector(f"{CURRENT} {inner}", timeout=timeout)
 
 
-def follow_local(page, lab, origin: str, index: int, path: str, fragment: str) -> str | None:
+def follow_local(page, origin: str, index: int, path: str, fragment: str) -> str | None:
     """Click link ``index`` of ``origin``; None when it opened ``path`` (at ``fragment``), else what went wrong."""
     page.locator(LINKS).nth(index).click()
     if path != origin:
@@ -159,13 +134,13 @@ def follow_local(page, lab, origin: str, index: int, path: str, fragment: str) -
     return problem
 
 
-def all_drawn(page, expected: int, timeout: float = 30_000) -> None:
-    """Wait until the current document shows ``expected`` links: a notebook's cells appear before its markdown is
-    rendered, and on a busy machine the rendering lags. A document that never shows them all is reported by the
-    count compared next, not here."""
+def all_drawn(page, selector: str, expected: int, timeout: float = 30_000) -> None:
+    """Wait until the current document shows ``expected`` elements of ``selector`` (links, headings): a notebook's
+    cells appear before its markdown is rendered, and on a busy machine the rendering lags. A document that never
+    shows them all is reported by the count compared next, not here."""
     try:
         page.wait_for_function("([selector, n]) => document.querySelectorAll(selector).length >= n",
-                               arg=[LINKS, expected], timeout=timeout)
+                               arg=[selector, expected], timeout=timeout)
     except Exception:  # noqa: BLE001 - the caller compares the counts and reports the difference
         pass
 
@@ -196,17 +171,18 @@ def follow_web(page, index: int, href: str) -> str | None:
 
 
 def test_every_link_of_every_lesson_opens_in_jupyterlab(lab, capsys):
-    """The English lessons and the pages beside them (tests/test_links_browser_zh.py: notebooks/zh/, in a lab of its
-    own, so that the two halves run on two workers)."""
+    """The English lessons and the pages beside them (tests/test_links_browser_zh.py: notebooks/zh/, on another
+    worker)."""
     check_links(lab, capsys, [d for d in documents(lab["root"]) if "/" not in d], workspace="links")
 
 
 def check_links(lab, capsys, docs: list[str], workspace: str) -> None:
-    """Open each of ``docs`` in the lab, click each of its links and say which do not lead where they say."""
+    """Open each of ``docs`` in the lab, compare what it draws with its markdown, click one link of each kind, and
+    say which links are not drawn or followed as written."""
     sync_playwright = require_browser()
     started = time.monotonic()
     problems: list[str] = []
-    results: dict[tuple[str, str], str | None] = {}
+    clicked: dict[tuple[str, ...], str] = {}   # kind -> the link clicked for it
     links = 0
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -219,37 +195,57 @@ def check_links(lab, capsys, docs: list[str], workspace: str) -> None:
             page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started", timeout=60_000)
             for doc in docs:
                 open_document(page, doc)
-                expected = markdown_links(lab["root"] / doc)
-                all_drawn(page, len(expected))
+                problems += drawn_as_written(page, lab, doc)
+                written = markdown_links(lab["root"] / doc)
                 hrefs = page.locator(LINKS).evaluate_all("links => links.map(a => a.href)")
-                if len(hrefs) != len(expected):
-                    problems.append(f"{doc}: its markdown has {len(expected)} links, JupyterLab drew {len(hrefs)}")
-                problems += click_links(page, lab, doc, list(zip(hrefs, expected, strict=False)), results)
+                problems += click_one_of_each_kind(page, lab, doc, list(zip(hrefs, written, strict=False)), clicked)
                 links += len(hrefs)
         finally:
             browser.close()
     elapsed = time.monotonic() - started
-    web = sum(local_target(href, lab["url"]) is None for _, href in results)
     with capsys.disabled():
-        print(f"\n  {links} links in {len(docs)} documents, {len(results)} addresses clicked ({web} to the web; "
-              f"the {links - len(results)} others the same address from the same kind of document) in {elapsed:.1f} s")
-    assert results
-    assert not problems, "links that do not work in JupyterLab:\n" + "\n".join(problems)
+        print(f"\n  {links} links in {len(docs)} documents drawn as written; {len(clicked)} clicked, one of each kind: "
+              f"{sorted(clicked.values())} in {elapsed:.1f} s")
+    assert clicked
+    assert not problems, "links that JupyterLab does not draw or follow as written:\n" + "\n".join(problems)
 
 
-def click_links(page, lab, doc: str, links: list[tuple[str, str]], results: dict) -> list[str]:
-    """Click each of ``doc``'s links ((address drawn, target written)) and say which do not lead where they say.
-    A link whose address was clicked before from a document of the same kind (a notebook, a page) is not clicked
-    again: it is the same address, drawn by the same renderer and opened by the same handler, so it shares that
-    click's result (``results``: (kind, address) -> the problem, or None)."""
+def drawn_as_written(page, lab, doc: str) -> list[str]:
+    """What the current document ``doc`` draws that differs from its markdown: its links (how many, and the
+    address of each, as tests/test_lesson_links.py resolves it) and the names of its headings."""
+    problems = []
+    written, ids = markdown_links(lab["root"] / doc), heading_ids(lab["root"] / doc)
+    headings = HEADINGS[Path(doc).suffix]
+    all_drawn(page, LINKS, len(written))
+    all_drawn(page, headings, len(ids))
+    hrefs = page.locator(LINKS).evaluate_all("links => links.map(a => a.href)")
+    if len(hrefs) != len(written):
+        problems.append(f"{doc}: its markdown has {len(written)} links, JupyterLab drew {len(hrefs)}")
+    for index, (href, target) in enumerate(zip(hrefs, written, strict=False), start=1):
+        resolved = resolve(doc, target)
+        as_drawn = local_target(href, lab["url"])
+        expected = None if resolved.web else (resolved.path, resolved.fragment)
+        if as_drawn != expected or (resolved.web and href != target):
+            problems.append(f"{doc}: link {index} ({target}) is drawn as {href}, not as it resolves here "
+                            f"({resolved})")
+    named = page.locator(headings).evaluate_all("hs => hs.map(h => h.getAttribute('data-jupyter-id'))")
+    if named != ids:
+        problems.append(f"{doc}: JupyterLab names its headings {named}, tests/test_lesson_links.py reads {ids}")
+    return problems
+
+
+def click_one_of_each_kind(page, lab, doc: str, links: list[tuple[str, str]], clicked: dict) -> list[str]:
+    """Click each of ``doc``'s links ((address drawn, target written)) of a kind no link has been clicked for yet
+    (``clicked``: kind -> the link, ``link_kind``), and say which do not lead where they say."""
     problems = []
     for index, (href, written) in enumerate(links):
-        key = (Path(doc).suffix, href)
-        if key not in results:
-            back_at(page, doc, index, href)
-            local = local_target(href, lab["url"])
-            results[key] = (follow_web(page, index, href) if local is None
-                            else follow_local(page, lab, doc, index, *local))
-        if results[key]:
-            problems.append(f"{doc}: link {index + 1} ({written}) {results[key]}")
+        kind = link_kind(doc, written)
+        if kind in clicked:
+            continue
+        clicked[kind] = f"{doc}: {written}"
+        back_at(page, doc, index, href)
+        local = local_target(href, lab["url"])
+        problem = follow_web(page, index, href) if local is None else follow_local(page, doc, index, *local)
+        if problem:
+            problems.append(f"{doc}: link {index + 1} ({written}, {', '.join(kind)}) {problem}")
     return problems

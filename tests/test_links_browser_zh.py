@@ -1,6 +1,6 @@
-"""Every link of every Chinese lesson and of the Chinese glossary (notebooks/zh/), clicked in JupyterLab in a real
-browser, as tests/test_links_browser.py clicks the English ones; a file of its own so that it runs on another
-worker, in the same JupyterLab (tests/browser_lab.py)."""
+"""The links of every Chinese lesson and of the Chinese glossary (notebooks/zh/) in JupyterLab in a real browser,
+drawn as written and one of each kind clicked, as tests/test_links_browser.py checks the English ones; a file of its
+own so that it runs on another worker, in the same JupyterLab (tests/browser_lab.py)."""
 
 from __future__ import annotations
 
