@@ -1,0 +1,75 @@
+"""tests/forked_agent.py: the command the grader runs is a process of its own whose agent script runs, forked from a
+server that imported the SDK once, with that process's argv, environment, folder, stdin, stdout and stderr, and whose
+exit is the agent's; a killed command takes its agent with it."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import textwrap
+
+import pytest
+from forked_agent import command, preloaded
+
+AGENT = textwrap.dedent("""
+    import os, sys
+    print("argv", sys.argv[1:], "preloaded", "anthropic" in sys.modules, "main", __name__)
+    print("env", os.environ["AGENT_TEST"], "cwd", os.getcwd(), "stdin", sys.stdin.read())
+    print("to stderr", file=sys.stderr)
+    if os.environ.get("AGENT_STARTED"):
+        with open(os.environ["AGENT_STARTED"], "w") as started:  # the test reads this: the agent is running
+            started.write(str(os.getpid()))
+        import time
+        time.sleep(3600)  # until it is killed
+    sys.exit(int(os.environ.get("AGENT_EXIT", "0")))
+""")
+
+
+@pytest.fixture(scope="module")
+def server():
+    with preloaded() as address:
+        yield address
+
+
+def test_the_agent_runs_with_the_commands_argv_environment_folder_and_stdio(server, tmp_path):
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT, encoding="utf-8")
+    env = {**os.environ, "AGENT_TEST": "x y", "AGENT_EXIT": "3"}
+    done = subprocess.run(command(server, script, "--flag", "a prompt"), cwd=tmp_path, env=env, input="typed",
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.splitlines() == ["argv ['--flag', 'a prompt'] preloaded True main __main__",
+                                        f"env x y cwd {tmp_path} stdin typed"]
+    assert done.stderr == "to stderr\n"
+
+
+def test_an_agent_killed_by_a_signal_is_a_command_killed_by_it(server, tmp_path):
+    script = tmp_path / "agent.py"
+    script.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n", encoding="utf-8")
+    done = subprocess.run(command(server, script), capture_output=True, text=True, timeout=60)
+    assert done.returncode == -signal.SIGTERM, done.stderr
+
+
+def test_a_killed_command_takes_its_agent_with_it(server, tmp_path):
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT, encoding="utf-8")
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    env = {**os.environ, "AGENT_TEST": "", "AGENT_STARTED": str(fifo)}
+    proc = subprocess.Popen(command(server, script), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    try:
+        assert select.select([reader], [], [], 60)[0], "the agent never started"
+        agent = int(os.read(reader, 100))
+        watch = os.pidfd_open(agent)
+        proc.kill()
+        proc.wait(timeout=30)
+        assert select.select([watch], [], [], 30)[0], "the agent outlived its command"
+    finally:
+        os.close(reader)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
