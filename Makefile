@@ -11,9 +11,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# the workbench and agentlab-grade (grade/, a member of the workspace: the pytest plugin, the heatmap), editable
-$(STAMP): $(BIN)/python pyproject.toml grade/pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[lab,test,site]' -e './grade[heatmap]'
+# the workbench and agentlab-grade (agentlab-grade/, a member of the workspace: the pytest plugin, the heatmap), editable
+$(STAMP): $(BIN)/python pyproject.toml agentlab-grade/pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[lab,test,site]' -e './agentlab-grade[heatmap]'
 	touch $(STAMP)
 
 LAB_ARGS ?=
@@ -31,7 +31,7 @@ lessons: $(STAMP)
 # The tests and the lessons (nbval) in one run on three workers for two cores: some tests wait (on a
 # subprocess, a kernel, a timeout that is the point of the test, Chromium) and the third worker uses the core
 # meanwhile. A file's tests stay on one worker, so module fixtures (the built wheel, the JupyterLab of the
-# browser test) are set up once. Files are handed out longest first (conftest.py), from the times of the
+# browser test) are set up once. Files are handed out longest first (tests/file_order.py), from the times of the
 # last run or tests/file_seconds.json (`make test-times` rewrites it). bench/make_test.py times it.
 # The site tests: make site-test.
 # notebooks/zh (the lessons in Chinese) is not run by nbval: its code cells and outputs are the English ones,
@@ -42,12 +42,12 @@ lessons: $(STAMP)
 WORKERS ?= 3
 PYCACHE ?= $(CURDIR)/.pytest_cache/pycache
 test: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) $(BIN)/python -m pytest tests notebooks -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not site" -p no:randomly -p pytest_gc \
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) $(BIN)/python -m pytest tests notebooks -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not site" -p no:randomly -p tests.pytest_gc \
 		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore=tests/browser_stepper.ipynb --ignore=notebooks/zh
 
 # tests/file_seconds.json, the order of a first run (a fresh clone has no pytest cache), from the last run's times
 test-times:
-	$(BIN)/python conftest.py
+	$(BIN)/python tests/file_order.py
 
 # The lessons as a static website in build/site (open build/site/index.html)
 site: $(STAMP)
@@ -169,7 +169,7 @@ record: $(STAMP)
 	  echo "make record: a Claude Code transcript holds something agentlab replay does not understand (above)"; exit 1; }
 
 lint: $(STAMP)
-	$(BIN)/ruff check agentlab tests bench conftest.py pytest_gc.py
+	$(BIN)/ruff check agentlab agentlab-grade tests bench website translations examples
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -20,7 +20,9 @@ core/         the decision and the loop; imports nothing else of agentlab
   loop          AgentLoop(client, config): performs what ``decide()`` says (sync ``run()``, async ``arun()``)
 backend/      the scripted model: scenario files, the engine, ``agentlab serve``
 lab           a RunConfig built from a scenario or from flags, and its loop (the one configuration path)
-observatory/  recorded real clients: observe, compare, replay, facts, grade
+observatory/  recorded real clients: observe, records, compare, replay, facts
+grading/      ``agentlab grade``: the rules, the verdicts, the report cards, the serving
+sessions/     Claude Code's own session files: ``agentlab sessions``, ``agentlab replay``
 ui/           the notebook UI: plots, report, widgets (Stepper, ReplayStepper)
 exercises/    the lessons' checks
 cli           the ``agentlab`` command; nothing imports it

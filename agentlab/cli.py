@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "as ≠ policy, listed once, exit status unchanged), strict (a failure), ignore (a pass)")
     grade.add_argument("--json", action="store_true",
                        help="print the JSON report on stdout, as one document (the text report goes to stderr); "
-                            "its JSON Schema is agentlab/observatory/schemas/grade-report.schema.json")
+                            "its JSON Schema is agentlab/grading/schemas/grade-report.schema.json")
     _add_replay_parsers(sub)
     return parser
 
@@ -291,7 +291,7 @@ def _main(argv: list[str] | None) -> int:
             from .backend.serve import serve_main
 
             if args.mode == "grade":
-                from .observatory.grade import grading_engine
+                from .grading.command import grading_engine
 
                 return serve_main(args, engine=grading_engine(args.scenario))
             return serve_main(args)
@@ -300,7 +300,7 @@ def _main(argv: list[str] | None) -> int:
 
             return observe_main(args)
         if args.command == "grade":
-            from .observatory.grade import grade_main
+            from .grading.command import grade_main
 
             return grade_main(args, heatmap=_heatmap_maker() if args.heatmap else None)
         if args.command in ("replay", "sessions"):
@@ -339,7 +339,7 @@ def _heatmap_maker():
 
 
 def _replay_or_sessions(args: argparse.Namespace) -> int:
-    from .observatory.sessions import replay_main, sessions_main
+    from .sessions.command import replay_main, sessions_main
 
     if args.command == "sessions":
         return sessions_main(args)

@@ -42,7 +42,7 @@ def cpu(work: Callable[[], Any]) -> float:
 
 def live(scenarios: list[str] | None) -> Callable[[], Any]:
     from agentlab.exercises.lesson12 import SOLUTION
-    from agentlab.observatory.grade import document, grade_function, junit_xml
+    from agentlab.grading.command import document, grade_function, junit_xml
 
     def work() -> None:
         report = grade_function(SOLUTION, scenarios, jobs=4)
@@ -52,7 +52,7 @@ def live(scenarios: list[str] | None) -> Callable[[], Any]:
 
 
 def records(clients: list[str] | None) -> Callable[[], Any]:
-    from agentlab.observatory.grade import document, junit_xml, observed_reports
+    from agentlab.grading.command import document, junit_xml, observed_reports
 
     def work() -> None:
         reports = observed_reports(clients=clients)

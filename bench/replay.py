@@ -30,8 +30,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from agentlab.observatory.sessions import load_any
-from agentlab.observatory.transcript import table_lines
+from agentlab.sessions.command import load_any
+from agentlab.sessions.transcript import table_lines
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import Printer, add_arguments, record  # noqa: E402

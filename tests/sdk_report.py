@@ -10,7 +10,7 @@ import sys
 
 import anthropic
 
-from agentlab.observatory.grade_serving import grade_function
+from agentlab.grading.serving import grade_function
 
 SCENARIOS = ["api_errors", "api_error_fatal", "prompt_too_long", "overloaded_fallback"]
 

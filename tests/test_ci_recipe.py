@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 import yaml
 
-from agentlab.observatory.grade import SCHEMA_PATH
+from agentlab.grading.command import SCHEMA_PATH
 
 REPO = Path(__file__).resolve().parent.parent
 CI = REPO / "docs" / "ci.md"

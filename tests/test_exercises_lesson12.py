@@ -14,7 +14,7 @@ import pytest
 
 from agentlab.exercises import WrongAnswer, lesson12, solution_source
 from agentlab.exercises.lesson12 import STUB, card_summary, check_agent_loop, failed_beyond, grade_loop, side_by_side
-from agentlab.observatory.grade import RULES, Check, Report, ScenarioGrade, grade_function, gradeable_scenarios
+from agentlab.grading.command import RULES, Check, Report, ScenarioGrade, grade_function, gradeable_scenarios
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "12_your_loop_graded.ipynb"
 FEW = ["pause_turn", "mislabel_end_turn", "max_tokens_give_up", "end_turn"]

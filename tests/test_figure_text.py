@@ -34,8 +34,8 @@ def events(scenario: str) -> tuple:
 
 @cache
 def session_trace():
-    from agentlab.observatory.transcript import read_session
-    from agentlab.observatory.transcript_trace import session_to_trace
+    from agentlab.sessions.transcript import read_session
+    from agentlab.sessions.trace import session_to_trace
 
     return session_to_trace(read_session(data_dir() / "sessions/claude-code/2.1.332/context_window_full.jsonl"))
 

@@ -153,7 +153,7 @@ def test_the_runner_reproduces_its_committed_records(client: str, tmp_path: Path
 
 
 def test_the_clients_table_gives_each_clients_options_and_the_branches_it_reached() -> None:
-    from agentlab.observatory.matrix import clients_matrix
+    from agentlab.grading.matrix import clients_matrix
 
     table = clients_matrix().set_index("reproduce")
     assert table.loc["agentlab observe vercel-ai", "options"] == (
@@ -165,7 +165,7 @@ def test_the_clients_table_gives_each_clients_options_and_the_branches_it_reache
 
 
 def test_a_cell_says_when_its_run_never_reached_the_branch() -> None:
-    from agentlab.observatory.matrix import NOT_REACHED, branch_reached, comparison_matrix
+    from agentlab.grading.matrix import NOT_REACHED, branch_reached, comparison_matrix
 
     record = committed("anthropic-ts")["end_turn"]
     assert branch_reached(record)

@@ -144,7 +144,7 @@ def test_the_action_fails_the_naive_loop_without_a_baseline(work):
 
 
 def test_agentlab_grade_re_exports_the_workbenchs_objects():
-    from agentlab.observatory import grade
+    from agentlab.grading import command as grade
 
     names = [n for n in agentlab_grade.__all__ if n not in ("__version__", "grade_heatmap")]
     assert names and all(getattr(agentlab_grade, n) is getattr(grade, n) for n in names)

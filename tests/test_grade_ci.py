@@ -20,8 +20,8 @@ import jsonschema
 import pytest
 
 from agentlab.cli import main
-from agentlab.observatory.grade import RULES, SCHEMA_PATH, SCHEMA_VERSION
-from agentlab.observatory.grade_report import Report
+from agentlab.grading.command import RULES, SCHEMA_PATH, SCHEMA_VERSION
+from agentlab.grading.report import Report
 from test_grade_cli import _alive  # is a process still running (not a zombie)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -376,7 +376,7 @@ def test_a_scenario_not_reached_is_skipped(tmp_path):
     # the grading is replaced by a report whose run reached no branch rule (nothing any rule could judge)
     (tmp_path / "conftest.py").write_text(textwrap.dedent("""
         import agentlab_grade.pytest_plugin as pytest_agentlab
-        from agentlab.observatory.grade import Check, Report, ScenarioGrade
+        from agentlab.grading.command import Check, Report, ScenarioGrade
 
         def grade(self, name):
             self._report = Report("fake", [ScenarioGrade(name, [Check("ends_on_its_own", "pass", "it ended")], 1,
@@ -457,7 +457,7 @@ def test_the_plugin_s_policy_option_decides_what_a_difference_counts_as(tmp_path
     # a conftest replaces the grading by a report with one policy difference (no agent needed)
     (tmp_path / "conftest.py").write_text(textwrap.dedent("""
         import agentlab_grade.pytest_plugin as pytest_agentlab
-        from agentlab.observatory.grade import Check, Report, ScenarioGrade
+        from agentlab.grading.command import Check, Report, ScenarioGrade
 
         def grade(self, name):
             checks = [Check("retry_with_backoff", "policy", "ended after 2 retries", policy="2 retries"),

@@ -16,7 +16,7 @@ import pytest
 
 from agentlab.backend.scenario import load_scenario
 from agentlab.cli import main
-from agentlab.observatory.grade import gradeable_scenarios, needs_settings
+from agentlab.grading.command import gradeable_scenarios, needs_settings
 
 REPO = Path(__file__).resolve().parent.parent
 PY = shlex.quote(sys.executable)

@@ -59,7 +59,7 @@ SOURCED_RULES = ("pause_turn_resume", "compaction_block_unchanged")
 
 
 def test_each_refusal_and_compaction_rule_names_its_source():
-    from agentlab.observatory.grade import RULES
+    from agentlab.grading.command import RULES
 
     table = SOURCES.search(DOC.read_text(encoding="utf-8"))
     assert table is not None, "docs/grade.md: no <!-- grade:sources --> table"

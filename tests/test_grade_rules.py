@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentlab.observatory.grade import (
+from agentlab.grading.command import (
     MAX_CONTINUATIONS,
     MAX_STOP_BLOCKS,
     RULE_NAMES,

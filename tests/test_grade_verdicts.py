@@ -1,7 +1,7 @@
 """grade's verdicts, proved with one small purpose-built loop on the raw SDK: done right it passes every rule it
 reaches; each behaviour broken on its own fails (or, for the reference loop's choices, differs on) exactly the
 rule it breaks, once per scenario, and nothing else. Every output (text, JSON, JUnit, baseline, heatmap) reads
-the same verdicts from agentlab.observatory.grade_verdict."""
+the same verdicts from agentlab.grading.verdict."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from agentlab.observatory.grade import (
+from agentlab.grading.command import (
     Check,
     Report,
     document,
@@ -22,10 +22,10 @@ from agentlab.observatory.grade import (
     junit_xml,
     scenario_verdict,
 )
-from agentlab.observatory.grade_output import failures
-from agentlab.observatory.grade_report import grade_record
-from agentlab.observatory.grade_rules import record_from_requests
-from agentlab.observatory.grade_verdict import cell, counted_once, policy_groups, rule_verdict
+from agentlab.grading.output import failures
+from agentlab.grading.report import grade_record
+from agentlab.grading.rules import record_from_requests
+from agentlab.grading.verdict import cell, counted_once, policy_groups, rule_verdict
 
 CONTINUE = "Output token limit hit. Continue exactly where you stopped."
 
@@ -455,7 +455,7 @@ def test_policy_mode_changes_every_output_the_same_way():
 
 
 def test_a_saved_report_loads_back_with_the_same_verdicts_under_any_mode(tmp_path):
-    from agentlab.observatory.grade import load_document
+    from agentlab.grading.command import load_document
 
     report = _grade("two_retries", scenarios=["api_errors", "thinking_max_tokens"]).under("strict")
     path = tmp_path / "r.json"
@@ -506,8 +506,8 @@ def test_a_server_fault_before_an_exit_is_never_a_pass():
     # as a careful loop may. No reply after the fault was the live API's: the scenario does not pass, the report
     # says the server failed, and the rules reached before it keep their verdicts
     from agentlab.backend.scenario import parse_scenario
-    from agentlab.observatory.grade_report import grade_record
-    from agentlab.observatory.grade_serving import function_runner
+    from agentlab.grading.report import grade_record
+    from agentlab.grading.serving import function_runner
     from agentlab.observatory.observe import observe_scenario
 
     broken = parse_scenario({"description": "a tool call, then a reply whose usage disagrees", "tools": "demo",

@@ -122,20 +122,28 @@ def _readme_layout() -> str:
 
 
 def test_the_readme_layout_matches_the_tree():
-    """Every subpackage and module of agentlab is in the README's layout section, and everything it names exists."""
+    """The README's layout names every subpackage and top-level module of agentlab, and each module it names
+    exists; each subpackage's own docstring is its map, naming every module in it (so the README stays short)."""
+    import ast
     import re
 
     layout = _readme_layout()
     named_dirs = set(re.findall(r"^  (\w+)/", layout, flags=re.M))
-    package_lines = "\n".join(line for line in layout.splitlines() if line.startswith(" "))   # under agentlab/
+    package_lines = layout.split("\nagentlab/\n", 1)[1]
+    package_lines = package_lines[:re.search(r"^\S", package_lines, flags=re.M).start()]   # agentlab/'s lines
     named_modules = set(re.findall(r"\b(\w+)\.py\b", package_lines))
     subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
     assert named_dirs == subpackages, f"README layout names {sorted(named_dirs)}, the tree has {sorted(subpackages)}"
-    modules = {p.stem for sub in ("core", "backend", "observatory", "ui") for p in (PACKAGE / sub).glob("*.py")
-               if p.stem != "__init__"}
-    modules |= {p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
-    assert modules <= named_modules, f"README layout does not name {sorted(modules - named_modules)}"
-    assert named_modules <= modules, f"README layout names modules that do not exist: {sorted(named_modules - modules)}"
+    top = {p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    assert top <= named_modules, f"README layout does not name {sorted(top - named_modules)}"
+    every = top | {p.stem for sub in subpackages for p in (PACKAGE / sub).glob("*.py")}
+    assert named_modules <= every, f"README layout names modules that do not exist: {sorted(named_modules - every)}"
+    for sub in sorted(subpackages - {"exercises"}):   # exercises/: lessonNN.py, one per lesson, and its helpers
+        doc = ast.get_docstring(ast.parse((PACKAGE / sub / "__init__.py").read_text(encoding="utf-8"))) or ""
+        listed = set(re.findall(r"^([a-z_]+)\s", doc, flags=re.M))   # a map's line: a module, then what it holds
+        modules = {p.stem for p in (PACKAGE / sub).glob("*.py") if p.stem != "__init__"}
+        assert modules <= listed, f"agentlab/{sub}/__init__.py's docstring does not list {sorted(modules - listed)}"
+        assert listed <= modules, f"agentlab/{sub}/__init__.py lists {sorted(listed - modules)}, not in the folder"
     for folder in re.findall(r"^([\w.]+/(?:[\w.]+/?)?)", layout, flags=re.M):
         assert (REPO / folder).exists(), f"README layout names {folder}, which does not exist"
     for top_file in re.findall(r"^([\w-]+\.\w+)\s", layout, flags=re.M):

@@ -98,7 +98,7 @@ def test_the_live_figure_keeps_its_text_cache_between_steps():
 
 
 PUBLIC_ONLY = ["agentlab/ui/plots.py", "agentlab/ui/canvas.py", "agentlab/ui/widgets.py",
-               "grade/agentlab_grade/heatmap.py"]
+               "agentlab-grade/agentlab_grade/heatmap.py"]
 
 
 def test_the_figures_use_only_matplotlibs_public_api():
@@ -108,7 +108,7 @@ def test_the_figures_use_only_matplotlibs_public_api():
 
     root = Path(__file__).resolve().parents[1]
     ours: set[str] = set()
-    for path in [*(root / "agentlab").rglob("*.py"), *(root / "grade").rglob("*.py")]:
+    for path in [*(root / "agentlab").rglob("*.py"), *(root / "agentlab-grade").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 ours.add(node.name)

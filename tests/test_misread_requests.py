@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentlab.observatory.grade import grade_function
+from agentlab.grading.command import grade_function
 
 RETRY = "The previous response failed to produce a valid tool call. Try again."
 

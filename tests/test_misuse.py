@@ -195,7 +195,7 @@ def test_grade_save_onto_a_loaded_report_is_refused(tmp_path, capsys) -> None:
 def test_grade_save_onto_a_committed_record_it_grades_is_refused(tmp_path, monkeypatch, capsys) -> None:
     import shutil
 
-    import agentlab.observatory.grade as grade
+    import agentlab.grading.command as grade
 
     record = tmp_path / "observed" / "c" / "1" / "end_turn.json"
     record.parent.mkdir(parents=True)

@@ -89,7 +89,7 @@ def _escalating_loop(clamps: bool):
 
 @pytest.mark.parametrize(("clamps", "status"), [(True, "pass"), (False, "fail")])
 def test_a_graded_loop_asks_for_the_scenario_s_model_so_the_clamp_is_reached(clamps: bool, status: str) -> None:
-    from agentlab.observatory.grade import grade_function
+    from agentlab.grading.command import grade_function
 
     report = grade_function(_escalating_loop(clamps), ["max_tokens_clamp"], timeout=30)
     grade = report.grades[0]

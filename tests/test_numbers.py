@@ -275,7 +275,7 @@ def test_a_staged_error_says_so_in_the_stepper_and_the_trace(capsys) -> None:
 def test_a_window_as_large_as_the_models_own_needs_no_client_setting() -> None:
     """max_tokens_give_up runs in claude-sonnet-4-6's 1M-token window so that its numbers fit; a client needs
     no setting for a window larger than its own, so the scenario stays gradeable (a small window still is not)."""
-    from agentlab.observatory.grade import gradeable_scenarios, needs_settings
+    from agentlab.grading.command import gradeable_scenarios, needs_settings
 
     give_up = load_scenario("max_tokens_give_up")
     assert give_up.context_window is not None and give_up.context_window > Limits().context_window

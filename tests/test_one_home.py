@@ -74,7 +74,7 @@ def test_a_stop_reason_the_table_does_not_hold_completes_and_says_so(stop_reason
 
 
 def test_the_recovery_stop_reasons_are_those_whose_branch_is_no_answer() -> None:
-    from agentlab.observatory import grade_rules
+    from agentlab.grading import rules as grade_rules
 
     assert RECOVERY_STOP_REASONS == {"max_tokens", "model_context_window_exceeded", "pause_turn", "compaction",
                                      "refusal"}
@@ -82,7 +82,7 @@ def test_the_recovery_stop_reasons_are_those_whose_branch_is_no_answer() -> None
 
 
 def test_the_transcript_reader_knows_the_cores_stop_reasons() -> None:
-    from agentlab.observatory import transcript
+    from agentlab.sessions import transcript
 
     assert transcript.STOP_REASONS == {*STOP_REASONS, None}
 
@@ -106,7 +106,7 @@ def test_no_other_module_lists_the_stop_reasons() -> None:
 # --- the transient statuses, and the numbers in two 400 messages ---------------------------------------------
 
 def test_the_grader_retries_what_the_loop_retries() -> None:
-    from agentlab.observatory import grade, grade_rules
+    from agentlab.grading import command as grade, rules as grade_rules
 
     assert grade_rules.TRANSIENT_STATUSES is TRANSIENT_STATUSES
     assert grade.TRANSIENT_STATUSES is TRANSIENT_STATUSES
@@ -124,7 +124,7 @@ def test_the_max_tokens_ceiling_is_read_in_one_place() -> None:
 
 
 def test_the_grader_reads_a_ceiling_and_a_long_prompt_as_the_loop_does() -> None:
-    from agentlab.observatory import grade_rules
+    from agentlab.grading import rules as grade_rules
 
     assert grade_rules.max_tokens_ceiling is max_tokens_ceiling
     assert grade_rules.is_prompt_too_long is is_prompt_too_long
@@ -150,7 +150,7 @@ BOUNDS = {"MAX_CONTINUATIONS": "max_continuations", "OVERLOADS_BEFORE_FALLBACK":
 
 
 def test_the_grader_reads_the_reference_loops_bounds_from_limits() -> None:
-    from agentlab.observatory import grade_rules
+    from agentlab.grading import rules as grade_rules
 
     defaults = Limits()
     assert {name: getattr(grade_rules, name) for name in BOUNDS} == {

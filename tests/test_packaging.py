@@ -38,7 +38,8 @@ def pyproject_requirements() -> dict[str, SpecifierSet]:
 
 
 def editable_requirement(line: str) -> str:
-    """``-e ./grade[heatmap]``: the workspace member it installs, as ``name==its version`` (what pyproject's lab
+    """``-e ./agentlab-grade[heatmap]``: the workspace member it installs, as ``name==its version`` (what
+    pyproject's lab
     extra asks for), read from that folder's pyproject.toml."""
     path = line.removeprefix("-e").strip().split("[", 1)[0]
     project = tomllib.loads((REPO / path / "pyproject.toml").read_text(encoding="utf-8"))["project"]
@@ -96,8 +97,9 @@ def test_the_comparison_sees_a_changed_bound(tmp_path, monkeypatch):
     text = (REPO / "environment.yml").read_text(encoding="utf-8").replace("pandas>=2.2,<4", "pandas>=2.2,<5")
     (tmp_path / "environment.yml").write_text(text, encoding="utf-8")
     (tmp_path / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    (tmp_path / "grade").mkdir()
-    (tmp_path / "grade" / "pyproject.toml").write_text((REPO / "grade" / "pyproject.toml").read_text(encoding="utf-8"))
+    (tmp_path / "agentlab-grade").mkdir()
+    member = REPO / "agentlab-grade" / "pyproject.toml"
+    (tmp_path / "agentlab-grade" / "pyproject.toml").write_text(member.read_text(encoding="utf-8"))
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     with pytest.raises(AssertionError, match="pandas"):
         test_environment_and_pyproject_give_the_same_bounds()
@@ -133,8 +135,8 @@ def test_console_script_is_declared_and_installed():
 def fresh_checkout(tmp_path) -> Path:
     """The Makefile and the two pyproject.toml (the workbench's, agentlab-grade's) in a folder without a .venv, as
     on a fresh clone."""
-    (tmp_path / "grade").mkdir()
-    for name in ("Makefile", "pyproject.toml", "grade/pyproject.toml"):
+    (tmp_path / "agentlab-grade").mkdir()
+    for name in ("Makefile", "pyproject.toml", "agentlab-grade/pyproject.toml"):
         shutil.copy(REPO / name, tmp_path / name)
     return tmp_path
 
@@ -187,16 +189,16 @@ def test_ci_builds_and_checks_the_site():
 
 
 def test_agentlab_grade_is_a_workspace_member_installed_with_the_workbench():
-    """grade/ is a member of the uv workspace and takes the workbench from it; environment.yml and the Makefile
+    """agentlab-grade/ is a member of the uv workspace and takes the workbench from it; environment.yml and the Makefile
     install both editable; its heatmap extra's matplotlib is the lab extra's."""
-    assert pyproject()["tool"]["uv"]["workspace"]["members"] == ["grade"]
-    grade = tomllib.loads((REPO / "grade" / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject()["tool"]["uv"]["workspace"]["members"] == ["agentlab-grade"]
+    grade = tomllib.loads((REPO / "agentlab-grade" / "pyproject.toml").read_text(encoding="utf-8"))
     assert grade["tool"]["uv"]["sources"] == {"agentlab-workbench": {"workspace": True}}
     assert grade["project"]["dependencies"] == [f"agentlab-workbench=={pyproject()['project']['version']}"]
     assert grade["project"]["version"] == pyproject()["project"]["version"]
-    heatmap = bounds(grade["project"]["optional-dependencies"]["heatmap"], "grade/pyproject.toml")
+    heatmap = bounds(grade["project"]["optional-dependencies"]["heatmap"], "agentlab-grade/pyproject.toml")
     assert heatmap == {"matplotlib": pyproject_requirements()["matplotlib"]}
     env = yaml.safe_load((REPO / "environment.yml").read_text(encoding="utf-8"))
     pip = next(e["pip"] for e in env["dependencies"] if isinstance(e, dict))
-    assert pip[:2] == ["-e .", "-e ./grade[heatmap]"], pip
-    assert "-e '.[lab,test,site]' -e './grade[heatmap]'" in (REPO / "Makefile").read_text(encoding="utf-8")
+    assert pip[:2] == ["-e .", "-e ./agentlab-grade[heatmap]"], pip
+    assert "-e '.[lab,test,site]' -e './agentlab-grade[heatmap]'" in (REPO / "Makefile").read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from agentlab.observatory.grade_rules import Run, ending
+from agentlab.grading.rules import Run, ending
 from agentlab.observatory.record_types import NO_REPLY, Record, RecordError, Request, parse_record
 from agentlab.observatory.records import OBSERVED_DIR
 

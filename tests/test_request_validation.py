@@ -126,7 +126,7 @@ def test_the_validator_is_a_plain_function_too() -> None:
 
 def test_grade_notes_a_logged_request_the_api_would_refuse() -> None:
     """Requests logged elsewhere (``record_from_requests``) go through the same validator."""
-    from agentlab.observatory.grade import grade_record, record_from_requests
+    from agentlab.grading.command import grade_record, record_from_requests
 
     record = record_from_requests([
         {"body": {"model": "m", "max_tokens": 100, "messages": [ASK]},

@@ -13,8 +13,8 @@ import pytest
 from agentlab.backend.scenario import load_scenario, parse_scenario
 from agentlab.backend.scripted import ScenarioEngine
 from agentlab.backend.serve import ScenarioServer
-from agentlab.observatory.grade import grade_function
-from agentlab.observatory.grade_rules import RULES, Run, stop_when_done
+from agentlab.grading.command import grade_function
+from agentlab.grading.rules import RULES, Run, stop_when_done
 from agentlab.observatory.observe import lenient, observe_scenario
 from agentlab.observatory.records import ClientOutcome
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from agentlab.observatory.sessions import SESSIONS_DIR, read_fixture
+from agentlab.sessions.command import SESSIONS_DIR, read_fixture
 from agentlab.ui import plots
 from agentlab.ui.widgets import ReplayStepper
 
@@ -50,7 +50,7 @@ def test_the_stepper_shows_the_compaction_step_and_draws_the_session_plot():
 
 
 def test_the_session_plots_read_a_transcript():
-    from agentlab.observatory.transcript_trace import session_to_trace
+    from agentlab.sessions.trace import session_to_trace
 
     trace = session_to_trace(read_fixture("2.1.332", "context_window_full"))
     run = plots.read_run(trace)
@@ -93,7 +93,7 @@ def test_the_display_text_of_a_replay_says_what_it_steps():
 
 def test_a_sessions_window_is_its_models_from_the_model_table():
     from agentlab.backend.models import model_limits
-    from agentlab.observatory.transcript_trace import session_to_trace
+    from agentlab.sessions.trace import session_to_trace
 
     session = read_fixture("2.1.332", "context_window_full")
     trace = session_to_trace(session)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import anthropic
 
 from agentlab.backend.serve import ScenarioServer
-from agentlab.observatory.grade import grade_function
+from agentlab.grading.command import grade_function
 
 PROMPT = [{"role": "user", "content": "What is 1234 + 5678?"}]
 TITLE = "Generate a concise, sentence-case title (3-7 words) for this conversation. Reply with the title only."

@@ -214,7 +214,7 @@ def test_every_link_of_every_page_resolves(site):
 def _zh_lessons():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("zh_lessons", REPO / "website" / "zh_lessons.py")
+    spec = importlib.util.spec_from_file_location("zh_lessons", REPO / "translations" / "zh_lessons.py")
     module = sys.modules.setdefault("zh_lessons", importlib.util.module_from_spec(spec))
     spec.loader.exec_module(module)
     return module

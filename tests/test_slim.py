@@ -69,7 +69,7 @@ for what, call in {{
     "to_frame": lambda: agentlab.Trace().to_frame(),
     "plots": lambda: __import__("agentlab.ui.plots"),
     "widgets": lambda: __import__("agentlab.ui.widgets"),
-    "table": lambda: __import__("agentlab.observatory.grade", fromlist=["x"]).observed_reports(
+    "table": lambda: __import__("agentlab.grading.command", fromlist=["x"]).observed_reports(
         clients=["agentlab"])[0].table(),
     "comparison": lambda: __import__("agentlab.observatory.compare", fromlist=["x"]).comparison_table(),
 }}.items():
@@ -120,12 +120,13 @@ def test_the_plain_install_leaves_the_notebook_stack_to_the_lab_extra():
     assert not names & {"pandas", "matplotlib", "ipywidgets", "jupyterlab"}, names
     assert {"pandas", "matplotlib", "ipywidgets", "jupyterlab"} <= lab
     assert project["name"] == "agentlab-workbench"
-    # the pytest plugin is agentlab-grade's (grade/pyproject.toml): installing the workbench loads nothing in pytest
+    # the pytest plugin is agentlab-grade's (agentlab-grade/pyproject.toml): installing the workbench loads nothing
+    # in pytest
     assert "pytest11" not in project.get("entry-points", {}), project.get("entry-points")
-    grade = tomllib.loads((REPO / "grade" / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    grade = tomllib.loads((REPO / "agentlab-grade" / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert grade["entry-points"]["pytest11"] == {"agentlab": "agentlab_grade.pytest_plugin"}
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
-    assert "pip install --quiet -e '.[lab,test,site]' -e './grade[heatmap]'" in makefile
+    assert "pip install --quiet -e '.[lab,test,site]' -e './agentlab-grade[heatmap]'" in makefile
 
 
 def top_imports(path: Path) -> list[str]:
@@ -136,7 +137,7 @@ def top_imports(path: Path) -> list[str]:
 
 
 def test_the_plugin_module_imports_no_agentlab_at_the_top():
-    package = REPO / "grade" / "agentlab_grade"
+    package = REPO / "agentlab-grade" / "agentlab_grade"
     top = top_imports(package / "pytest_plugin.py")
     assert top == ["from __future__ import annotations", "from typing import Any", "import pytest"], top
     # importing the plugin imports its package first: the re-exports there are loaded on first use

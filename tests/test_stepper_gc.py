@@ -67,7 +67,7 @@ def test_the_commands_that_serve_and_grade_and_the_plugin_do_not_load_the_sdk():
     and the pytest plugin never need the SDK (its import is a second or two of CPU in each such process)."""
     loaded = _python(
         "import sys, agentlab, agentlab.cli, agentlab_grade.pytest_plugin\n"
-        "from agentlab.observatory.grade import grade_main\n"
+        "from agentlab.grading.command import grade_main\n"
         "from agentlab.backend.serve import serve_main\n"
         "print('anthropic' in sys.modules)\n"
         "agentlab.Limits\n"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agentlab.core.events import CompactionEvent, HookEvent, ResultEvent, TransitionEvent
-from agentlab.observatory.sessions import SESSIONS_DIR, check_sessions, iter_fixtures, list_sessions, read_fixture
-from agentlab.observatory.transcript import TranscriptError, detect_kind, read_session, read_sessions, table_lines
-from agentlab.observatory.transcript_trace import session_to_trace
+from agentlab.sessions.command import SESSIONS_DIR, check_sessions, iter_fixtures, list_sessions, read_fixture
+from agentlab.sessions.transcript import TranscriptError, detect_kind, read_session, read_sessions, table_lines
+from agentlab.sessions.trace import session_to_trace
 
 VERSIONS = ("2.1.197", "2.1.332")
 
@@ -325,7 +325,7 @@ def test_an_unreadable_file_is_named(tmp_path, monkeypatch):
 
 
 def test_the_record_check_compares_fresh_transcripts_with_the_committed_ones():
-    from agentlab.observatory.sessions import compare_with_fixtures
+    from agentlab.sessions.command import compare_with_fixtures
 
     text = (SESSIONS_DIR / "claude-code" / "2.1.332" / "stop_hook.jsonl").read_text(encoding="utf-8")
     assert compare_with_fixtures("2.1.332", {"stop_hook": {"s.jsonl": text}}) == []

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from agentlab.core.cost import usage_cost
 from agentlab.core.events import Fallback, Request, ResultEvent
-from agentlab.observatory.sessions import SESSIONS_DIR, check_sessions, list_sessions
-from agentlab.observatory.transcript import (TranscriptError, detect_kind, read_session, read_sessions,
+from agentlab.sessions.command import SESSIONS_DIR, check_sessions, list_sessions
+from agentlab.sessions.transcript import (TranscriptError, detect_kind, read_session, read_sessions,
                                              result_subtype, table_lines)
-from agentlab.observatory.transcript_trace import session_to_trace
+from agentlab.sessions.trace import session_to_trace
 from forked import run_forked
 from test_transcript import entry, reply, write
 

@@ -10,7 +10,7 @@ check`` then confirms that the wheel's declared requirements are met by what the
 
 The plain install is checked apart, in a second venv (``slim``): the wheel and its declared requirements only
 (no ``lab`` extra), installed by pip from the package index (pip's cache makes it some ten seconds), with the
-agentlab-grade wheel (grade/, released together: the pytest plugin, the agentlab-grade command) and pytest, to
+agentlab-grade wheel (agentlab-grade/, released together: the pytest plugin, the agentlab-grade command) and pytest, to
 run the plugin there as a framework's CI would. Both wheels go into both venvs (the lessons draw the grade heatmap).
 """
 
@@ -58,10 +58,10 @@ def wheel(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def grade_wheel(tmp_path_factory) -> Path:
-    """agentlab-grade's wheel, built from grade/ as the workbench's is."""
+    """agentlab-grade's wheel, built from agentlab-grade/ as the workbench's is."""
     out = tmp_path_factory.mktemp("dist-grade")
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-         "-w", str(out), str(REPO / "grade")], cwd=out, env=os.environ.copy())
+         "-w", str(out), str(REPO / "agentlab-grade")], cwd=out, env=os.environ.copy())
     wheels = list(out.glob("agentlab_grade-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0]

@@ -1,4 +1,4 @@
-"""The Chinese lessons (notebooks/zh/): generated from the English ones and the catalog in website/i18n/zh/.
+"""The Chinese lessons (notebooks/zh/): generated from the English ones and the catalog in translations/zh/.
 
 nbval does not run notebooks/zh (``make test`` ignores the folder): its code cells and their stored outputs are
 the English ones, byte for byte, which is what these tests prove, so nbval would judge them exactly as it
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("zh_lessons", REPO / "website" / "zh_lessons.py")
+_spec = importlib.util.spec_from_file_location("zh_lessons", REPO / "translations" / "zh_lessons.py")
 zh = sys.modules.setdefault("zh_lessons", importlib.util.module_from_spec(_spec))
 _spec.loader.exec_module(zh)
 
@@ -50,7 +50,7 @@ def test_the_chinese_notebook_is_what_the_generator_writes(lesson):
     """Regenerating from the catalog and the English lesson gives the committed file, byte for byte."""
     committed = (REPO / "notebooks" / "zh" / f"{lesson}.ipynb").read_text(encoding="utf-8")
     assert committed == zh.generated(lesson), (
-        f"notebooks/zh/{lesson}.ipynb is out of date: run .venv/bin/python website/zh_lessons.py")
+        f"notebooks/zh/{lesson}.ipynb is out of date: run .venv/bin/python translations/zh_lessons.py")
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
@@ -63,7 +63,7 @@ def test_every_code_cell_is_the_english_one(lesson):
 
 def test_every_english_markdown_cell_has_a_current_translation():
     """A translation records the sha of the English it translates; when the English changes the test names the
-    lesson, the cell and the first changed line (``website/zh_lessons.py --todo`` shows the whole change)."""
+    lesson, the cell and the first changed line (``translations/zh_lessons.py --todo`` shows the whole change)."""
     found = [p for lesson in DOCUMENTS
              for p in zh.problems(lesson, zh.english_of(lesson), zh.load_catalog(zh.catalog_path(lesson)))]
     assert not found, "\n".join(found)
@@ -113,7 +113,7 @@ GLOSSARY_ZH = REPO / "notebooks" / "zh" / "glossary.md"
 
 def test_the_chinese_glossary_is_what_the_generator_writes():
     assert GLOSSARY_ZH.read_text(encoding="utf-8") == zh.generated(zh.GLOSSARY), (
-        "notebooks/zh/glossary.md is out of date: run .venv/bin/python website/zh_lessons.py")
+        "notebooks/zh/glossary.md is out of date: run .venv/bin/python translations/zh_lessons.py")
 
 
 def test_the_glossary_is_its_sections_and_the_chinese_keeps_every_heading():

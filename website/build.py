@@ -10,7 +10,7 @@ code is run again on its own (or after the cells before it, when it needs their 
 controls and plot are written out as HTML (``agentlab.ui.widgets.static_html``). Each recorded client in
 ``data/observed`` gets a page saying what it did on every scenario.
 
-The site is built twice, in English at the root and in Chinese in ``zh/`` (the lessons from website/zh_lessons.py,
+The site is built twice, in English at the root and in Chinese in ``zh/`` (the lessons from translations/zh_lessons.py,
 the widgets' pictures taken once, for both), and every page links its counterpart in the other language
 (website/languages.py).
 """
@@ -40,8 +40,9 @@ from agentlab.observatory.replay import client_label, ending
 from agentlab.ui.widgets import static_html
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "translations"))
 import languages  # noqa: E402 - website/, beside this file
-import zh_lessons  # noqa: E402
+import zh_lessons  # noqa: E402 - translations/, which writes notebooks/zh
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent

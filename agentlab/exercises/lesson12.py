@@ -16,8 +16,8 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..observatory.grade import RULES, Report, grade_function, gradeable_scenarios, observed_reports
-from ..observatory.grade_verdict import PolicyMode, counts_text, rule_result
+from ..grading.command import RULES, Report, grade_function, gradeable_scenarios, observed_reports
+from ..grading.verdict import PolicyMode, counts_text, rule_result
 from . import Verdict, WrongAnswer
 
 # The lesson teaches the reference loop's choices (at least 3 retries and 3 recoveries, at most 3 compactions

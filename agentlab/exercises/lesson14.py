@@ -53,8 +53,8 @@ RULE = ("one call per distinct (message id, request id) among the main thread's 
 
 
 def _fixture_cases() -> list[tuple[str, list[dict[str, Any]], int]]:
-    from ..observatory.sessions import iter_fixtures
-    from ..observatory.transcript import read_session
+    from ..sessions.command import iter_fixtures
+    from ..sessions.transcript import read_session
 
     cases = []
     for path in iter_fixtures():

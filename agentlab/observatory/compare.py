@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..backend.scenario import Scenario, list_scenarios
-from ..core.errors import ConfigError
-from ..core.extras import require
+from agentlab.backend.scenario import Scenario, list_scenarios
+from agentlab.core.errors import ConfigError
+from agentlab.core.extras import require
 if TYPE_CHECKING:
     import pandas as pd
 
-from .records import (  # noqa: F401  (describe: the lessons read it here)
+from agentlab.observatory.records import (  # noqa: F401  (describe: the lessons read it here)
     OBSERVED_DIR,
     describe,
     load_records,
@@ -277,8 +277,8 @@ def load_lesson_claims(path: str | Path | None = None) -> list[dict[str, Any]]:
 def _transcript(client: str, version: str, scenario: str) -> dict[str, Any] | None:
     """The committed transcript ``data/sessions/<client>/<version>/<scenario>.jsonl`` as ``agentlab replay
     --json`` reads it, or None when there is none."""
-    from ..core.paths import data_dir
-    from .transcript import read_session
+    from agentlab.core.paths import data_dir
+    from agentlab.sessions.transcript import read_session
 
     path = data_dir() / "sessions" / client / version / f"{scenario}.jsonl"
     return read_session(path).to_json() if path.is_file() else None

@@ -18,11 +18,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..backend.scenario import Scenario, load_scenario
-from ..core.compaction import facts_kept
-from ..core.events import CompactionEvent, Payload, Request, payload_from_data
-from ..core.extras import require
-from ..core.trace import Event, Trace, frame_rows
+from agentlab.backend.scenario import Scenario, load_scenario
+from agentlab.core.compaction import facts_kept
+from agentlab.core.events import CompactionEvent, Payload, Request, payload_from_data
+from agentlab.core.extras import require
+from agentlab.core.trace import Event, Trace, frame_rows
 
 __all__ = ["COMPACTION_COLUMNS", "DEFAULT_STRATEGIES", "compaction_frame", "compare_strategies", "fact_column"]
 
@@ -61,7 +61,7 @@ def compare_strategies(
     """
     pd = require("pandas", "the compaction facts")
 
-    from ..lab import scenario_loop
+    from agentlab.lab import scenario_loop
 
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     planted = dict(sc.facts if facts is None else facts)

@@ -39,11 +39,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from ..backend.scenario import Scenario
-from ..core.errors import ConfigError
-from ..core.paths import project_dir, sandbox_dir
-from ..core.tools import TestsState, ToolRegistry, demo_tools
-from .records import missing_extra, record_raised, shorten
+from agentlab.backend.scenario import Scenario
+from agentlab.core.errors import ConfigError
+from agentlab.core.paths import project_dir, sandbox_dir
+from agentlab.core.tools import TestsState, ToolRegistry, demo_tools
+from agentlab.observatory.records import missing_extra, record_raised, shorten
 
 API_KEY = "agentlab-observe-key"
 NODE_SOURCE = project_dir() / "clients" / "node"  # package.json, package-lock.json and the agent scripts

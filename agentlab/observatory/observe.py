@@ -56,12 +56,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..backend.scenario import Scenario, load_scenario, scenario_names
-from ..backend.scripted import ScenarioEngine
-from ..backend.serve import ScenarioServer
-from ..core.errors import ConfigError
-from ..core.guard import check_outputs
-from .observe_clients import (  # noqa: F401  (re-exported: agentlab.observatory.observe keeps every name)
+from agentlab.backend.scenario import Scenario, load_scenario, scenario_names
+from agentlab.backend.scripted import ScenarioEngine
+from agentlab.backend.serve import ScenarioServer
+from agentlab.core.errors import ConfigError
+from agentlab.core.guard import check_outputs
+from agentlab.observatory.observe_clients import (  # noqa: F401  (re-exported: agentlab.observatory.observe keeps every name)
     CLAUDE_BIN,
     CLAUDE_CODE_PINNED,
     CLAUDE_DIR,
@@ -84,7 +84,7 @@ from .observe_clients import (  # noqa: F401  (re-exported: agentlab.observatory
     run_pydantic_ai,
     run_tool_runner,
 )
-from .records import (  # noqa: F401  (re-exported: agentlab.observatory.observe keeps every name)
+from agentlab.observatory.records import (  # noqa: F401  (re-exported: agentlab.observatory.observe keeps every name)
     CLIENTS_PINS,
     OBSERVED_DIR,
     RECORD_FORMAT,

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..backend.scenario import Scenario
-from ..core import wire
-from ..core.errors import AgentlabError, ConfigError
-from ..core.paths import sandbox_dir
-from . import frameworks
-from .records import REPO, ClientOutcome, missing_extra, record_raised, shorten
+from agentlab.backend.scenario import Scenario
+from agentlab.core import wire
+from agentlab.core.errors import AgentlabError, ConfigError
+from agentlab.core.paths import sandbox_dir
+from agentlab.observatory import frameworks
+from agentlab.observatory.records import REPO, ClientOutcome, missing_extra, record_raised, shorten
 
 SANDBOX_DIR = sandbox_dir()
 CLAUDE_DIR = REPO / "tool" / "claude-code"  # make claude-code: tool/claude-code/<version>/node_modules/...
@@ -68,7 +68,7 @@ def run_agentlab_in_process(scenario: Scenario, base_url: str, workdir: Path, ti
     """The same run as ``run_agentlab`` in this process (no interpreter start-up; used by the test suite): the
     configuration that ``agentlab run SCENARIO --base-url URL --json --stream`` builds, run to its end, and its
     result as that command prints it (exit status 0 for success, 1 for an error result, 2 for bad input)."""
-    from ..lab import RunSetup
+    from agentlab.lab import RunSetup
 
     try:
         result = RunSetup.from_scenario(scenario, base_url=base_url, stream=True).loop().run()
@@ -101,7 +101,7 @@ def _runner_tools(scenario: Scenario) -> list[Any]:
     """The demo tools (calculator, get_weather, read_file, run_tests) as the SDK's ``@beta_tool`` functions."""
     from anthropic import beta_tool
 
-    from ..core.tools import TestsState, ToolError, calculate, fake_weather, read_sandboxed, run_pretend_tests
+    from agentlab.core.tools import TestsState, ToolError, calculate, fake_weather, read_sandboxed, run_pretend_tests
 
     tests = TestsState(fail_times=scenario.tests_pass_after) if scenario.tests_pass_after is not None \
         else TestsState()
@@ -320,7 +320,7 @@ def run_claude_code(scenario: Scenario, base_url: str, workdir: Path, timeout: f
 def _demo_functions(scenario: Scenario) -> list[Callable[..., str]]:
     """The demo tools as plain typed functions with docstrings, for frameworks that build tool schemas from
     signatures (pydantic-ai, langchain). A failing tool raises, and each framework reports that its way."""
-    from ..core.tools import TestsState, calculate, fake_weather, read_sandboxed, run_pretend_tests
+    from agentlab.core.tools import TestsState, calculate, fake_weather, read_sandboxed, run_pretend_tests
 
     tests = TestsState(fail_times=scenario.tests_pass_after) if scenario.tests_pass_after is not None \
         else TestsState()
@@ -451,7 +451,7 @@ def _lc_text(message: Any) -> str:
 
 
 def _agentlab_version() -> str:
-    from .. import __version__
+    from agentlab import __version__
 
     return __version__
 

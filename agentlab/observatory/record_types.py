@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..core.errors import AgentlabError
+from agentlab.core.errors import AgentlabError
 
 
 class RecordError(AgentlabError):

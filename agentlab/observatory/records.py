@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..backend.scenario import Scenario, is_summary_request, request_payload
-from ..backend.scripted import normalise_request
-from ..backend.serve import ScenarioServer
-from ..core.errors import ConfigError, sdk_error_text
-from ..core.compaction import estimate_tokens, text_blocks
-from ..core.paths import observed_dir, project_dir, write_output
+from agentlab.backend.scenario import Scenario, is_summary_request, request_payload
+from agentlab.backend.scripted import normalise_request
+from agentlab.backend.serve import ScenarioServer
+from agentlab.core.errors import ConfigError, sdk_error_text
+from agentlab.core.compaction import estimate_tokens, text_blocks
+from agentlab.core.paths import observed_dir, project_dir, write_output
 
 REPO = project_dir()
 OBSERVED_DIR = observed_dir()
@@ -441,7 +441,7 @@ SERVER_ERROR_KINDS = ("scenario_error", "server_error")  # requests the server f
 
 def _error_spec(scenario: Scenario, step: int | None, request: dict[str, Any], stream: bool):
     """The ErrorSpec the scenario answered ``request`` with at ``step`` (None for engine errors)."""
-    from ..backend.scripted import choose_reply
+    from agentlab.backend.scripted import choose_reply
 
     if step is None or step >= len(scenario.steps):
         return None
@@ -536,7 +536,7 @@ def load_records(out: str | Path | None = None) -> dict[tuple[str, str], dict[st
 def read_record(path: Path) -> dict[str, Any]:
     """One record file's data, checked against the format (record_types): RecordError naming the file and the
     field when it is not JSON, or not a record."""
-    from .record_types import RecordError, parse_record
+    from agentlab.observatory.record_types import RecordError, parse_record
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -33,12 +33,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..backend.scenario import Reply, Scenario, load_scenario
-from ..backend.scripted import choose_reply, reply_slug, build_message
-from ..backend.models import model_limits
-from ..core.compaction import estimate_tokens
-from ..core.errors import ConfigError, ScenarioError
-from ..core.events import (
+from agentlab.backend.scenario import Reply, Scenario, load_scenario
+from agentlab.backend.scripted import choose_reply, reply_slug, build_message
+from agentlab.backend.models import model_limits
+from agentlab.core.compaction import estimate_tokens
+from agentlab.core.errors import ConfigError, ScenarioError
+from agentlab.core.events import (
     Append,
     Purpose,
     ApiError,
@@ -53,10 +53,10 @@ from ..core.events import (
     ToolRun,
     TransitionEvent,
 )
-from ..core.trace import Event, Trace
-from ..core.transitions import ROW_OF, Branch, Limits
-from .compare import outcome
-from .records import OBSERVED_DIR, load_records, version_key
+from agentlab.core.trace import Event, Trace
+from agentlab.core.transitions import ROW_OF, Branch, Limits
+from agentlab.observatory.compare import outcome
+from agentlab.observatory.records import OBSERVED_DIR, load_records, version_key
 
 CLIENT_DEFAULT = "claude-code"
 # 2.1.197: "Stop hook feedback:\n<reason>"; 2.1.332 wraps it: "<system-reminder> Stop hook blocking error from …"

@@ -53,8 +53,8 @@ from ..core.trace import Event, Trace
 from ..core.transitions import ROWS
 from ..lab import LabLoop, scenario_loop
 from ..observatory.replay import client_label, load_record, record_to_trace, step_ends
-from ..observatory.transcript import Session, detect_kind, read_session
-from ..observatory.transcript_trace import session_to_trace
+from ..sessions.transcript import Session, detect_kind, read_session
+from ..sessions.trace import session_to_trace
 from . import plots
 from .report import cache_note
 
