@@ -351,11 +351,34 @@ def test_compaction_block_unchanged():
 
 
 def test_no_resend_after_refusal():
-    assert held(grade([(body(P), msg("refusal"))], "no_resend_after_refusal"))
-    assert held(grade([(body(P), msg("refusal")), (body(P, model="claude-haiku-4-5"), msg("end_turn", "text"))],
-                      "no_resend_after_refusal"))
-    fails(grade([(body(P), msg("refusal")), (body(P), msg("refusal"))], "no_resend_after_refusal"),
-          r"request 2 sent the same messages again to claude-sonnet-4-6, the model that refused")
+    rule = "no_resend_after_refusal"
+    assert held(grade([(body(P), msg("refusal"))], rule))
+    assert held(grade([(body(P), msg("refusal")), (body(P, model="claude-haiku-4-5"), msg("end_turn", "text"))], rule))
+    fails(grade([(body(P), msg("refusal")), (body(P), msg("refusal"))], rule),
+          rf"request 2 sent the same messages again to {M}, the model that refused, with the turn that triggered "
+          r"the refusal left as it was \(the context not reset\)")
+
+
+def test_a_note_after_the_refused_turn_or_merged_into_it_is_no_reset():
+    """"You must reset the conversation context before continuing. You can remove or rephrase the turn that
+    triggered the refusal" ("Handle streaming refusals"): a note after that turn, or in it, keeps it as it was."""
+    rule, refused = "no_resend_after_refusal", (body(P), msg("refusal"))
+    appended = body(P, asst(text("(refused)")), user("Please try again."))
+    fails(grade([refused, (appended, msg("refusal"))], rule), r"request 2 added a user message to .*not reset")
+    merged = body(user(text("Do the thing."), text("<system-reminder>A safety classifier stopped that reply.")))
+    fails(grade([refused, (merged, msg("refusal"))], rule), r"the turn that triggered the refusal left as it was")
+
+
+def test_the_same_model_after_a_reset_context_passes():
+    """The refused turn rephrased, or the history cleared and started again, then the same model: a reset."""
+    rule, refused = "no_resend_after_refusal", (body(P), msg("refusal"))
+    rephrased = body(user("Describe the general idea, without specifics."))
+    check = grade([refused, (rephrased, msg("end_turn", "text"))], rule)
+    assert held(check) and check.why == (f"after the refusal, request 2 asked {M} again with 1 message of the "
+                                         "refused request removed or rewritten (the context reset)"), check.why
+    earlier = [P, asst(text("Done.")), user("And the next thing?")]
+    cleared = body(user("Start over: what is the next thing?"))
+    assert held(grade([(body(*earlier), msg("refusal")), (cleared, msg("end_turn", "text"))], rule))
 
 
 PAUSED = [text("Let me search for that."),

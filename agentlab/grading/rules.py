@@ -670,19 +670,34 @@ def clamp_max_tokens(run: Run) -> Check | None:
 
 
 def no_resend_after_refusal(run: Run) -> Check | None:
-    """Row 5: after a ``refusal`` nothing is sent to the model that refused (another model may be tried)."""
+    """Row 5: after a ``refusal`` the model that refused is not asked again without a reset context, "you must
+    reset the conversation context before continuing. You can remove or rephrase the turn that triggered the
+    refusal, or clear the conversation history entirely" ("Handle streaming refusals"); another model may be
+    tried. The context was reset when some message of the refused request is gone or rewritten in the next one
+    (its ``dropped``); a note appended after the refused turn, or merged into it, leaves that turn as it was."""
     name = "no_resend_after_refusal"
     found = [i for i in run.main if _reply(run.requests[i]).stop_reason == "refusal"]
     if not found:
         return None
     for i in found:
         j = run.next_main(i)
-        if j is not None and run.requests[j].model == run.requests[i].model:
+        if j is not None and run.requests[j].model == run.requests[i].model and not run.requests[j].appended.dropped:
             return _fail(name, f"request {run.n(i)} was refused; request {run.n(j)} {_said(run.requests[j])} to "
-                               f"{run.requests[j].model}, the model that refused")
-    j = run.next_main(found[0])
-    return _pass(name, "the refusal ended the run" if j is None else
-                 f"after the refusal, request {run.n(j)} went to {run.requests[j].model}, another model")
+                               f"{run.requests[j].model}, the model that refused, with the turn that triggered "
+                               "the refusal left as it was (the context not reset)")
+    return _pass(name, _after_refusal(run, found[0]))
+
+
+def _after_refusal(run: Run, i: int) -> str:
+    """What followed the (first) refusal, for a passing no_resend_after_refusal."""
+    j = run.next_main(i)
+    if j is None:
+        return "the refusal ended the run"
+    if run.requests[j].model != run.requests[i].model:
+        return f"after the refusal, request {run.n(j)} went to {run.requests[j].model}, another model"
+    dropped = run.requests[j].appended.dropped
+    return (f"after the refusal, request {run.n(j)} asked {run.requests[j].model} again with "
+            f"{plural(dropped, 'message')} of the refused request removed or rewritten (the context reset)")
 
 
 def _before(run: Run, j: int) -> int | None:
@@ -1095,7 +1110,8 @@ RULES: tuple[Rule, ...] = (
     Rule("clamp_max_tokens", "3", "max_tokens ceiling",
          "sends the request again within the ceiling a 400 names", clamp_max_tokens),
     Rule("no_resend_after_refusal", "5", "refusal",
-         "never sends anything to the model that refused", no_resend_after_refusal),
+         "never asks the model that refused again without resetting the context (the turn that triggered the "
+         "refusal removed or rephrased); another model may be tried", no_resend_after_refusal),
     Rule("credit_token_retry", "5", "credit token",
          "echoes a refusal's fallback credit token only on a retry to another model, with the refused body unchanged "
          "or one assistant message continuing the partial answer", credit_token_retry),
