@@ -9,5 +9,5 @@ from test_links_browser import check_links, documents, lab  # noqa: F401  (lab: 
 
 def test_every_link_of_every_chinese_lesson_opens_in_jupyterlab(lab, capsys):  # noqa: F811
     docs = [d for d in documents(lab["root"]) if d.startswith("zh/")]
-    assert "zh/glossary.md" in docs and len(docs) == 16, docs
+    assert "zh/glossary.zh.md" in docs and len(docs) == 16, docs
     check_links(lab, capsys, docs, workspace="links-zh")

@@ -19,7 +19,7 @@ from markdown_it import MarkdownIt
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 DOCUMENTS = sorted([*NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"), *(NOTEBOOKS / "zh").glob("[0-9][0-9]_*.ipynb"),
-                    NOTEBOOKS / "glossary.md", NOTEBOOKS / "zh" / "glossary.md"])
+                    NOTEBOOKS / "glossary.md", NOTEBOOKS / "zh" / "glossary.zh.md"])
 MARKDOWN = MarkdownIt("commonmark").enable("table")
 # A run of * or _ that is not a word's inner underscore and not an operator between spaces ("17 * 23").
 STRAY = re.compile(r"\*+|(?<!\w)_+|_+(?!\w)")

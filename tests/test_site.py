@@ -235,15 +235,19 @@ def _switch(page: Path) -> Path:
 
 def test_the_site_is_built_in_english_and_in_chinese(site):
     """zh/ is the Chinese site: every lesson in Chinese (its title, its widget picture's caption), lang zh-CN,
-    and a front page listing every lesson; the English pages say lang en."""
+    and a front page listing every lesson; the English pages say lang en. The Chinese pages have the English pages'
+    names (zh/notebooks/00_the_loop.html), not those of the files in notebooks/zh/ (00_the_loop.zh.ipynb): their
+    addresses stay as they were before those files were renamed."""
     zh = _zh_lessons()
+    assert sorted(p.name for p in (site / "zh" / "notebooks").glob("*.html")) == sorted(
+        p.name for p in (site / "notebooks").glob("*.html") if p.stem in {*LESSONS, "glossary"})
     front = (site / "zh" / "index.html").read_text(encoding="utf-8")
     assert _html_lang(site / "zh" / "index.html") == "zh-CN" and _html_lang(site / "index.html") == "en"
     for lesson in LESSONS:
         page = site / "zh" / "notebooks" / f"{lesson}.html"
         assert _html_lang(page) == "zh-CN", lesson
         assert _html_lang(site / "notebooks" / f"{lesson}.html") == "en", lesson
-        title = zh.title(zh.read_notebook(REPO / "notebooks" / "zh" / f"{lesson}.ipynb"))
+        title = zh.title(zh.read_notebook(REPO / "notebooks" / "zh" / f"{lesson}.zh.ipynb"))
         assert re.search(r"[\u4e00-\u9fff]", title), f"{lesson}: the Chinese lesson's title {title!r} has no Chinese"
         text = re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8"))
         assert html_unescape(re.sub(r"[`*]", "", title)) in html_unescape(text), f"{lesson}: {title!r} not on its page"

@@ -38,7 +38,7 @@ def test_the_first_update_copies_every_lesson_and_keeps_its_base(tmp_path):
     for lesson in source.rglob("*.ipynb"):
         rel = lesson.relative_to(source)
         assert (work / rel).read_bytes() == lesson.read_bytes() == (work / BASE / rel).read_bytes()
-    assert (work / "glossary.md").is_file() and (work / "zh" / LESSON).is_file()
+    assert (work / "glossary.md").is_file() and (work / "zh" / LESSON.replace(".ipynb", ".zh.ipynb")).is_file()
 
 
 def answer(cell_list: list[dict]) -> None:

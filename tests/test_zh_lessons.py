@@ -1,4 +1,5 @@
-"""The Chinese lessons (notebooks/zh/): generated from the English ones and the catalog in translations/zh/.
+"""The Chinese lessons (notebooks/zh/NN_name.zh.ipynb, glossary.zh.md): generated from the English ones and the
+catalog in translations/zh/.
 
 nbval does not run notebooks/zh (``make test`` ignores the folder): its code cells and their stored outputs are
 the English ones, byte for byte, which is what these tests prove, so nbval would judge them exactly as it
@@ -31,7 +32,7 @@ def english(lesson: str) -> dict:
 
 
 def chinese(lesson: str) -> dict:
-    return zh.read_notebook(REPO / "notebooks" / "zh" / f"{lesson}.ipynb")
+    return zh.read_notebook(REPO / "notebooks" / "zh" / f"{lesson}.zh.ipynb")
 
 
 def links(markdown: str) -> set[str]:
@@ -42,15 +43,49 @@ def links(markdown: str) -> set[str]:
 
 def test_there_are_fifteen_lessons_and_a_chinese_one_each():
     assert len(LESSONS) == 15, LESSONS
-    assert sorted(p.stem for p in (REPO / "notebooks" / "zh").glob("*.ipynb")) == LESSONS
+    assert sorted(p.name for p in (REPO / "notebooks" / "zh").glob("*.ipynb")) == [f"{x}.zh.ipynb" for x in LESSONS]
+
+
+def test_no_chinese_document_has_the_file_name_of_an_english_one():
+    """JupyterLab titles a tab with the file name: a Chinese lesson and its English original, open side by side, show
+    two titles, and each says its language (``00_the_loop.zh.ipynb``, ``glossary.zh.md``); the extension stays last,
+    so each opens as its English original does."""
+    names = {"en": {p.name for p in (REPO / "notebooks").iterdir() if p.is_file()},
+             "zh": {p.name for p in (REPO / "notebooks" / "zh").iterdir() if p.is_file()}}
+    assert names["en"].isdisjoint(names["zh"]), sorted(names["en"] & names["zh"])
+    assert names["zh"] == {f"{x}.zh.ipynb" for x in LESSONS} | {"glossary.zh.md"}, sorted(names["zh"])
+    assert {n.replace(".zh.", ".") for n in names["zh"]} <= names["en"]
+
+
+@pytest.mark.parametrize(("target", "from_zh"), [
+    ("04_refusal.ipynb", "04_refusal.zh.ipynb"),
+    ("04_refusal.ipynb#Step-it", "04_refusal.zh.ipynb#Step-it"),
+    ("glossary.md#tool_use-and-tool_result", "glossary.zh.md#tool_use-and-tool_result"),
+    ("glossary.md", "glossary.zh.md"),
+    ("../docs/ci.md#CI", "../../docs/ci.md#CI"),
+    ("data.csv", "../data.csv"),
+])
+def test_a_link_to_a_lesson_or_the_glossary_goes_to_its_chinese_name_beside_it(target, from_zh):
+    assert zh.lab_target(target) == from_zh
+
+
+@pytest.mark.parametrize("name", DOCUMENTS)
+def test_every_chinese_document_links_its_english_original_by_its_english_name(name):
+    """The first paragraph's last line (a lesson's first cell) names the English original by its file name and links
+    it one folder up, where JupyterLab opens it as the English file it is."""
+    english_name = zh.english_file(name)
+    text = (REPO / "notebooks" / "zh" / zh.zh_file(name)).read_text(encoding="utf-8")
+    first = text if name == zh.GLOSSARY else zh.source_of(json.loads(text)["cells"][0])
+    assert f"*英文原版：[{english_name}](../{english_name})*" in first
+    assert (REPO / "notebooks" / english_name).is_file()
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_the_chinese_notebook_is_what_the_generator_writes(lesson):
     """Regenerating from the catalog and the English lesson gives the committed file, byte for byte."""
-    committed = (REPO / "notebooks" / "zh" / f"{lesson}.ipynb").read_text(encoding="utf-8")
+    committed = (REPO / "notebooks" / "zh" / f"{lesson}.zh.ipynb").read_text(encoding="utf-8")
     assert committed == zh.generated(lesson), (
-        f"notebooks/zh/{lesson}.ipynb is out of date: run .venv/bin/python translations/zh_lessons.py")
+        f"notebooks/zh/{lesson}.zh.ipynb is out of date: run .venv/bin/python translations/zh_lessons.py")
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
@@ -108,12 +143,12 @@ def test_every_relative_link_works_from_notebooks_zh(lesson):
 
 # --- the glossary ------------------------------------------------------------------------------------------
 
-GLOSSARY_ZH = REPO / "notebooks" / "zh" / "glossary.md"
+GLOSSARY_ZH = REPO / "notebooks" / "zh" / "glossary.zh.md"
 
 
 def test_the_chinese_glossary_is_what_the_generator_writes():
     assert GLOSSARY_ZH.read_text(encoding="utf-8") == zh.generated(zh.GLOSSARY), (
-        "notebooks/zh/glossary.md is out of date: run .venv/bin/python translations/zh_lessons.py")
+        "notebooks/zh/glossary.zh.md is out of date: run .venv/bin/python translations/zh_lessons.py")
 
 
 def test_the_glossary_is_its_sections_and_the_chinese_keeps_every_heading():
@@ -138,10 +173,22 @@ def test_a_changed_glossary_entry_is_named_as_stale():
         "model counts and writes: a word, part of a word or a punctuation mark. Requests and replies are'"]
 
 
+def test_the_chinese_lessons_link_the_chinese_lessons_and_glossary_by_their_chinese_names():
+    """A link between Chinese documents names the Chinese file beside it; the only links to an English document are
+    to the English original, one folder up."""
+    targets = {t.split("#")[0] for lesson in LESSONS for c in chinese(lesson)["cells"] if c["cell_type"] == "markdown"
+               for t in links(zh.source_of(c))} | {t.split("#")[0] for t in links(GLOSSARY_ZH.read_text("utf-8"))}
+    beside = {t for t in targets if t and "/" not in t and "://" not in t}
+    assert "glossary.zh.md" in beside and "01_content_not_label.zh.ipynb" in beside, sorted(beside)
+    assert all(t in {zh.zh_file(name) for name in DOCUMENTS} for t in beside), sorted(beside)
+    english = {t for t in targets if t.startswith("../") and t.endswith((".ipynb", ".md"))}
+    assert english == {f"../{zh.english_file(name)}" for name in DOCUMENTS}, sorted(english)
+
+
 def test_the_chinese_lessons_link_the_chinese_glossary_and_its_links_work():
     linked = {t for lesson in LESSONS for c in chinese(lesson)["cells"] if c["cell_type"] == "markdown"
-              for t in links(zh.source_of(c)) if t.split("#")[0].endswith("glossary.md")}
-    assert linked and all(t.startswith("glossary.md") for t in linked), sorted(linked)
+              for t in links(zh.source_of(c)) if "glossary" in t.split("#")[0]}
+    assert linked and all(t.startswith("glossary.zh.md") for t in linked), sorted(linked)
     folder = GLOSSARY_ZH.parent
     for target in links(GLOSSARY_ZH.read_text(encoding="utf-8")):
         if "://" not in target and not target.startswith("#"):
@@ -190,7 +237,7 @@ def test_the_generated_notebook_copies_code_and_rewrites_links_one_folder_deeper
     out = zh.zh_notebook("03_demo", notebook, entries)
     assert out["cells"][1] == notebook["cells"][1]
     assert zh.source_of(out["cells"][0]) == "# 标题\n\n*英文原版：[03_demo.ipynb](../03_demo.ipynb)*"
-    assert zh.source_of(out["cells"][2]) == ("[术语表](../../docs/glossary.md#token)、[下一课](04_refusal.ipynb)、"
+    assert zh.source_of(out["cells"][2]) == ("[术语表](../../docs/glossary.md#token)、[下一课](04_refusal.zh.ipynb)、"
                                              "[网站](https://example.com/a.md)、[这里](#top)")
     untranslated = zh.zh_notebook("03_demo", notebook, {}, english_link=False)
     assert zh.source_of(untranslated["cells"][0]) == "# Title"
@@ -312,3 +359,23 @@ def test_an_english_notebook_left_with_merge_conflict_markers_is_named(one_lesso
     line = said(capsys, *argv)
     assert line == (f"zh_lessons: {path}: the notebook holds merge-conflict markers (line 4: '<<<<<<< HEAD'); "
                     "resolve the conflict, then run this again")
+
+
+def test_a_chinese_file_of_an_older_name_is_named_by_check_and_removed_by_the_generator(one_lesson, capsys):
+    """notebooks/zh/00_the_loop.ipynb (the name before .zh) or a lesson that is gone: --check fails naming it, and
+    the generator removes it beside writing the file of the right name."""
+    notebooks, catalog = one_lesson
+    (catalog / "glossary.yaml").write_bytes((REPO / "translations" / "zh" / "glossary.yaml").read_bytes())
+    (notebooks / "zh").mkdir()
+    old = [notebooks / "zh" / "00_the_loop.ipynb", notebooks / "zh" / "glossary.md"]
+    for path in old:
+        path.write_text("{}", encoding="utf-8")
+    assert zh.main(["--check"]) == 1
+    said_lines = capsys.readouterr().out.splitlines()
+    for path in old:
+        assert f"{path}: not a Chinese lesson of this name (each is named NN_name.zh.ipynb after an English lesson, " \
+               "the glossary glossary.zh.md); translations/zh_lessons.py removes it" in said_lines, said_lines
+    assert zh.main([]) == 0
+    assert sorted(p.name for p in (notebooks / "zh").iterdir()) == ["00_the_loop.zh.ipynb", "glossary.zh.md"]
+    assert f"{old[0]} (removed: not a Chinese lesson of this name," in capsys.readouterr().out
+    assert zh.main(["--check"]) == 0

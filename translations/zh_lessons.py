@@ -1,5 +1,5 @@
-"""The lessons in Chinese: notebooks/zh/NN_name.ipynb and the glossary, notebooks/zh/glossary.md, generated from
-the English ones and a catalog.
+"""The lessons in Chinese: notebooks/zh/NN_name.zh.ipynb and the glossary, notebooks/zh/glossary.zh.md, generated
+from the English ones and a catalog.
 
     .venv/bin/python translations/zh_lessons.py                       write notebooks/zh/ (every lesson)
     .venv/bin/python translations/zh_lessons.py --check               exit 1 if a translation is stale or a file in
@@ -15,14 +15,23 @@ so a change can be shown line by line) and the Chinese markdown (``zh``). A Chin
 one with each markdown cell's source replaced by its ``zh``, matched by cell id; every other cell (code, its
 stored outputs, ids, metadata) is copied unchanged, so nbval would judge it exactly as the English one.
 
+A Chinese document is named as the English one with ``.zh`` before its extension (:func:`zh_file`): JupyterLab
+titles a tab with the file name alone, so a Chinese lesson open beside its English original would otherwise show
+the same title; ``.ipynb`` and ``.md`` stay last, so JupyterLab opens each as the English one opens.
+
 Links in ``zh`` are written as in the English lesson, relative to notebooks/; the generator rewrites them for
-notebooks/zh/, one folder deeper: a link to another lesson goes to its Chinese version beside it, any other
-relative link gets one ``../`` more. The first cell gets a link to the English lesson.
+notebooks/zh/, one folder deeper: a link to another lesson (or the glossary) goes to its Chinese version beside it,
+by its Chinese name, any other relative link gets one ``../`` more. The first cell gets a link to the English
+lesson, by its English name.
 
 The glossary (notebooks/glossary.md) is translated the same way, section by section: its catalog,
 translations/zh/glossary.yaml, has an entry per ``## `` section, its id the heading (kept in English, so that
 every ``glossary.md#Anchor`` link of a lesson finds it in both languages), and ``intro`` for the text above the
 first one. A Chinese lesson's glossary links go to the Chinese glossary beside it.
+
+The Chinese site (:func:`site_sources`) names its pages as the English site does (``zh/notebooks/00_the_loop.html``):
+its addresses did not change when the files in notebooks/zh/ were renamed, and the language switch finds the same
+page name in both builds.
 
 This script imports nothing of agentlab (only nbformat-free JSON and PyYAML), so it runs before the package is
 installed; website/build.py imports it to build the Chinese site.
@@ -140,6 +149,13 @@ def glossary_cells(markdown: str) -> dict:
 def english_file(name: str) -> str:
     """The English document's file name in notebooks/."""
     return f"{name}.md" if name == GLOSSARY else f"{name}.ipynb"
+
+
+def zh_file(name: str) -> str:
+    """The Chinese document's file name in notebooks/zh/: the English one with ``.zh`` before its extension
+    (``00_the_loop.zh.ipynb``, ``glossary.zh.md``), a tab title that differs from the English one's."""
+    stem, ext = english_file(name).rsplit(".", 1)
+    return f"{stem}.zh.{ext}"
 
 
 def english_of(name: str) -> dict:
@@ -298,8 +314,8 @@ def split_fragment(target: str) -> tuple[str, str]:
 def lab_target(target: str) -> str:
     """A link of an English lesson (relative to notebooks/) as seen from notebooks/zh/."""
     path, fragment = split_fragment(target)
-    if LESSON_NAME.match(path) or path == f"{GLOSSARY}.md":
-        return target                          # the Chinese lesson, or glossary, beside this one
+    if LESSON_NAME.match(path) or path == english_file(GLOSSARY):
+        return zh_file(posixpath.splitext(path)[0]) + fragment   # the Chinese lesson, or glossary, beside this one
     return posixpath.relpath(posixpath.normpath(posixpath.join("notebooks", path)), "notebooks/zh") + fragment
 
 
@@ -342,7 +358,14 @@ def zh_glossary(english: dict, entries: dict[str, Entry], *, target_for: Callabl
 
 
 def out_path(name: str) -> Path:
-    return OUT / english_file(name)
+    return OUT / zh_file(name)
+
+
+def strays() -> list[Path]:
+    """The notebooks and pages in notebooks/zh/ the generator does not write (a lesson no longer there, a file of an
+    older name)."""
+    written = {out_path(name) for name in documents()}
+    return sorted(p for pattern in ("*.ipynb", "*.md") for p in OUT.glob(pattern) if p not in written)
 
 
 # --- the Chinese site --------------------------------------------------------------------------------------
@@ -353,7 +376,8 @@ SITE_INDEX = ("# agentlab（中文）\n\n"
               "这里是全部 {count} 课的中文版。课程中的代码单元格及其输出与英文版一字不差，只有说明文字译成了中文；"
               "API 名称、`stop_reason` 的取值和代码标识符保留英文。[术语表](notebooks/glossary.md)也有中文版，"
               "其余文档为英文。"
-              "在自己的机器上运行：`make lab`，然后在 JupyterLab 中打开 `zh/` 文件夹。\n\n"
+              "在自己的机器上运行：`make lab`，然后在 JupyterLab 中打开 `zh/` 文件夹，中文课程的文件名带 `.zh`"
+              "（如 `00_the_loop.zh.ipynb`）。\n\n"
               "## 课程\n\n{lessons}\n")
 SITE_TITLE = "agentlab：agent 的一轮何时结束"
 SITE_TOCTREE = "\n```{{toctree}}\n:hidden:\n:caption: {caption}\n\n{entries}\n```\n"
@@ -436,6 +460,11 @@ def site_sources(english_src: Path, zh_src: Path, links: Callable[[str], str]) -
 
 # --- the command -------------------------------------------------------------------------------------------
 
+def shown(path: Path) -> str:
+    """A path as the command prints it: relative to the repository when it is in it."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
 def write_all() -> list[str]:
     OUT.mkdir(exist_ok=True)
     written = []
@@ -444,11 +473,14 @@ def write_all() -> list[str]:
         text = generated(lesson)
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
-            written.append(str(path.relative_to(REPO)))
-    for extra in sorted(set(OUT.glob("*.ipynb")) - {OUT / f"{lesson}.ipynb" for lesson in lessons()}):
+            written.append(shown(path))
+    for extra in strays():
         extra.unlink()
-        written.append(f"{extra.relative_to(REPO)} (removed: no English lesson)")
+        written.append(f"{shown(extra)} (removed: not a Chinese lesson of this name, {STRAY_HINT})")
     return written
+
+
+STRAY_HINT = "each is named NN_name.zh.ipynb after an English lesson, the glossary glossary.zh.md"
 
 
 def check() -> list[str]:
@@ -462,8 +494,8 @@ def check() -> list[str]:
         if not path.exists() or path.read_text(encoding="utf-8") != generated(lesson):
             found.append(f"{lesson}: notebooks/zh/{path.name} is not what the catalog and the English give "
                          "(run translations/zh_lessons.py)")
-    found += [f"{p.relative_to(REPO)}: no English lesson of that name" for p in OUT.glob("*.ipynb")
-              if p.stem not in lessons()]
+    found += [f"{shown(p)}: not a Chinese lesson of this name ({STRAY_HINT}); "
+              "translations/zh_lessons.py removes it" for p in strays()]
     return found
 
 
