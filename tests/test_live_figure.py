@@ -19,7 +19,7 @@ from PIL import Image
 from agentlab.lab import scenario_loop
 from agentlab.ui import plots
 from agentlab.ui.canvas import CachingCanvas, TextCache
-from agentlab.ui.widgets import PLOT_DPI, ReplayStepper, Stepper
+from agentlab.ui.widgets import PLOT_DPI, ReplayStepper, Stepper, live_figure
 
 
 def pixels(picture: bytes | np.ndarray) -> np.ndarray:
@@ -197,7 +197,41 @@ def test_the_stepper_shows_the_live_figure():
     shown = stepper.plot_image.value
     assert_same_picture(shown, fresh_pixels("dashboard", stepper.loop.trace.events, PLOT_DPI["dashboard"]),
                         "the stepper's image")
-    assert stepper._live["dashboard"].figure is not None
+    assert live_figure("dashboard", PLOT_DPI["dashboard"]).figure is not None
+
+
+def test_the_live_figure_hides_the_panels_a_drawing_leaves_out_and_shows_them_again():
+    dpi = PLOT_DPI["dashboard"]
+    live = plots.LiveFigure("dashboard", dpi=dpi)
+    whole, first = scenario_loop("tour"), scenario_loop("tour")
+    whole.run()
+    first.step()
+    for events, where in ((whole.trace.events, "the end"), (first.trace.events, "a first Step after the end"),
+                          (whole.trace.events, "the end again")):
+        picture = live.render(list(events))
+        assert_same_picture(picture, fresh_pixels("dashboard", events, dpi), f"tour: {where}")
+        if where == "the end":
+            panels = list(live.figure.axes)
+    shown = [ax for ax in live.figure.axes if ax.get_visible()]
+    assert shown == panels   # the recovery panels hidden at the first Step are the ones shown again, in order
+    assert len(panels) > len(plots.PLOTS["dashboard"](list(first.trace.events)).axes)
+
+
+def test_a_new_stepper_draws_into_the_figure_the_last_stepper_left():
+    dpi = PLOT_DPI["overview"]
+    first = Stepper("tour")
+    first.run_button.click()
+    left = live_figure("overview", dpi).figure
+    axes = list(left.axes)
+    second = Stepper("stop_hook_cap")
+    second.step_button.click()
+    assert live_figure("overview", dpi).figure is left and left.axes[:1] == axes[:1]   # kept, not new
+    assert_same_picture(second.plot_image.value, fresh_pixels("overview", second.loop.trace.events, dpi),
+                        "the first Step of the second stepper")
+    first.reset_button.click()
+    first.step_button.click()   # the first stepper again, after the second drew into the figure
+    assert_same_picture(first.plot_image.value, fresh_pixels("overview", first.loop.trace.events, dpi),
+                        "the first stepper's Step after the second's")
 
 
 def test_a_run_before_its_first_call_shows_one_empty_plot_for_every_scenario(monkeypatch):

@@ -8,6 +8,7 @@ same picture. The returned figure shows itself as a PNG in any notebook front en
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import os
@@ -23,11 +24,14 @@ from ..core.extras import missing_extra
 try:  # the notebook stack: the lab extra
     import matplotlib
     import numpy as np
+    from matplotlib.backends.backend_agg import get_hinting_flag
     from matplotlib.figure import Figure
+    from matplotlib.font_manager import FontProperties, findfont, get_font
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     from matplotlib.ticker import (AutoLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator,
                                    ScalarFormatter)
+    from matplotlib.transforms import ScaledTranslation
 except ImportError as _exc:
     raise missing_extra(_exc, "agentlab.ui.plots (the plots)") from None
 
@@ -72,9 +76,10 @@ TERMINAL_TYPE = "End"   # the Transition type that ends a run
 class PlotFigure(Figure):
     """A Figure that renders itself as a PNG in a notebook, whether or not pyplot was ever imported.
 
-    ``spare_axes``: axes of the previous drawing of a ``LiveFigure``, in order, that ``place`` hands out again
-    (emptied) when asked for the same box, instead of building new ones; ``boxes``: where ``place`` put each
-    axes, in inches from the top-left corner (the same box in a figure resized since)."""
+    ``spare_axes``: axes of earlier drawings of a ``LiveFigure`` (shown in the last one, or hidden since) that
+    ``place`` hands out again (emptied) when asked for the same box for the same panel, instead of building
+    new ones; ``boxes``: where ``place`` put each axes, in inches from the top-left corner (the same box in a
+    figure resized since)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -287,18 +292,25 @@ def new_figure(width: float, height: float, dpi: int = DPI) -> PlotFigure:
 @contextmanager
 def reusing(fig: PlotFigure | None) -> Iterator[None]:
     """Let the next ``new_figure`` of ``fig``'s dpi hand back ``fig`` (resized, emptied) instead of a new
-    figure; axes it kept and nobody asked for again are removed at the end."""
+    figure; axes it kept and nobody asked for again are hidden at the end, kept for a later drawing (the
+    dashboard's recovery panels come and go with the runs)."""
     token = _REUSABLE.set(fig)
     try:
         yield
     finally:
         _REUSABLE.reset(token)
         if fig is not None:
-            drop_spare_axes(fig)
+            hide_spare_axes(fig)
 
 
-def drop_spare_axes(fig: PlotFigure) -> None:
+HIDDEN_AXES = 24   # spare axes a LiveFigure keeps hidden at most; the ones hidden longest go first
+
+
+def hide_spare_axes(fig: PlotFigure) -> None:
     for ax in fig.spare_axes:
+        ax.set_visible(False)
+    hidden = [ax for ax in fig.axes if not ax.get_visible()]
+    for ax in hidden[:max(0, len(hidden) - HIDDEN_AXES)]:
         fig.boxes.pop(ax, None)
         ax.remove()
     fig.spare_axes = []
@@ -331,26 +343,30 @@ def empty_axes(ax) -> None:
     ax.relim()
     ax.set_xlim(0, 1, auto=True)
     ax.set_ylim(0, 1, auto=True)
+    ax.set_visible(True)
 
 
 def place(fig: Figure, left: float, top: float, width: float, height: float, role: str = ""):
     """Axes at a box given in inches from the figure's top-left corner: new ones, or (drawing a LiveFigure
-    again) the next spare axes emptied, when they are at that box for the same ``role``."""
+    again) spare axes emptied, when they are at that box for the same ``role``. Either way they are drawn
+    after every axes placed before them, as in a new figure."""
     fig_w, fig_h = fig.get_size_inches()
     box = (left / fig_w, 1 - (top + height) / fig_h, width / fig_w, height / fig_h)
     inches = (left, top, width, height)
     if not isinstance(fig, PlotFigure):
         return fig.add_axes(box, label=role)
-    if fig.spare_axes:
-        ax = fig.spare_axes[0]
-        if ax.get_label() == role and np.allclose(fig.boxes[ax], inches):
-            fig.spare_axes.pop(0)
-            ax.set_position(box)   # the same inches, in a figure that may have been resized
-            empty_axes(ax)
-            return ax
-        drop_spare_axes(fig)   # the layout changed here: from this box on, new axes in the order drawn
-    ax = fig.add_axes(box, label=role)
-    fig.boxes[ax] = inches
+    ax = next((a for a in fig.spare_axes if a.get_label() == role and np.allclose(fig.boxes[a], inches)), None)
+    if ax is None:
+        ax = fig.add_axes(box, label=role)
+        fig.boxes[ax] = inches
+        return ax
+    order = fig.axes
+    if any(a in fig.spare_axes for a in order[:order.index(ax)]):   # one placed after it is drawn before it
+        fig.delaxes(ax)
+        fig.add_axes(ax)
+    fig.spare_axes.remove(ax)
+    ax.set_position(box)   # the same inches, in a figure that may have been resized
+    empty_axes(ax)
     return ax
 
 
@@ -426,6 +442,58 @@ def _call_axis(ax, run: Run, *, label: bool = True) -> None:
         ax.set_xlabel("model call")
 
 
+@functools.lru_cache(maxsize=2048)
+def _text_extent(text: str, size: float, family: tuple[str, ...], dpi: float) -> tuple[float, float]:
+    """Width and height in points of a one-line text as Agg lays it out at ``dpi`` (its advance, and the
+    height of a line, measured on "lp" as matplotlib measures one)."""
+    font = get_font(findfont(FontProperties(family=list(family) or None, size=size)))
+    font.set_size(size, dpi)
+    font.set_text(text, 0, flags=get_hinting_flag())
+    width = font.get_width_height()[0] / 64
+    font.set_text("lp", 0, flags=get_hinting_flag())
+    return width * 72 / dpi, font.get_width_height()[1] / 64 * 72 / dpi
+
+
+def _tick_labels(axis) -> list[Any]:
+    """The axis's major tick labels that a draw will show, their texts as the formatter gives them now."""
+    locs = list(axis.get_majorticklocs())
+    texts = axis.get_major_formatter().format_ticks(locs)
+    low, high = sorted(axis.get_view_interval())
+    close = 1e-9 * max(high - low, 1e-300)
+    ticks = axis.get_major_ticks(len(locs))
+    shown = []
+    for tick, loc, text in zip(ticks, locs, texts, strict=False):
+        tick.label1.set_in_layout(False)   # placed by the axis; the axis label is placed below from the texts
+        tick.label2.set_in_layout(False)
+        if low - close <= loc <= high + close and tick.label1.get_visible() and text:
+            shown.append((text, tick))
+    return shown
+
+
+def fix_axis_labels(ax, which: str = "xy") -> None:
+    """Place the axis labels beside the tick labels once, from the widths and heights of the tick labels' texts
+    (level ones), instead of at every draw from the tick labels laid out twice more for it.
+
+    Matplotlib's own placement (``labelpad`` beyond the tick labels' extent) is the same; the tick labels are
+    then left out of the layout, so each is laid out once, when it is drawn. ``which``: the axes ("x", "y")
+    whose tick labels are level (a slanted one is left to matplotlib)."""
+    fig = ax.get_figure()
+    for axis, name in ((ax.xaxis, "x"), (ax.yaxis, "y")):
+        if name not in which:
+            continue
+        shown = _tick_labels(axis)
+        extent = 0.0
+        for text, tick in shown:
+            family = tuple(tick.label1.get_fontfamily())
+            width, line = _text_extent(text, tick.label1.get_fontsize(), family, fig.dpi)
+            extent = max(extent, width if name == "y" else line * (text.count("\n") + 1))
+        first = axis.get_major_ticks(1)[0]
+        gap = (axis.get_tick_padding() + first.get_pad() if shown else 0.0) + extent + axis.labelpad
+        dx, dy = (-gap / 72, 0.0) if name == "y" else (0.0, -gap / 72)
+        axis.set_label_coords(0.0 if name == "y" else 0.5, 0.5 if name == "y" else 0.0,
+                              ax.transAxes + ScaledTranslation(dx, dy, fig.dpi_scale_trans))
+
+
 # --- token usage ------------------------------------------------------------------------------------------
 
 def draw_token_usage(ax, run: Run, *, window_note: bool = True) -> None:
@@ -482,6 +550,7 @@ def draw_token_usage(ax, run: Run, *, window_note: bool = True) -> None:
     if not (window and top >= 0.25 * window):   # room above the bars for the legend's lines
         ax.set_ylim(0, max(top, 4) * (1.15 + 0.17 * len(handles)))
     ax.legend(handles=handles, loc="upper left", fontsize=9, frameon=False)
+    fix_axis_labels(ax)
 
 
 def token_usage(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
@@ -556,6 +625,7 @@ def draw_context_fill(ax, run: Run, *, legend_columns: int = 3) -> None:
     ax.set_ylabel("tokens")
     _call_axis(ax, run)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=9, frameon=False, ncols=legend_columns)
+    fix_axis_labels(ax)
 
 
 def context_fill(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
@@ -598,6 +668,7 @@ def draw_compaction_bars(ax, run: Run, *, compact: bool = False) -> None:
     ax.set_ylim(0, top * 1.45)
     ax.yaxis.set_major_formatter(FuncFormatter(_tokens))
     ax.legend(loc="upper right", fontsize=9, frameon=False)
+    fix_axis_labels(ax, "xy" if compact else "y")   # not compact, the compactions' labels are three lines
 
 
 def compaction_bars(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
@@ -803,6 +874,7 @@ def draw_recovery_counter(ax, run: Run, counter: Counter, *, xlabel: bool = True
         ax.set_xlabel("model call", fontsize=9)
     ax.set_ylabel(RECOVERY_YLABEL, fontsize=9, labelpad=2)
     ax.legend(loc="upper left", fontsize=9, frameon=False, handlelength=1.6)
+    fix_axis_labels(ax)
 
 
 RECOVERY_HEADING = "Recoveries so far against their limits: totals per run, counts in a row"
@@ -926,6 +998,7 @@ def draw_decision_path(ax, run: Run) -> None:
                         va="center", fontsize=9, color="#555555")
     ax.legend(loc="lower right", bbox_to_anchor=(1, 1), fontsize=9, frameon=False, ncols=3,
               borderaxespad=0.1)
+    fix_axis_labels(ax, "y")   # the calls' labels below are two lines, or slanted: matplotlib places their label
 
 
 def decision_path(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
@@ -976,6 +1049,7 @@ def draw_budget(ax, run: Run) -> None:
     ax.set_xticks([0, 0.5, 1], ["0", "half", "limit"], fontsize=9)
     for spine in ("top", "right"):
         ax.spines[spine].set_visible(False)
+    fix_axis_labels(ax)
 
 
 def overview(frame: Any, *, save: str | os.PathLike | None = None, dpi: int = DPI) -> PlotFigure:
@@ -1078,6 +1152,7 @@ def draw_cache_tokens(ax, run: Run) -> None:
     if any(c.purpose == "summary" for c in calls):
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//", label="summary call (compaction)"))
     ax.legend(handles=handles, loc="upper left", fontsize=9, frameon=False, ncol=2)
+    fix_axis_labels(ax)
 
 
 def draw_cumulative_cost(ax, run: Run, prices: Any = None) -> None:
@@ -1118,6 +1193,7 @@ def draw_cumulative_cost(ax, run: Run, prices: Any = None) -> None:
     ax.set_ylabel("US dollars")
     _call_axis(ax, run)
     ax.legend(loc="upper left", fontsize=9, frameon=False)
+    fix_axis_labels(ax)
 
 
 def _dollars(top: float) -> Callable[[float, Any], str]:

@@ -409,7 +409,6 @@ class Stepper(WidgetView):
         self._custom: dict[str, str | Scenario] = {}
         self._step_from: int | None = None       # trace length before the last step
         self._plot_key: tuple[Any, ...] | None = None
-        self._live: dict[str, plots.LiveFigure] = {}   # a figure per plot kind, drawn again at every Step
         self._quiet = False                      # set while controls are changed from code
         self._build_view(plot)
         choice = self._register(scenario_or_loop)
@@ -677,7 +676,7 @@ class Stepper(WidgetView):
         key = (id(self.loop), len(events), kind) if events else (None, 0, kind)
         if key == self._plot_key:
             return
-        self.plot_image.value = _plot_png(self._live, kind, PLOT_DPI[kind], events)
+        self.plot_image.value = _plot_png(kind, PLOT_DPI[kind], events)
         self._plot_key = key
 
     # -- conveniences -----------------------------------------------------------------------------------
@@ -698,21 +697,23 @@ def empty_plot(kind: str, dpi: int) -> bytes:
     return plots.LiveFigure(kind, dpi=dpi).render([])
 
 
-def _plot_png(figures: dict[str, plots.LiveFigure], kind: str, dpi: int, events: list[Event]) -> bytes:
-    """A widget's plot of ``events``: drawn again in the widget's live figure for that kind, or, before the
+def _plot_png(kind: str, dpi: int, events: list[Event]) -> bytes:
+    """A widget's plot of ``events``: drawn again in the process's live figure for that kind, or, before the
     first call, the ``empty_plot``; the live figure then keeps the layout of the last run it drew, which
     the next Step is likely to reuse."""
     if not events:
         return empty_plot(kind, dpi)
-    return _live_figure(figures, kind, dpi).render(list(events))
+    return live_figure(kind, dpi).render(list(events))
 
 
-def _live_figure(figures: dict[str, plots.LiveFigure], kind: str, dpi: int) -> plots.LiveFigure:
-    """The widget's figure for a plot kind, made on first use and drawn again at every Step after that."""
-    live = figures.get(kind)
-    if live is None:
-        live = figures[kind] = plots.LiveFigure(kind, dpi=dpi)
-    return live
+@functools.cache
+def live_figure(kind: str, dpi: int) -> plots.LiveFigure:
+    """The figure of a plot kind drawn again at every Step of every stepper in the process. A kernel runs one
+    click at a time and a Step takes its picture as PNG bytes, so the steppers can share it: a new stepper's
+    first Step (or another stepper's next one) draws into the axes the last Step left, and only the panels
+    whose place changed get new axes (building a figure and its axes afresh took a first Step twice as
+    long as the next ones)."""
+    return plots.LiveFigure(kind, dpi=dpi)
 
 
 def _pane(body: str) -> str:
@@ -813,7 +814,6 @@ class ReplayStepper(WidgetView):
         self.show_plots = show_plots
         self._step_from: int | None = None
         self._plot_key: tuple[Any, ...] | None = None
-        self._live: dict[str, plots.LiveFigure] = {}
         self.header = widgets.HTML()
         self.step_button = widgets.Button(description="Step", button_style="primary", icon="step-forward",
                                           tooltip="reveal the next recorded model call and what the client did")
@@ -922,7 +922,7 @@ class ReplayStepper(WidgetView):
         if key == self._plot_key:
             return
         kind = self.plot_picker.value
-        self.plot_image.value = _plot_png(self._live, kind, PLOT_DPI[kind], events)
+        self.plot_image.value = _plot_png(kind, PLOT_DPI[kind], events)
         self._plot_key = key
 
 
