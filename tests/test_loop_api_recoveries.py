@@ -301,17 +301,18 @@ def test_a_rejected_prefill_retry_is_resent_once_as_the_original_body_with_the_t
     assert [m["role"] for m in loop.messages] == ["user", "assistant"]
 
 
-def test_a_same_body_retry_that_must_continue_the_partial_is_resent_once_with_the_partial_appended() -> None:
-    """BetaRefusalStopDetails.fallback_credit_token: "if a same-body retry is rejected with a 400 saying the token
-    must be redeemed by continuing the partial response, retry the second way instead"."""
+def test_a_same_body_retry_that_must_continue_the_partial_drops_the_token_when_there_was_no_prefill_claim() -> None:
+    """BetaRefusalStopDetails.fallback_has_prefill_claim: "false: ... the appended-assistant form is not available
+    for this refusal"; when "the exact-body retry is then rejected with a 400 saying the token must be redeemed by
+    continuing the partial response, discard the token and retry without it". A partial there may be, it is not
+    appended: on a model that refuses prefill, nothing but a claim authorises that turn."""
     server = Server(refusal(claim=False, partial="Port scans began "), bad_request(MUST_CONTINUE), ANSWER)
     loop = run(server, refusal_fallback_model=FALLBACK)
-    first, same, continued = server.bodies
+    first, same, plain = server.bodies
     assert _without(same, "model", "fallback_credit_token") == _without(first, "model")
-    assert continued["messages"] == [*first["messages"],
-                                     {"role": "assistant", "content": [{"type": "text", "text": "Port scans began"}]}]
-    assert continued["fallback_credit_token"]["token"] == TOKEN
-    assert loop.result is not None and loop.result.subtype == "success"
+    assert same["fallback_credit_token"]["token"] == TOKEN
+    assert "fallback_credit_token" not in plain and plain["messages"] == first["messages"]
+    assert loop.result is not None and loop.result.subtype == "success" and loop.result.requests == 3
 
 
 def test_a_token_that_must_continue_a_partial_there_is_not_is_discarded_and_the_plain_body_sent_once() -> None:

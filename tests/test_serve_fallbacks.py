@@ -299,3 +299,75 @@ def test_the_same_body_is_the_same_prompt_whatever_its_string_form_or_cache_mark
                                         messages=[{"role": "user", "content": HISTORY}, partial],
                                         fallback_credit_token=first.stop_details.fallback_credit_token)
     assert retry.usage.fallback_credit.status.type == "redeemed"
+
+
+# -- a token minted after server tools ran ---------------------------------------------------------------------
+
+WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
+SEARCHED = [{"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "nmap 1997"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+             "content": [{"type": "web_search_result", "title": "nmap", "url": "https://example.com/nmap",
+                          "encrypted_content": "abc", "page_age": None}]},
+            {"type": "text", "text": "nmap appeared in 1997. "}]
+
+
+def _searched_then_refused(tmp_path) -> ScenarioEngine:
+    """claude-opus-5-5 searches the web (a server tool), writes a sentence and declines; claude-opus-4-8 answers."""
+    return ScenarioEngine(parse_scenario({
+        "description": "a refusal after a server tool ran", "model": "claude-opus-5-5", "prompt": HISTORY,
+        "server_tools": [WEB_SEARCH],
+        "steps": [{"content": SEARCHED, "stop_reason": "refusal",
+                   "stop_details": {"type": "refusal", "category": "cyber"}},
+                  {"content": [{"type": "text", "text": "nmap (1997) made SYN scans common."}],
+                   "stop_reason": "end_turn"}]}, str(tmp_path / "searched.yaml")))
+
+
+def test_a_token_minted_after_server_tools_ran_redeems_only_by_continuing_the_partial(tmp_path) -> None:
+    """BetaRefusalStopDetails.fallback_credit_token: "A token minted mid-server-tool-loop whose partial content was
+    continuable may only be redeemed the second way — if a same-body retry is rejected with a 400 saying the token
+    must be redeemed by continuing the partial response, retry the second way instead.\""""
+    client = scripted_client(_searched_then_refused(tmp_path))
+    first = refused(client, tools=[WEB_SEARCH])
+    token = first.stop_details.fallback_credit_token
+    assert token and first.stop_details.fallback_has_prefill_claim is True
+    retry = {"model": "claude-opus-4-8", "betas": CREDIT, "tools": [WEB_SEARCH]}
+    with pytest.raises(anthropic.BadRequestError, match="must be redeemed by continuing the partial response"):
+        ask(client, HISTORY, fallback_credit_token=token, **retry)
+    served = ask(client, HISTORY, fallback_credit_token={"token": token, "mode": "best_effort"}, **retry)
+    assert served.usage.fallback_credit.status.reason == "continuation_only"
+    partial = [*SEARCHED[:2], {"type": "text", "text": "nmap appeared in 1997."}]
+    messages = [{"role": "user", "content": HISTORY}, {"role": "assistant", "content": partial}]
+    continued = client.beta.messages.create(max_tokens=1024, messages=messages, fallback_credit_token=token, **retry)
+    assert continued.usage.fallback_credit.status.type == "redeemed"
+
+
+def test_with_a_forced_tool_choice_neither_form_redeems_after_server_tools_ran(tmp_path) -> None:
+    """fallback_has_prefill_claim: "when the request used output_format or a forced tool_choice and the refusal
+    arrived after server tools ... had already executed, the token may not be redeemable by either retry form"."""
+    client = scripted_client(_searched_then_refused(tmp_path))
+    forced = {"tools": [WEB_SEARCH], "tool_choice": {"type": "any"}}
+    first = refused(client, **forced)
+    token = first.stop_details.fallback_credit_token
+    assert token and first.stop_details.fallback_has_prefill_claim is False
+    with pytest.raises(anthropic.BadRequestError, match="continuing the partial"):
+        ask(client, HISTORY, model="claude-opus-4-8", betas=CREDIT, fallback_credit_token=token, **forced)
+    partial = [*SEARCHED[:2], {"type": "text", "text": "nmap appeared in 1997."}]
+    messages = [{"role": "user", "content": HISTORY}, {"role": "assistant", "content": partial}]
+    with pytest.raises(anthropic.BadRequestError, match="continuation_excluded"):
+        client.beta.messages.create(model="claude-opus-4-8", max_tokens=1024, betas=CREDIT,
+                                    fallback_credit_token=token, messages=messages, **forced)
+    plain = ask(client, HISTORY, model="claude-opus-4-8", betas=CREDIT, **forced)  # the token discarded
+    assert plain.stop_reason in ("end_turn", "tool_use")
+
+
+def test_the_loop_continues_the_partial_after_server_tools_and_the_token_redeems(tmp_path) -> None:
+    from agentlab.lab import scenario_loop
+
+    eng = _searched_then_refused(tmp_path)
+    loop = scenario_loop(eng.scenario, engine=eng, refusal_fallback_model="claude-opus-4-8")
+    result = loop.run()
+    assert eng.failures == [] and result.subtype == "success" and result.requests == 2
+    retry = [r for r in eng.requests if r.body is not None][1]
+    assert retry.status == 200 and retry.body["messages"][-1]["role"] == "assistant"
+    assert [b["type"] for b in retry.body["messages"][-1]["content"]] == [
+        "server_tool_use", "web_search_tool_result", "text"]

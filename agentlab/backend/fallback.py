@@ -16,7 +16,8 @@ Sources (the SDK's docstrings are exact; the pages say the same in prose):
   after the refusal) and ``fallback_has_prefill_claim``; both null when the refused model is not eligible. The
   retry goes to an eligible fallback model with the same body, or the same body plus one appended assistant
   message holding the partial content (trailing whitespace stripped), which the token authorises as a prefill
-  on models that refuse prefill. ``strict`` (the bare string, the default) answers a failing redemption with a
+  on models that refuse prefill; a token minted after server tools ran, with a partial to continue, redeems only
+  that second way (``continuation_only``). ``strict`` (the bare string, the default) answers a failing redemption with a
   400; ``best_effort`` serves the retry and reports the reason in ``usage.fallback_credit``. A malformed token,
   and a token combined with ``fallbacks``, are 400s in both modes. "Resending a token for an already-warm prefix
   is permitted but yields no additional credit": a token used again is redeemed again.
@@ -126,6 +127,7 @@ class Credit:
     body: str                       # the render-shaping fields of the refused request, canonical JSON
     partial: list[dict[str, Any]] | None  # the appended-assistant content a prefill claim allows; None: no claim
     issued: float
+    continuation_only: bool = False  # minted after server tools ran, with a partial: the same body is refused
 
 
 @dataclass
@@ -156,7 +158,8 @@ class CreditBook:
         digest = hashlib.sha256(f"{len(self.minted)}\x00{_body(request)}".encode()).hexdigest()[:24]
         token = f"fct_agentlab_{len(self.minted):04d}_{digest}"
         self.minted[token] = Credit(token, str(request.get("model")), limits.credit_targets, _body(request),
-                                    partial if claim else None, self.clock())
+                                    partial if claim else None, self.clock(),
+                                    continuation_only=bool(partial) and ran_server_tools(content))
         return {"fallback_credit_token": token, "fallback_has_prefill_claim": claim}
 
     def redeem(self, request: dict[str, Any], betas: frozenset[str] | None) -> Redemption:
@@ -187,7 +190,7 @@ class CreditBook:
         if str(request.get("model")) not in credit.targets:
             return "invalid_target_model", False
         if _body(request) == credit.body:
-            return None, False
+            return ("continuation_only" if credit.continuation_only else None), False
         messages = request.get("messages")
         if not isinstance(messages, list) or not messages or _body({**request, "messages": messages[:-1]}) != \
                 credit.body or not isinstance(messages[-1], dict) or messages[-1].get("role") != "assistant":
@@ -205,7 +208,21 @@ _WHY = {
     "body_mismatch": "the retry must keep the refused request's body (system, messages, tools, tool_choice), or "
                      "append only the refusal's partial content as one assistant message",
     "continuation_excluded": "this refusal grants no prefill claim: resend the original body unchanged",
+    # BetaRefusalStopDetails: "A token minted mid-server-tool-loop whose partial content was continuable may only
+    # be redeemed the second way — if a same-body retry is rejected with a 400 saying the token must be redeemed
+    # by continuing the partial response, retry the second way instead."
+    "continuation_only": "the token must be redeemed by continuing the partial response: server tools ran before "
+                         "the refusal, so append its partial content as one assistant message (or, without a "
+                         "prefill claim, retry without the token)",
 }
+
+
+def ran_server_tools(content: list[dict[str, Any]]) -> bool:
+    """Server tools (web search, code execution, MCP connector tools) ran before the refusal: its content holds
+    their blocks (``server_tool_use``, ``mcp_tool_use``, a ``*_tool_result`` other than a client ``tool_result``)."""
+    kinds = {str(b.get("type")) for b in content if isinstance(b, dict)}
+    return bool(kinds & {"server_tool_use", "mcp_tool_use"}) or any(
+        k.endswith("_tool_result") and k != "tool_result" for k in kinds)
 
 
 def continuation(content: list[dict[str, Any]]) -> list[dict[str, Any]]:

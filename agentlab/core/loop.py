@@ -247,13 +247,12 @@ class _SummaryFailed(Exception):
 @dataclass(frozen=True)
 class _Credit:
     """A refusal's ``fallback_credit_token`` for the retry on another model (None: discarded after a rejection),
-    the partial content that retry appends as one assistant turn (``prefill``; None: the body goes unchanged), and
-    the refusal's continuable partial, whether or not ``fallback_has_prefill_claim`` allowed it (``partial``).
-    Docs: "Fallback credit"; the SDK's ``BetaRefusalStopDetails``."""
+    and the partial content that retry appends as one assistant turn (``prefill``; None: the body goes
+    unchanged), which only ``fallback_has_prefill_claim: true`` allows. Docs: "Fallback credit"; the SDK's
+    ``BetaRefusalStopDetails``."""
 
     token: str | None
     prefill: list[dict[str, Any]] | None
-    partial: list[dict[str, Any]] | None = None
     reformed: bool = False          # the retry was sent again in another form once: never again
 
     @classmethod
@@ -263,8 +262,7 @@ class _Credit:
         if not isinstance(token, str) or not token:
             return None
         claim = details.get("fallback_has_prefill_claim") is True if isinstance(details, dict) else False
-        partial = _continuable((message or {}).get("content") or [])
-        return cls(token, partial if claim else None, partial)
+        return cls(token, _continuable((message or {}).get("content") or []) if claim else None)
 
     def after_rejection(self, failure: Failure) -> _Credit | None:
         """The retry's one other form after the API answered it with a 400 (None: none; the failure is decided
@@ -272,19 +270,18 @@ class _Credit:
         - the appended-assistant form rejected "despite true": "fall back to resending the original request
           body with the token" (advisory; the SDK's refusal-fallback middleware does the same on any 400);
         - the same body rejected "with a 400 saying the token must be redeemed by continuing the partial
-          response": "retry the second way instead" (the partial appended), or, with no continuable partial,
-          "discard the token and retry without it";
+          response": the loop sends the same body only when the prefill claim was false (with a claim it appends
+          first), which is the docstring's one exception (a forced tool choice or an output format, server tools
+          already run): "discard the token and retry without it";
         - any other 400 about ``fallback_credit_token`` (malformed, refused beside ``fallbacks``, a strict-mode
           redemption): the token only credits the cache, so the retry goes once more without it."""
         if self.reformed or failure.status != 400:
             return None
         said = failure.message.lower()
         if self.prefill:
-            return _Credit(self.token, None, self.partial, reformed=True)
-        if "continuing the partial" in said and self.partial:
-            return _Credit(self.token, self.partial, self.partial, reformed=True)
+            return _Credit(self.token, None, reformed=True)
         if "continuing the partial" in said or "fallback_credit_token" in said:
-            return _Credit(None, None, None, reformed=True)
+            return _Credit(None, None, reformed=True)
         return None
 
 
