@@ -170,6 +170,7 @@ def test_notebooks_quick(tmp_path):
 def test_make_test_quick_does_not_run_the_suite(tmp_path):
     figures = _quick("make_test", tmp_path)
     assert figures["runs"] == [] and figures["median_wall_s"] is None
+    assert figures["fresh"] is None and figures["fresh_budget_s"] == 300
 
 
 def test_make_lab_quick(tmp_path):
