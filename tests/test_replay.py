@@ -82,6 +82,54 @@ def test_every_record_of_every_client_replays(client, version, name):
     assert trace.of_kind("result")
 
 
+def _by_call(trace, kind: str) -> dict[int, list]:
+    out: dict[int, list] = {}
+    for e in trace.of_kind(kind):
+        out.setdefault(e.call, []).append(e.data)
+    return out
+
+
+def test_the_replay_reads_every_field_of_every_record_as_its_json_says():
+    """The replay reads records as record_types.Record; what it takes from a record is checked here against a
+    plain reading of the record's JSON (the dict access the replay used before the types), for every record."""
+    for (client, version), by in RECORDS.items():
+        for name, record in by.items():
+            where, trace = f"{client}/{version}/{name}", record_to_trace(record)
+            requests, result = record["requests"], record.get("result") or {}
+            start = trace.of_kind("start")[0].data
+            assert (start["model"], start["max_tokens"], start["stream"]) == tuple(
+                requests[0].get(k) for k in ("model", "max_tokens", "stream")), where
+            assert [start[k] for k in ("client", "version", "scenario")] == [record[k] for k in
+                                                                          ("client", "version", "scenario")], where
+            sent, errors, appends = trace.of_kind("request"), _by_call(trace, "api_error"), _by_call(trace, "append")
+            compactions, decided = _by_call(trace, "compaction"), _by_call(trace, "transition")
+            for i, r in enumerate(requests):
+                assert [sent[i].call, sent[i].data["model"], sent[i].data["max_tokens"], sent[i].data["stream"],
+                        sent[i].data["messages"], sent[i].data["client_action"]] == [
+                    r["n"], r.get("model"), r.get("max_tokens"), r.get("stream"),
+                    r["appended"].get("messages_after"), r.get("action")], (where, i)
+                if r["reply"]["status"] >= 400:
+                    assert [(d["status"], d["error_type"]) for d in errors[r["n"]]] == [
+                        (r["reply"]["status"], r["reply"].get("error"))], (where, i)
+                before = requests[i - 1]["n"] if i else 0
+                assert [d["role"] for d in appends.get(before, [])] == [
+                    m.get("role") for m in r["appended"].get("appended") or []], (where, i)
+                actions = [d["client_action"] for d in decided.get(before, []) if d.get("client_action")]
+                assert actions in ([], [r["action"]]), (where, i)
+                for d in compactions.get(before, []):
+                    assert (d["messages_before"], d["messages_after"], d["removed"]) == tuple(
+                        r["appended"].get(k) for k in ("messages_before", "messages_after", "dropped")), (where, i)
+            end = trace.of_kind("result")[0].data
+            failed = bool(result.get("is_error") or result.get("raised") or result.get("timed_out")
+                          or result.get("exit_code") not in (0, None))
+            assert [end["is_error"], end["result"], end["client_stop_reason"], end["client_subtype"],
+                    end["exit_code"], end["model"]] == [failed, result.get("text", ""), result.get("stop_reason"),
+                                                        result.get("subtype"), result.get("exit_code"),
+                                                        requests[-1].get("model")], where
+            if "num_turns" in result:
+                assert end["num_turns"] == result["num_turns"], where
+
+
 def test_the_max_tokens_give_up_replay_shows_continuations_and_no_escalation():
     record = claude("2.1.197", "max_tokens_give_up")
     trace = record_to_trace(record)

@@ -128,10 +128,17 @@ class Result(_Model):
     stop_reason: str | None = None
     text: str | None = None
     raised: str | None = None
+    status: int | None = None           # the HTTP status of the error raised
+    num_turns: int | None = None        # the turns the client counted
     timed_out: bool = False
     timeout_s: float | None = None
     signal: Any = None
     stderr: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """The run ended in error as the client reported it: is_error, a raised error, a timeout, a non-zero exit."""
+        return self.is_error or bool(self.raised) or self.timed_out or self.exit_code not in (0, None)
 
 
 class Timing(_Model):

@@ -21,6 +21,7 @@ from agentlab.backend.serve import ScenarioServer
 from agentlab.core.errors import ConfigError, sdk_error_text
 from agentlab.core.compaction import estimate_tokens, text_blocks
 from agentlab.core.paths import observed_dir, project_dir, write_output
+from agentlab.observatory.record_types import Record, Result
 
 REPO = project_dir()
 OBSERVED_DIR = observed_dir()
@@ -575,13 +576,10 @@ def drift(fresh: list[dict[str, Any]], out: str | Path | None = None) -> list[st
 
 # -- describing records -----------------------------------------------------------------------------------------
 
-def outcome(record: dict[str, Any]) -> str:
-    """``error`` when the run ended in error as the client reported it (is_error, a raised error, a non-zero
-    exit, a timeout), else ``ok``."""
-    result = record.get("result") or {}
-    failed = (bool(result.get("is_error")) or bool(result.get("raised")) or bool(result.get("timed_out"))
-              or result.get("exit_code") not in (0, None))
-    return "error" if failed else "ok"
+def outcome(record: Record | dict[str, Any]) -> str:
+    """``error`` when the run ended in error as the client reported it (``Result.failed``), else ``ok``."""
+    result = record.result if isinstance(record, Record) else Result.model_validate(record.get("result") or {})
+    return "error" if result.failed else "ok"
 
 
 def overflowed(record: dict[str, Any]) -> bool:

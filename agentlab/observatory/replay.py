@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,8 @@ from agentlab.core.events import (
 )
 from agentlab.core.trace import Event, Trace
 from agentlab.core.transitions import ROW_OF, Branch, Limits
-from agentlab.observatory.compare import outcome
-from agentlab.observatory.records import OBSERVED_DIR, load_records, version_key
+from agentlab.observatory import record_types as rec
+from agentlab.observatory.records import OBSERVED_DIR, load_records, outcome, version_key
 
 CLIENT_DEFAULT = "claude-code"
 # 2.1.197: "Stop hook feedback:\n<reason>"; 2.1.332 wraps it: "<system-reminder> Stop hook blocking error from …"
@@ -88,82 +89,83 @@ COUNTED: dict[str, tuple[Branch, ...]] = {
 
 def load_record(spec: str | Path | dict[str, Any], *, client: str = CLIENT_DEFAULT,
                 observed: str | Path | None = None) -> dict[str, Any]:
-    """A behaviour record from a dict (returned as is), a JSON file, ``client/version/scenario`` under
-    ``data/observed``, or a scenario name (the newest recorded version of ``client``). A record without the
-    fields a replay reads (``client``, ``version``, ``scenario``, ``requests``) is a ConfigError naming them."""
+    """A behaviour record's data from a dict (returned as is), a JSON file, ``client/version/scenario`` under
+    ``data/observed``, or a scenario name (the newest recorded version of ``client``). Data that is not a
+    record (``record_types.parse_record``) is a ConfigError naming the field."""
+    data, source = _read_record(spec, client, observed)
+    typed_record(data, source)
+    return data
+
+
+def _read_record(spec: str | Path | dict[str, Any], client: str, observed: str | Path | None
+                 ) -> tuple[dict[str, Any], str]:
+    """The record's JSON data as ``load_record`` finds it, and what it came from (for an error)."""
     if isinstance(spec, dict):
-        return _checked_record(spec, "the record given")
+        return spec, "the record given"
     if not isinstance(spec, str | Path):
         raise ConfigError(f"load_record: expected a record dict, a path or a scenario name, got {type(spec).__name__}")
     path = Path(spec)
+    root = Path(observed) if observed else OBSERVED_DIR
+    parts = str(spec).removesuffix(".json").split("/")
+    if not (path.suffix == ".json" and path.exists()) and len(parts) == 3 and (root / f"{spec}.json").exists():
+        path = root / f"{str(spec).removesuffix('.json')}.json"
     if path.suffix == ".json" and path.exists():
         try:
-            return _checked_record(json.loads(path.read_text(encoding="utf-8")), str(path))
+            return json.loads(path.read_text(encoding="utf-8")), str(path)
         except (OSError, ValueError, RecursionError) as exc:
             raise ConfigError(f"{path}: cannot read a behaviour record: {getattr(exc, 'strerror', None) or exc}"
                               ) from None
-    root = Path(observed) if observed else OBSERVED_DIR
-    parts = str(spec).removesuffix(".json").split("/")
-    if len(parts) == 3 and (root / f"{spec}.json").exists():
-        return json.loads((root / f"{str(spec).removesuffix('.json')}.json").read_text(encoding="utf-8"))
     if len(parts) == 1:
         records = load_records(root)
         versions = sorted((k for k in records if k[0] == client and spec in records[k]),
                           key=lambda k: version_key(k[1]))
         if versions:
-            return records[versions[-1]][str(spec)]
+            return records[versions[-1]][str(spec)], "/".join((*versions[-1], str(spec)))
     raise ConfigError(f"no behaviour record {str(spec)!r}: give a record, a .json path, client/version/scenario, "
                       f"or the name of a scenario recorded for {client} under {root}")
 
 
-
-_RECORD_FIELDS = {"client": str, "version": str, "scenario": str, "requests": list}
-
-
-def _checked_record(record: Any, where: str) -> dict[str, Any]:
-    """``record`` when it has the fields a replay reads, of their types; a ConfigError naming what is not."""
-    if not isinstance(record, dict):
-        raise ConfigError(f"{where}: a behaviour record is an object, got {type(record).__name__}")
-    for name, kind in _RECORD_FIELDS.items():
-        if not isinstance(record.get(name), kind):
-            got = "missing" if name not in record else f"a {type(record[name]).__name__}"
-            raise ConfigError(f"{where}: not a behaviour record: {name!r} should be a {kind.__name__}, is {got}")
-    if not all(isinstance(r, dict) for r in record["requests"]):
-        raise ConfigError(f"{where}: not a behaviour record: every item of 'requests' should be an object")
-    if not isinstance(record.get("result", {}), dict):
-        raise ConfigError(f"{where}: not a behaviour record: 'result' should be an object")
-    return record
+def typed_record(record: rec.Record | Mapping[str, Any], source: str = "the record given") -> rec.Record:
+    """``record`` as a ``record_types.Record`` (a Record is returned as is); a ConfigError naming ``source`` and
+    the first field that is not of the record format."""
+    if isinstance(record, rec.Record):
+        return record
+    try:
+        return rec.parse_record(record, source)
+    except rec.RecordError as exc:
+        raise ConfigError(str(exc)) from None
 
 
-def client_label(record: dict[str, Any]) -> str:
+def client_label(record: rec.Record | Mapping[str, Any]) -> str:
     """The client as a sentence names it: "Claude Code 2.1.332"; a function graded by ``agentlab grade`` (its
     version is "graded") by its label alone: "your agent_loop"."""
+    record = typed_record(record)
     names = {"claude-code": "Claude Code", "tool-runner": "tool runner", "agentlab": "agentlab"}
-    name = names.get(record["client"], record["client"])
-    return name if record.get("version") == "graded" else f"{name} {record['version']}"
+    name = names.get(record.client, record.client)
+    return name if record.version == "graded" else f"{name} {record.version}"
 
 
-def ending(record: dict[str, Any]) -> str:
+def ending(record: rec.Record | Mapping[str, Any]) -> str:
     """How the client said the run ended, in one short label: its result subtype (with ", is_error" when it
     calls an error a success), else what was raised, else ``success`` or ``returned (stop_reason)``."""
-    result = record.get("result") or {}
-    if result.get("timed_out"):
+    result = typed_record(record).result
+    if result.timed_out:
         return "timed out"
-    subtype = result.get("subtype")
-    if subtype:
-        return subtype + (", is_error" if subtype == "success" and result.get("is_error") else "")
-    if result.get("raised"):
-        return f"raised {result['raised']}" + (f" {result['status']}" if result.get("status") else "")
-    if result.get("is_error"):
+    if result.subtype:
+        return result.subtype + (", is_error" if result.subtype == "success" and result.is_error else "")
+    if result.raised:
+        return f"raised {result.raised}" + (f" {result.status}" if result.status else "")
+    if result.is_error:
         return "error"
-    stop = result.get("stop_reason")
+    stop = result.stop_reason
     return "success" if stop in (None, "end_turn", "stop_sequence") else f"returned ({stop})"
 
 
-def client_limits(record: dict[str, Any], scenario: Scenario | None) -> dict[str, Any]:
+def client_limits(record: rec.Record | Mapping[str, Any], scenario: Scenario | None) -> dict[str, Any]:
     """The limits the client ran with, where the record or the client's known behaviour says; agentlab's
     defaults elsewhere (they only draw the limit lines of the recovery plots)."""
-    settings = record.get("settings") or {}
+    record = typed_record(record)
+    settings = record.settings
     command = [str(c) for c in settings.get("command") or []]
     limits = Limits(max_turns=settings.get("max_iterations") or (scenario.max_turns if scenario else None))
     if "--max-turns" in command[:-1]:
@@ -171,24 +173,24 @@ def client_limits(record: dict[str, Any], scenario: Scenario | None) -> dict[str
     retries = (settings.get("env") or {}).get("CLAUDE_CODE_MAX_RETRIES", settings.get("max_retries"))
     if retries is not None:
         limits = replace(limits, max_api_retries=int(retries))
-    if record["client"] == "claude-code":  # no max_tokens raise and no pause_turn branch were observed
+    if record.client == "claude-code":  # no max_tokens raise and no pause_turn branch were observed
         limits = replace(limits, max_escalations=0, max_pause_continuations=0)
     return asdict(limits)
 
 
 # -- messages as the record describes them -------------------------------------------------------------------
 
-def _blocks(described: dict[str, Any], previous: list[dict[str, Any]],
+def _blocks(described: rec.AppendedMessage, previous: list[dict[str, Any]],
             known: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Content blocks rebuilt from ``describe_message`` output; an assistant message that repeats the last
     response is that response's content (full texts and tool inputs); tool calls seen earlier in the run
     (``known``, by id) keep their input."""
-    kinds = list(described.get("blocks") or [])
-    if described.get("role") == "assistant" and kinds and [b.get("type") for b in previous] == kinds:
+    kinds = list(described.blocks)
+    if described.role == "assistant" and kinds and [b.get("type") for b in previous] == kinds:
         return [dict(b) for b in previous]
-    texts = iter(described.get("texts") or [])
-    uses = iter(described.get("tool_uses") or [])
-    results = iter(described.get("tool_results") or [])
+    texts = iter(described.texts)
+    uses = iter(described.tool_uses)
+    results = iter(described.tool_results)
     by_id: dict[Any, dict[str, Any]] = {**(known or {}), **{b.get("id"): b for b in previous if b.get("id")}}
     out: list[dict[str, Any]] = []
     for kind in kinds:
@@ -210,14 +212,14 @@ def _blocks(described: dict[str, Any], previous: list[dict[str, Any]],
     return out
 
 
-def _apply_diff(history: list[dict[str, Any]], diff: dict[str, Any], previous: list[dict[str, Any]],
+def _apply_diff(history: list[dict[str, Any]], diff: rec.Diff, previous: list[dict[str, Any]],
                 known: dict[str, dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The next request's messages (approximately), and the messages appended, each with ``merged``."""
-    history = [dict(m) for m in history[:diff.get("kept", 0)]]
+    history = [dict(m) for m in history[:diff.kept]]
     appended = []
-    for described in diff.get("appended") or []:
-        message = {"role": described.get("role"), "content": _blocks(described, previous, known)}
-        merged = bool(described.get("extends_previous")) and bool(history)
+    for described in diff.appended:
+        message: dict[str, Any] = {"role": described.role, "content": _blocks(described, previous, known)}
+        merged = described.extends_previous and bool(history)
         if merged:
             history[-1] = {**history[-1], "content": list(history[-1]["content"]) + message["content"]}
         else:
@@ -228,63 +230,68 @@ def _apply_diff(history: list[dict[str, Any]], diff: dict[str, Any], previous: l
 
 # -- the scenario's answer --------------------------------------------------------------------------------------
 
-def _scripted(scenario: Scenario | None, request: dict[str, Any], body: dict[str, Any]) -> dict[str, Any] | None:
-    """The Message the scripted server sent for this request (None when the record holds too little)."""
-    reply_info = request["reply"]
+def _recorded_reply(request: rec.Request) -> rec.Reply:
+    """What the request was answered, as recorded (no reply: status 0)."""
+    return request.reply or rec.NO_REPLY
+
+
+def _scripted(scenario: Scenario | None, request: rec.Request, n: int, body: dict[str, Any]
+              ) -> dict[str, Any] | None:
+    """The Message the scripted server sent for request ``n`` (None when the record holds too little)."""
+    reply_info = _recorded_reply(request)
     if scenario is None:
         return None
-    if request.get("kind") == "summary":
+    if request.kind == "summary":
         reply: Reply = Reply.model_validate({"content": [{"type": "text", "text": scenario.summary}],
                                              "stop_reason": "end_turn"})
-        tag = f"summary{request['n'] - 1:03d}"
-    elif request.get("step") is not None and request["step"] < len(scenario.steps):
-        step = scenario.steps[request["step"]]
+        tag = f"summary{n - 1:03d}"
+    elif request.step is not None and request.step < len(scenario.steps):
+        step = scenario.steps[request.step]
         reply = _matching_case(step, reply_info, body)
-        tag = f"{request['step']:03d}"
+        tag = f"{request.step:03d}"
     else:
         return None
     if reply.error is not None:
         return {"error": reply.error.model_dump()}
     message = build_message(reply, body, msg_id=f"msg_{reply_slug(scenario.name)}_{tag}")
-    if 200 <= reply_info.get("status", 200) < 300 and (
-            message.get("stop_reason") != reply_info.get("stop_reason")
-            or [b.get("type") for b in message.get("content") or []] != reply_info.get("blocks")):
+    if 200 <= reply_info.status < 300 and (
+            message.get("stop_reason") != reply_info.stop_reason
+            or [b.get("type") for b in message.get("content") or []] != list(reply_info.blocks)):
         return None  # the server fitted the script to what the request offered (backend/offered.py): not this
     return message
 
 
-def _matching_case(step: Any, reply_info: dict[str, Any], body: dict[str, Any]) -> Reply:
+def _matching_case(step: Any, reply_info: rec.Reply, body: dict[str, Any]) -> Reply:
     if not step.cases:
         return step
     for case in step.cases:
         kinds = [b.type for b in case.content or []]
-        if case.error is None and case.stop_reason == reply_info.get("stop_reason") \
-                and kinds == reply_info.get("blocks"):
+        if case.error is None and case.stop_reason == reply_info.stop_reason and kinds == list(reply_info.blocks):
             return case
-        if case.error is not None and case.error.status == reply_info.get("status"):
+        if case.error is not None and case.error.status == reply_info.status:
             return case
     return choose_reply(step, body, bool(body.get("stream")))
 
 
-def _placeholder(request: dict[str, Any]) -> dict[str, Any]:
-    info = request["reply"]
-    content = [{"type": k, "text": "(not recorded)"} if k == "text" else {"type": k} for k in info.get("blocks", [])]
-    return {"model": request.get("model"), "content": content, "stop_reason": info.get("stop_reason"),
+def _placeholder(request: rec.Request) -> dict[str, Any]:
+    info = _recorded_reply(request)
+    content = [{"type": k, "text": "(not recorded)"} if k == "text" else {"type": k} for k in info.blocks]
+    return {"model": request.model, "content": content, "stop_reason": info.stop_reason,
             "stop_sequence": None, "stop_details": None,
             "usage": {"input_tokens": 0, "output_tokens": estimate_tokens(content) if content else 0}}
 
 
-def _error_message(request: dict[str, Any], scripted: dict[str, Any] | None, scenario: Scenario | None,
+def _error_message(request: rec.Request, n: int, scripted: dict[str, Any] | None, scenario: Scenario | None,
                    window: int) -> str:
     if scripted and "error" in scripted:
         return str(scripted["error"].get("message"))
-    kind = request.get("kind")
-    if kind == "prompt_too_long":
+    if request.kind == "prompt_too_long":
         return f"prompt is too long: over the {window} maximum (the request's size is not recorded)"
-    if kind == "unexpected" and scenario is not None:
+    if request.kind == "unexpected" and scenario is not None:
         return (f"scenario {scenario.name!r} has {len(scenario.steps)} step(s) and all were used; "
-                f"request {request['n']} was not expected")
-    return f"HTTP {request['reply'].get('status')} {request['reply'].get('error', '')}".strip()
+                f"request {n} was not expected")
+    reply = _recorded_reply(request)
+    return f"HTTP {reply.status} {reply.error or ''}".strip()
 
 
 # -- what the client did next -------------------------------------------------------------------------------
@@ -293,8 +300,13 @@ def _error_message(request: dict[str, Any], scripted: dict[str, Any] | None, sce
 class _Step:
     """What is known about one request of the record while replaying it."""
 
-    request: dict[str, Any]
+    request: rec.Request
+    n: int                              # its call number
     message: dict[str, Any] | None      # the response, None when the call failed
+
+    @property
+    def reply(self) -> rec.Reply:
+        return _recorded_reply(self.request)
 
 
 def _short(text: str, limit: int = 90) -> str:
@@ -302,17 +314,16 @@ def _short(text: str, limit: int = 90) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _next_branch(who: str, step: _Step, nxt: dict[str, Any]) -> tuple[str, str]:
+def _next_branch(who: str, step: _Step, nxt: rec.Request) -> tuple[str, str]:
     """(branch, reason) for what the client did after ``step``, read from the next request ``nxt``."""
-    action, diff = nxt["action"], nxt["appended"]
-    reply = step.request["reply"]
-    stop, status = reply.get("stop_reason"), reply.get("status", 200)
-    texts = list(diff.get("injected_user_texts") or []) + list(diff.get("injected_system_texts") or [])
+    action, diff = nxt.action, nxt.appended
+    stop, status = step.reply.stop_reason, step.reply.status
+    texts = list(diff.injected_user_texts) + list(diff.injected_system_texts)
     said = f": {_short(texts[-1])!r}" if texts else ""
-    changed = (diff.get("changed") or {}).get("max_tokens") or [None, None]
+    changed = diff.changed.get("max_tokens") or [None, None]
     if action == "compacted":
         branch = "prompt_too_long" if status >= 400 else "context_compact"
-        return branch, f"{who} sent a shorter history ({diff.get('dropped', 0)} earlier message(s) dropped)"
+        return branch, f"{who} sent a shorter history ({diff.dropped} earlier message(s) dropped)"
     if action == "summary":
         branch = "prompt_too_long" if status >= 400 else "context_compact"
         cause = f"HTTP {status}" if status >= 400 else f"stop_reason {stop}"
@@ -320,19 +331,18 @@ def _next_branch(who: str, step: _Step, nxt: dict[str, Any]) -> tuple[str, str]:
     if action == "retry":
         if changed and changed[1] is not None and changed[0] is not None and changed[1] < changed[0]:
             return "max_tokens_clamp", f"{who} resent with max_tokens {changed[0]} → {changed[1]}"
-        return "api_retry", f"HTTP {status} ({reply.get('error')}): {who} sent the same request again"
+        return "api_retry", f"HTTP {status} ({step.reply.error}): {who} sent the same request again"
     if action == "fallback_model":
-        model = (diff.get("changed") or {}).get("model", [None, nxt.get("model")])[1]
+        model = diff.changed.get("model", [None, nxt.model])[1]
         if stop == "refusal":
             return "refusal_fallback", f"refusal: {who} sent the same request to {model}"
         return "api_fallback", f"HTTP {status}: {who} switched to {model} and sent the request again"
     if action == "escalate":
-        blocks = reply.get("blocks") or []
-        branch = "incomplete_tool_use" if blocks[-1:] == ["tool_use"] else "max_tokens_escalate"
+        branch = "incomplete_tool_use" if step.reply.blocks[-1:] == ("tool_use",) else "max_tokens_escalate"
         return branch, f"max_tokens: {who} sent the same request with max_tokens {changed[0]} → {changed[1]}"
     if action == "tool_results":
         label = "" if stop == "tool_use" else f" (the label was {stop})"
-        return "tool_use", f"{who} ran the tool call(s) and sent {len(diff.get('tool_results') or [])} " \
+        return "tool_use", f"{who} ran the tool call(s) and sent {len(diff.tool_results)} " \
                            f"tool_result(s){label}"
     if action == "continuation":
         return "max_tokens_continue", f"{stop}: {who} kept the partial answer and added a user message{said}"
@@ -356,39 +366,38 @@ def _next_branch(who: str, step: _Step, nxt: dict[str, Any]) -> tuple[str, str]:
     return str(action), f"{who}: {action}"
 
 
-def _completion_reason(who: str, request: dict[str, Any]) -> str:
-    if request["reply"].get("stop_reason") == "pause_turn":
+def _completion_reason(who: str, request: rec.Request) -> str:
+    if _recorded_reply(request).stop_reason == "pause_turn":
         return f"pause_turn, but {who} did not send the content back: the turn counts as complete, the Stop hook runs"
     return "no tool_use block: the turn is complete, the Stop hook runs"
 
 
-def _final_branches(who: str, record: dict[str, Any], scenario: Scenario | None, step: _Step,
+def _final_branches(who: str, record: rec.Record, scenario: Scenario | None, step: _Step,
                     hook_blocks: int) -> list[tuple[str, str]]:
     """The transition(s) after the last response: how the client ended the run."""
-    result = record.get("result") or {}
-    reply = step.request["reply"]
-    stop, status = reply.get("stop_reason"), reply.get("status", 200)
+    result, reply = record.result, step.reply
+    stop, status = reply.stop_reason, reply.status
     end = ending(record)
-    text = f" ({_short(result['text'], 120)!r})" if result.get("text") else ""
-    if result.get("subtype") == "error_max_turns":
+    text = f" ({_short(result.text, 120)!r})" if result.text else ""
+    if result.subtype == "error_max_turns":
         return [("max_turns", f"{who} stopped at its turn limit: {end}")]
     if status >= 400:
-        if step.request.get("kind") == "prompt_too_long":
+        if step.request.kind == "prompt_too_long":
             return [("context_give_up", f"HTTP {status} prompt is too long: {who} ended without compacting: "
                                         f"{end}{text}")]
-        return [("api_error", f"HTTP {status} ({reply.get('error')}): {who} ended the run: {end}{text}")]
+        return [("api_error", f"HTTP {status} ({reply.error}): {who} ended the run: {end}{text}")]
     if stop == "refusal":
         return [("refusal", f"refusal: {who} did not send the request again: {end}{text}")]
-    if stop == "max_tokens" and result.get("is_error"):
+    if stop == "max_tokens" and result.is_error:
         return [("max_tokens_give_up", f"max_tokens again: {who} gave up: {end}{text}")]
-    if stop == "model_context_window_exceeded" and result.get("is_error"):
+    if stop == "model_context_window_exceeded" and result.is_error:
         return [("context_give_up", f"{stop} again: {who} gave up: {end}{text}")]
     if stop == "pause_turn":
         return [("complete", f"pause_turn not sent back: {who} ended the turn (no branch for it): {end}")]
     spec = scenario.stop_hook if scenario is not None else None
     blocking = spec is not None and (spec.times == "always" or hook_blocks < spec.times)
     # only a client that fed a block back is known to run the hook
-    if blocking and hook_blocks and not (reply.get("blocks") and "tool_use" in reply["blocks"]):
+    if blocking and hook_blocks and "tool_use" not in reply.blocks:
         return [("complete", _completion_reason(who, step.request)),
                 ("stop_hook_cap", f"its Stop hook still blocks; after {hook_blocks} block(s) fed back {who} "
                                   f"ended the run: {end}")]
@@ -397,10 +406,13 @@ def _final_branches(who: str, record: dict[str, Any], scenario: Scenario | None,
 
 # -- the trace --------------------------------------------------------------------------------------------------
 
-def record_to_trace(record: dict[str, Any] | str | Path) -> Trace:
-    """The behaviour record as an agentlab Trace: one call per recorded request, a transition after each
-    response naming the branch that matches what the client did next, then the client's result."""
-    return _Replay(load_record(record)).run()
+def record_to_trace(record: rec.Record | dict[str, Any] | str | Path) -> Trace:
+    """The behaviour record (a ``record_types.Record``, its data, or where ``load_record`` finds it) as an
+    agentlab Trace: one call per recorded request, a transition after each response naming the branch that
+    matches what the client did next, then the client's result."""
+    if not isinstance(record, rec.Record):
+        record = typed_record(*_read_record(record, CLIENT_DEFAULT, None))
+    return _Replay(record).run()
 
 
 class _Replay:
@@ -410,16 +422,18 @@ class _Replay:
     the history is rebuilt from that request's messages and its response (``base_history``, ``base_content``).
     """
 
-    def __init__(self, record: dict[str, Any]) -> None:
+    def __init__(self, record: rec.Record) -> None:
         self.record = record
         try:
-            self.scenario: Scenario | None = load_scenario(record["scenario"])
+            self.scenario: Scenario | None = load_scenario(record.scenario)
         except ScenarioError:
             self.scenario = None
         self.who = client_label(record)
-        self.requests: list[dict[str, Any]] = record["requests"]
+        self.requests = record.requests
+        # each request's call number: as recorded, else its place (from 1), as the grade rules read it
+        self.calls = [i + 1 if r.n is None else r.n for i, r in enumerate(self.requests)]
         # the window the server answered with: the scenario's, else the requested model's (data/models.yaml)
-        first_model = self.requests[0].get("model") if self.requests else None
+        first_model = self.requests[0].model if self.requests else None
         self.window = (self.scenario.context_window if self.scenario else None) or \
             model_limits(first_model).context_window
         self.trace = Trace()
@@ -436,18 +450,18 @@ class _Replay:
         self._start()
         requests = self.requests
         for i, request in enumerate(requests):
-            purpose: Purpose = "summary" if request.get("action") == "summary" and request.get("kind") == "summary" \
-                and not (i > 0 and requests[i - 1].get("kind") == "summary") else "turn"
-            message, content = self._call(request, purpose)
-            if i == 0 or not (request.get("appended") or {}).get("summary_request"):
+            purpose: Purpose = "summary" if request.action == "summary" and request.kind == "summary" \
+                and not (i > 0 and requests[i - 1].kind == "summary") else "turn"
+            message, content = self._call(request, self.calls[i], purpose)
+            if i == 0 or not request.appended.summary_request:
                 self.base_history, self.base_content = self.history, content
-            step = _Step(request, message)
+            step = _Step(request, self.calls[i], message)
             nxt = requests[i + 1] if i + 1 < len(requests) else None
             if nxt is None:
                 self._ended(step)
                 break
             if purpose == "summary":  # a summary call has no decision of its own: the history is compacted
-                self._compacted(request["n"], nxt)
+                self._compacted(step.n, nxt)
             else:
                 self._decided(step, nxt)
         self._result()
@@ -455,13 +469,14 @@ class _Replay:
 
     def _start(self) -> None:
         record, scenario = self.record, self.scenario
-        first = self.requests[0] if self.requests else {}
+        first = self.requests[0] if self.requests else None
         self.trace.emit(Start(
-            model=first.get("model"), max_tokens=first.get("max_tokens"), stream=first.get("stream"),
-            prompt=scenario.prompt if scenario else None, limits=client_limits(record, scenario),
-            context_window=self.window, tools=[], compaction=[], extra={"client": record["client"],
-            "version": record["version"], "scenario": record["scenario"], "replay": True}), 0)
-        self.history, added = _apply_diff([], first.get("appended") or {}, [])
+            model=first.model if first else None, max_tokens=first.max_tokens if first else None,
+            stream=first.stream if first else None, prompt=scenario.prompt if scenario else None,
+            limits=client_limits(record, scenario), context_window=self.window, tools=[], compaction=[],
+            extra={"client": record.client, "version": record.version, "scenario": record.scenario,
+                   "replay": True}), 0)
+        self.history, added = _apply_diff([], first.appended if first else rec.Diff(), [])
         self._append(0, added)
 
     def _transition(self, call: int, branch: str, reason: str, terminal: bool = False,
@@ -481,23 +496,23 @@ class _Replay:
             self.trace.emit(Append(role=m["role"], merged=m["merged"], content=m["content"],
                                    blocks=blocks or "(empty)"), call)
 
-    def _call(self, request: dict[str, Any], purpose: Purpose) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    def _call(self, request: rec.Request, n: int, purpose: Purpose
+              ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         """The request's events: the request, then its error or its response (the message and its content)."""
-        n, window = request["n"], self.window
-        body = {"model": request.get("model"), "max_tokens": request.get("max_tokens"),
-                "stream": request.get("stream"), "messages": self.history}
+        window, diff, reply = self.window, request.appended, _recorded_reply(request)
+        body = {"model": request.model, "max_tokens": request.max_tokens, "stream": request.stream,
+                "messages": self.history}
         self.trace.emit(Request(
-            model=request.get("model"), max_tokens=request.get("max_tokens"), stream=request.get("stream"),
-            messages=(request.get("appended") or {}).get("messages_after", len(self.history)),
+            model=request.model, max_tokens=request.max_tokens, stream=request.stream,
+            messages=diff.messages_after if "messages_after" in diff.model_fields_set else len(self.history),
             context_tokens=estimate_tokens(self.history), context_window=window, purpose=purpose,
-            extra={"estimated": True, "client_action": request.get("action")}), n)
-        status = request["reply"].get("status", 200)
-        scripted = _scripted(self.scenario, request, body)
-        if status >= 400:
+            extra={"estimated": True, "client_action": request.action}), n)
+        scripted = _scripted(self.scenario, request, n, body)
+        if reply.status >= 400:
             self.attempts += 1
             self.trace.emit(ApiError(
-                status=status, error_type=request["reply"].get("error"),
-                message=_error_message(request, scripted, self.scenario, window), retry_after=None,
+                status=reply.status, error_type=reply.error,
+                message=_error_message(request, n, scripted, self.scenario, window), retry_after=None,
                 attempt=self.attempts, purpose=purpose), n)
             return None, []
         self.attempts = 0
@@ -523,42 +538,41 @@ class _Replay:
         """The transition(s) after the last response; the last is terminal unless the turn merely completed."""
         finals = _final_branches(self.who, self.record, self.scenario, step, self.hook_blocks)
         for k, (branch, reason) in enumerate(finals):
-            self._transition(step.request["n"], branch, reason, terminal=k == len(finals) - 1 and branch != "complete")
+            self._transition(step.n, branch, reason, terminal=k == len(finals) - 1 and branch != "complete")
 
-    def _compacted(self, n: int, nxt: dict[str, Any]) -> None:
+    def _compacted(self, n: int, nxt: rec.Request) -> None:
         """After a summary request: the history the client sent next, as a compaction."""
-        appended = nxt["appended"]
+        appended = nxt.appended
         new_history, added = _apply_diff(self.base_history, appended, self.base_content, self.known)
         self.trace.emit(CompactionEvent(
-            trigger="client", strategy=f"{self.record['client']} summary",
+            trigger="client", strategy=f"{self.record.client} summary",
             tokens_before=estimate_tokens(self.base_history), tokens_after=estimate_tokens(new_history),
-            messages_before=appended.get("messages_before"), messages_after=appended.get("messages_after"),
-            removed=appended.get("dropped"), context_before=estimate_tokens(self.history),
+            messages_before=appended.messages_before, messages_after=appended.messages_after,
+            removed=appended.dropped, context_before=estimate_tokens(self.history),
             context_after=estimate_tokens(new_history), target=None, context_window=self.window,
             extra={"estimated": True}), n)
         self.history = new_history
         self._append(n, added)
 
-    def _decided(self, step: _Step, nxt: dict[str, Any]) -> None:
+    def _decided(self, step: _Step, nxt: rec.Request) -> None:
         """What the client did after a turn's reply, read from its next request: the branch and its events."""
-        request, n = step.request, step.request["n"]
+        request, n = step.request, step.n
         branch, reason = _next_branch(self.who, step, nxt)
         if branch == "stop_hook_block":
             self._transition(n, "complete", _completion_reason(self.who, request))
-        self._transition(n, branch, reason, action=nxt.get("action"))
+        self._transition(n, branch, reason, action=nxt.action)
         if branch == "stop_hook_block":
             self.hook_blocks += 1
-            feedback = next(t for t in (nxt["appended"].get("injected_user_texts") or []) if is_stop_hook_text(t))
-            self.trace.emit(HookEvent(event="Stop", source=f"{self.record['client']} Stop hook", decision="block",
+            feedback = next(t for t in nxt.appended.injected_user_texts if is_stop_hook_text(t))
+            self.trace.emit(HookEvent(event="Stop", source=f"{self.record.client} Stop hook", decision="block",
                                       reason=feedback.split(":", 1)[-1].strip()), n)
         if branch in ("api_retry", "api_fallback", "max_tokens_clamp"):
             if branch == "api_fallback":
-                self.trace.emit(Fallback(from_model=request.get("model"), to_model=nxt.get("model"),
-                                         cause="overloaded"), n)
-            self.trace.emit(RetryEvent(attempt=self.attempts, delay_s="?", model=nxt.get("model"), reason=reason), n)
+                self.trace.emit(Fallback(from_model=request.model, to_model=nxt.model, cause="overloaded"), n)
+            self.trace.emit(RetryEvent(attempt=self.attempts, delay_s="?", model=nxt.model, reason=reason), n)
         if branch == "refusal_fallback":
-            self.trace.emit(Fallback(from_model=request.get("model"), to_model=nxt.get("model"), cause="refusal"), n)
-        self.history, added = _apply_diff(self.base_history, nxt["appended"], self.base_content, self.known)
+            self.trace.emit(Fallback(from_model=request.model, to_model=nxt.model, cause="refusal"), n)
+        self.history, added = _apply_diff(self.base_history, nxt.appended, self.base_content, self.known)
         self._tool_runs(n, added)
         self._append(n, added)
 
@@ -573,17 +587,16 @@ class _Replay:
                                             is_error=bool(block.get("is_error")), denied_by=None), n)
 
     def _result(self) -> None:
-        record, requests = self.record, self.requests
-        result = record.get("result") or {}
+        record, requests, result = self.record, self.requests, self.record.result
         self.trace.emit(ResultEvent(
             type="result", subtype=ending(record), is_error=outcome(record) == "error",
-            num_turns=result.get("num_turns", self.num_turns), stop_reason=self.last_stop,
-            result=result.get("text", ""), requests=len(requests), usage=self.usage,
-            model=requests[-1]["model"] if requests else None, **self.counts,
-            extra={"client_stop_reason": result.get("stop_reason"), "client": record["client"],
-                   "version": record["version"], "client_subtype": result.get("subtype"),
-                   "exit_code": result.get("exit_code"), "estimated_usage": True}),
-            requests[-1]["n"] if requests else 0)
+            num_turns=self.num_turns if result.num_turns is None else result.num_turns, stop_reason=self.last_stop,
+            result="" if result.text is None else result.text, requests=len(requests), usage=self.usage,
+            model=requests[-1].model if requests else None, **self.counts,
+            extra={"client_stop_reason": result.stop_reason, "client": record.client,
+                   "version": record.version, "client_subtype": result.subtype,
+                   "exit_code": result.exit_code, "estimated_usage": True}),
+            self.calls[-1] if requests else 0)
 
 
 def replay_branches(trace: Trace | list[Event]) -> list[str]:
