@@ -22,12 +22,23 @@ import pytest
 from agentlab.cli import main
 from agentlab.grading.command import RULES, SCHEMA_PATH, SCHEMA_VERSION
 from agentlab.grading.report import Report
+from forked_agent import command, preloaded
 from test_grade_cli import _alive  # is a process still running (not a zombie)
 
 REPO = Path(__file__).resolve().parent.parent
 PY = shlex.quote(sys.executable)
-NAIVE = f"{PY} {shlex.quote(str(REPO / 'examples' / 'naive_loop.py'))}"
+NAIVE_LOOP = REPO / "examples" / "naive_loop.py"
+NAIVE = f"{PY} {shlex.quote(str(NAIVE_LOOP))}"
 SCENARIOS = ["pause_turn", "max_tokens_give_up", "end_turn"]
+
+
+@pytest.fixture(scope="module")
+def forked_naive() -> str:
+    """The naive loop as a command whose agent is a fork of a server that imported the SDK once
+    (tests/forked_agent.py): the grades below that are about the report, the baseline and the plugin run it so,
+    each scenario some 3 s of CPU cheaper. The ``naive`` fixture grades the script started afresh."""
+    with preloaded() as address:
+        yield shlex.join(command(address, NAIVE_LOOP))
 
 
 def schema() -> dict:
@@ -142,7 +153,8 @@ def test_write_baseline_records_todays_failures(naive):
         "pause_turn": ["pause_turn_resume"], "max_tokens_give_up": ["bounded_max_tokens_recovery"]}
 
 
-def test_a_baseline_accepts_known_failures_fails_on_new_ones_and_names_what_passes_now(naive, tmp_path, capsys):
+def test_a_baseline_accepts_known_failures_fails_on_new_ones_and_names_what_passes_now(naive, forked_naive, tmp_path,
+                                                                                         capsys):
     saved = str(naive["dir"] / "saved.json")
     known = tmp_path / "known.json"
     # graded again from the saved report would not do: a baseline is about the command graded now
@@ -151,7 +163,7 @@ def test_a_baseline_accepts_known_failures_fails_on_new_ones_and_names_what_pass
     base = json.loads((naive["dir"] / "base.json").read_text(encoding="utf-8"))
     base["failures"]["end_turn"] = ["stop_when_done"]  # passes today: the baseline can shrink
     known.write_text(json.dumps(base), encoding="utf-8")
-    assert main(["grade", "--command", NAIVE, *SCENARIOS, "--baseline", str(known), "--json"]) == 0
+    assert main(["grade", "--command", forked_naive, *SCENARIOS, "--baseline", str(known), "--json"]) == 0
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
     jsonschema.validate(doc, schema())
@@ -162,7 +174,7 @@ def test_a_baseline_accepts_known_failures_fails_on_new_ones_and_names_what_pass
     assert "no longer failing (remove them from it): end_turn: stop_when_done" in captured.err
     del base["failures"]["pause_turn"]
     known.write_text(json.dumps(base), encoding="utf-8")
-    assert main(["grade", "--command", NAIVE, *SCENARIOS, "--baseline", str(known)]) == 1
+    assert main(["grade", "--command", forked_naive, *SCENARIOS, "--baseline", str(known)]) == 1
     assert "new failures: pause_turn: pause_turn_resume" in capsys.readouterr().out
 
 
@@ -337,17 +349,18 @@ def test_serve_in_grade_mode_answers_what_strict_mode_refuses(mode):
 # -- the pytest plugin -----------------------------------------------------------------------------------------------
 
 def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    """pytest in a new process, as a framework's CI runs it. nbval, installed here for the lessons, is left out:
-    a maintainer's venv has no reason to hold it, and loading it (nbformat, jsonschema's format grammars) is
-    three seconds of CPU in each pytest process."""
+    """pytest in a new process, as a framework's CI runs it. nbval and hypothesis, installed here for the lessons
+    and agentlab's own tests, are left out: a maintainer's venv has no reason to hold them, and loading them
+    (nbformat, jsonschema's format grammars; all of hypothesis, which its plugin imports) is some three and one
+    and a half seconds of CPU in each pytest process."""
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           "-p", "no:nbval", *args], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "250"})  # the short summary's lines are not cut
+                           "-p", "no:nbval", "-p", "no:hypothesispytest", *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "COLUMNS": "250"})  # summary lines not cut
 
 
-def test_the_plugin_fails_a_scenario_with_its_rules_named_and_writes_junit(tmp_path, naive):
+def test_the_plugin_fails_a_scenario_with_its_rules_named_and_writes_junit(tmp_path, naive, forked_naive):
     (tmp_path / "test_other.py").write_text("def test_other():\n    assert False\n")  # not collected: no paths given
-    done = _pytest(tmp_path, "--agentlab-grade", NAIVE, "--agentlab-scenarios", ",".join(SCENARIOS),
+    done = _pytest(tmp_path, "--agentlab-grade", forked_naive, "--agentlab-scenarios", ",".join(SCENARIOS),
                    "--junitxml", "out.xml")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAILED agentlab-grade::pause_turn - pause_turn: pause_turn_resume failed" in done.stdout
@@ -358,16 +371,17 @@ def test_the_plugin_fails_a_scenario_with_its_rules_named_and_writes_junit(tmp_p
     assert set(cases) == set(SCENARIOS)
     assert "the server tool unfinished" in cases["pause_turn"].find("failure").text
     # with the baseline written by agentlab grade, the known failures are expected ones
-    done = _pytest(tmp_path, "--agentlab-grade", NAIVE, "--agentlab-scenarios", ",".join(SCENARIOS),
+    done = _pytest(tmp_path, "--agentlab-grade", forked_naive, "--agentlab-scenarios", ",".join(SCENARIOS),
                    "--agentlab-baseline", str(naive["dir"] / "base.json"), "-rx")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed, 2 xfailed" in done.stdout
     assert "known failure(s) in the baseline: pause_turn_resume" in done.stdout
 
 
-def test_with_test_paths_given_the_plugin_runs_them_too(tmp_path):
+def test_with_test_paths_given_the_plugin_runs_them_too(tmp_path, forked_naive):
     (tmp_path / "test_other.py").write_text("def test_other():\n    pass\n")
-    done = _pytest(tmp_path, "test_other.py", "--agentlab-grade", NAIVE, "--agentlab-scenarios", "end_turn", "-v")
+    done = _pytest(tmp_path, "test_other.py", "--agentlab-grade", forked_naive, "--agentlab-scenarios", "end_turn",
+                   "-v")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "test_other.py::test_other PASSED" in done.stdout and "agentlab-grade::end_turn PASSED" in done.stdout
 
@@ -391,16 +405,17 @@ def test_a_scenario_not_reached_is_skipped(tmp_path):
         in done.stdout
 
 
-def test_the_plugin_under_xdist_grades_each_scenario_on_its_worker(tmp_path):
-    done = _pytest(tmp_path, "--agentlab-grade", NAIVE, "--agentlab-scenarios", "pause_turn,end_turn",
+def test_the_plugin_under_xdist_grades_each_scenario_on_its_worker(tmp_path, forked_naive):
+    done = _pytest(tmp_path, "--agentlab-grade", forked_naive, "--agentlab-scenarios", "pause_turn,end_turn",
                    "-n", "2")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAILED agentlab-grade::pause_turn - pause_turn: pause_turn_resume failed" in done.stdout
     assert "1 failed, 1 passed" in done.stdout
 
 
-def test_the_plugin_grades_only_the_selected_scenarios(tmp_path):
-    done = _pytest(tmp_path, "--agentlab-grade", NAIVE, "--agentlab-scenarios", ",".join(SCENARIOS), "-k", "end_turn",
+def test_the_plugin_grades_only_the_selected_scenarios(tmp_path, forked_naive):
+    done = _pytest(tmp_path, "--agentlab-grade", forked_naive, "--agentlab-scenarios", ",".join(SCENARIOS), "-k",
+                   "end_turn",
                    "--agentlab-keep", "kept")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed, 2 deselected" in done.stdout
@@ -426,7 +441,8 @@ def test_without_the_option_the_plugin_imports_nothing_of_agentlab(tmp_path):
     (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
     script = textwrap.dedent("""
         import sys, pytest
-        code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly", "test_one.py"])
+        code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:nbval",
+                            "-p", "no:hypothesispytest", "test_one.py"])  # as _pytest: not a maintainer's plugins
         plugin = sorted(p for p in sys.modules if p.startswith("agentlab_grade"))
         print("RESULT", code, plugin, sorted(m for m in sys.modules if m == "agentlab" or m.startswith("agentlab.")))
     """)
@@ -434,6 +450,15 @@ def test_without_the_option_the_plugin_imports_nothing_of_agentlab(tmp_path):
                           env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": ""})
     line = next(line for line in done.stdout.splitlines() if line.startswith("RESULT"))
     assert line == "RESULT 0 ['agentlab_grade', 'agentlab_grade.pytest_plugin'] []", done.stdout + done.stderr
+
+
+def test_grading_a_command_imports_no_sdk(tmp_path):
+    """The grader serves scripted replies and runs a command: neither needs the anthropic SDK, whose import is some
+    3 s of CPU in each ``agentlab grade`` and each ``pytest --agentlab-grade`` process."""
+    script = ("import sys\nfrom agentlab.cli import main\ncode = main(['grade', '--command', 'true', 'end_turn'])\n"
+              "print('RESULT', code, sorted(m for m in sys.modules if m.split('.')[0] in ('anthropic', 'httpx')))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines()[-1] == "RESULT 1 []", done.stdout + done.stderr  # 1: `true` sends nothing
 
 
 def test_report_round_trip_keeps_the_command():
@@ -529,6 +554,7 @@ def test_ctrl_c_during_a_grade_kills_the_agents_at_once_and_says_interrupted(tmp
 def test_ctrl_c_during_the_plugins_grade_kills_the_agents_and_ends_pytest_as_ctrl_c_does(tmp_path):
     done, pid = _interrupted_while_the_agent_runs(tmp_path, [
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:nbval",
+        "-p", "no:hypothesispytest",
         "--agentlab-grade", "{agent}", "--agentlab-scenarios", "end_turn,tool_use", "--agentlab-timeout", "600"])
     assert done.returncode == 2, done.stdout + done.stderr  # pytest's exit status for an interrupted run
     assert "KeyboardInterrupt" in done.stdout and "INTERNALERROR" not in done.stdout + done.stderr, done.stdout

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from agentlab.backend.scenario import Scenario
-from agentlab.core import wire
 from agentlab.core.errors import AgentlabError, ConfigError
 from agentlab.core.paths import sandbox_dir
 from agentlab.observatory import frameworks
@@ -149,6 +148,8 @@ def _runner_tools(scenario: Scenario) -> list[Any]:
 
 def run_tool_runner(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
     import anthropic
+
+    from agentlab.core import wire
 
     client = anthropic.Anthropic(base_url=base_url, api_key=OBSERVE_KEY, timeout=timeout)
     params = wire.request_params(scenario.model, scenario.max_tokens, [{"role": "user", "content": scenario.prompt}],
