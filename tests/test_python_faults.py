@@ -185,6 +185,20 @@ def test_a_record_written_again_on_a_full_disk_keeps_the_committed_one(tmp_path)
     assert [p.name for p in path.parent.iterdir()] == [path.name]
 
 
+def test_session_fixtures_are_written_whole_and_a_failed_rewrite_keeps_the_committed_ones(tmp_path):
+    from agentlab.sessions.command import write_fixtures
+
+    found = {"tool_use": {"s.jsonl": "{}\n", "s/agent-1.jsonl": "{}\n"}}
+    main, agent = write_fixtures("9.9.9", found, tmp_path)
+    assert (main.relative_to(tmp_path).as_posix(), agent.relative_to(tmp_path).as_posix()) == (
+        "claude-code/9.9.9/tool_use.jsonl", "claude-code/9.9.9/tool_use/agent-1.jsonl")
+    assert main.read_text() == agent.read_text() == "{}\n"
+    said = _under_a_file_size_limit(lambda: write_fixtures("9.9.9", {"tool_use": {"s.jsonl": "x" * 10_000}}, tmp_path))
+    assert said == f"sessions --record {main}: cannot write it: File too large; the previous file is kept as it was"
+    assert main.read_text() == "{}\n"
+    assert sorted(p.name for p in main.parent.iterdir()) == ["tool_use", "tool_use.jsonl"]
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
 def test_write_output_into_a_pipe_that_is_read_writes_it_whole_and_refuses_one_no_one_reads(tmp_path):
     from agentlab.core.paths import write_output

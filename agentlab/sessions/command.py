@@ -26,7 +26,7 @@ from agentlab.backend.scenario import Scenario, load_scenario
 from agentlab.core.errors import ConfigError
 from agentlab import __version__
 from agentlab.core.events import ApiError, Request, ResultEvent, Response, Start, TransitionEvent
-from agentlab.core.paths import data_dir
+from agentlab.core.paths import data_dir, write_output
 from agentlab.core.text import printable
 from agentlab.core.trace import Trace, redact
 from agentlab.observatory.observe import (
@@ -156,13 +156,19 @@ def fixture_paths(version: str, scenario: str, names: Iterable[str], root: Path 
 
 
 def write_fixtures(version: str, found: dict[str, dict[str, str]], root: Path = SESSIONS_DIR) -> list[Path]:
+    """Each scenario's transcripts written where ``fixture_paths`` keeps them; the paths written."""
     written = []
     for scenario, files in found.items():
         for name, path in fixture_paths(version, scenario, files, root).items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(files[name], encoding="utf-8")
+            _write_whole(path, files[name])
             written.append(path)
     return written
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """``text`` written to ``path`` (its folder made) whole or not at all: a failed write keeps the file before."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_output(path, text, "sessions --record")
 
 
 def check_sessions(found: dict[str, dict[str, str]]) -> list[str]:
@@ -176,8 +182,7 @@ def check_sessions(found: dict[str, dict[str, str]]) -> list[str]:
                 continue
             folder = Path(tmp) / scenario
             for name, text in files.items():
-                (folder / name).parent.mkdir(parents=True, exist_ok=True)
-                (folder / name).write_text(text, encoding="utf-8")
+                _write_whole(folder / name, text)
             for name in mains:
                 try:
                     session = read_session(folder / name)
