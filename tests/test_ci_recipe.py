@@ -2,7 +2,9 @@
 the job's ``env``, in bash as a runner would), against examples/naive_loop.py instead of a framework's agent.
 The steps that install are left out (they need the network; tests/test_wheel.py installs the wheel without
 the extra). To keep it short, each grading command is given the two scenarios the naive loop fails (the recipe
-grades all): the baseline accepts both, and a failure taken out of the baseline fails the step."""
+grades all): the baseline accepts both, and a failure taken out of the baseline fails the step. The naive loop
+runs in a fork of a server that imported the SDK once (tests/forked_agent.py; tests/test_grade_ci.py grades it
+started afresh): what is run here is the recipe's commands."""
 
 from __future__ import annotations
 
@@ -20,11 +22,18 @@ import pytest
 import yaml
 
 from agentlab.grading.command import SCHEMA_PATH
+from forked_agent import command, preloaded
 
 REPO = Path(__file__).resolve().parent.parent
 CI = REPO / "docs" / "ci.md"
 SCENARIOS = ["pause_turn", "max_tokens_give_up"]
-NAIVE = f"{shlex.quote(sys.executable)} {shlex.quote(str(REPO / 'examples' / 'naive_loop.py'))} {{prompt}}"
+
+
+@pytest.fixture(scope="module")
+def naive() -> str:
+    """$AGENT: examples/naive_loop.py with the prompt as its argument, its agent forked from a preloaded server."""
+    with preloaded() as address:
+        yield shlex.join(command(address, REPO / "examples" / "naive_loop.py")) + " {prompt}"
 
 
 def blocks(language: str) -> list[str]:
@@ -47,9 +56,10 @@ def fewer_scenarios(script: str) -> str:
 
 
 def bash(script: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
-    # nbval, installed here for the lessons and not in a framework's CI, is not loaded by the workflow's pytest
+    # nbval and hypothesis, installed here for the lessons and agentlab's tests and not in a framework's CI, are not
+    # loaded by the workflow's pytest
     full = {**os.environ, **env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-            "COLUMNS": "250", "PYTEST_ADDOPTS": "-p no:nbval"}
+            "COLUMNS": "250", "PYTEST_ADDOPTS": "-p no:nbval -p no:hypothesispytest"}
     return subprocess.run(["bash", "-e", "-c", fewer_scenarios(script)], cwd=cwd, env=full, capture_output=True,
                           text=True, timeout=600)
 
@@ -67,11 +77,11 @@ def test_the_recipe_has_a_python_and_a_node_workflow_on_the_plain_install():
 
 
 @pytest.fixture(scope="module")
-def baseline(tmp_path_factory) -> Path:
+def baseline(tmp_path_factory, naive) -> Path:
     """docs/ci.md's baseline command, run where the workflows will run."""
     work = tmp_path_factory.mktemp("recipe")
-    (command,) = [line for block in blocks("sh") for line in block.splitlines() if "--write-baseline" in line]
-    done = bash(command.split("#")[0], work, {"AGENT": NAIVE})
+    (line,) = [line for block in blocks("sh") for line in block.splitlines() if "--write-baseline" in line]
+    done = bash(line.split("#")[0], work, {"AGENT": naive})
     assert done.returncode == 1, done.stdout + done.stderr  # the failures it records
     assert json.loads((work / "agentlab-baseline.json").read_text())["failures"].keys() == {
         "pause_turn", "max_tokens_give_up"}
@@ -79,12 +89,12 @@ def baseline(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("which", ["python", "node"])
-def test_each_workflow_passes_on_its_baseline_and_fails_on_a_new_failure(baseline, which, tmp_path):
+def test_each_workflow_passes_on_its_baseline_and_fails_on_a_new_failure(baseline, naive, which, tmp_path):
     env, steps = grading_steps(workflows()[["python", "node"].index(which)])
     work = tmp_path / which
     work.mkdir()
     (work / "agentlab-baseline.json").write_text((baseline / "agentlab-baseline.json").read_text())
-    env = {**{k: str(v) for k, v in env.items()}, "AGENT": NAIVE}
+    env = {**{k: str(v) for k, v in env.items()}, "AGENT": naive}
     for script in steps:
         done = bash(script, work, env)
         assert done.returncode == 0, done.stdout + done.stderr
