@@ -7,13 +7,14 @@ Exit status: 0 for a ``success`` result, 1 for any error result, 2 for bad usage
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import re
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .core.errors import AgentlabError, ConfigError
@@ -321,15 +322,24 @@ def _main(argv: list[str] | None) -> int:
     return 2
 
 
-def _heatmap_maker():
-    """``grade --heatmap``: the figure maker (agentlab_grade.heatmap, in the agentlab-grade distribution), or a
-    clear error before anything runs when agentlab-grade or matplotlib (its heatmap extra) is not installed."""
+@contextlib.contextmanager
+def _extra_for(flag: str) -> Iterator[None]:
+    """Imports that ``flag`` needs from an extra: one that is not installed is a one-line ConfigError naming
+    the flag and the extra, before anything runs."""
     from .core.extras import MissingExtra
 
     try:
-        from agentlab_grade.heatmap import grade_heatmap
+        yield
     except MissingExtra as exc:
-        raise ConfigError(f"--heatmap: {exc}") from None
+        raise ConfigError(f"{flag}: {exc}") from None
+
+
+def _heatmap_maker():
+    """``grade --heatmap``: the figure maker (agentlab_grade.heatmap, in the agentlab-grade distribution), or a
+    clear error before anything runs when agentlab-grade or matplotlib (its heatmap extra) is not installed."""
+    try:
+        with _extra_for("--heatmap"):
+            from agentlab_grade.heatmap import grade_heatmap
     except ModuleNotFoundError as exc:
         if exc.name != "agentlab_grade":
             raise
@@ -345,12 +355,8 @@ def _replay_or_sessions(args: argparse.Namespace) -> int:
         return sessions_main(args)
     if not getattr(args, "plot", None):
         return replay_main(args, plot=None)
-    from .core.extras import MissingExtra
-
-    try:
+    with _extra_for("--plot"):
         from .ui.plots import session_overview, to_png
-    except MissingExtra as exc:
-        raise ConfigError(f"--plot: {exc}") from None
 
     def plot(trace: Any, *, save: str, **options: Any) -> Any:  # drawn, then written as every output is
         fig = session_overview(trace, **options)

@@ -62,6 +62,7 @@ commands = {{
     "grade --observed": ["grade", "--observed", "agentlab"],
     "grade --load": ["grade", "--load", tmp + "/s.json"],
     "grade --heatmap": ["grade", "--load", tmp + "/s.json", "--heatmap", tmp + "/h.png"],
+    "replay --plot": ["replay", tmp + "/s.jsonl", "--plot", tmp + "/p.png"],
 }}
 for name, args in commands.items():
     out["codes"][name] = main(args)
@@ -91,9 +92,11 @@ def test_no_command_imports_the_notebook_stack_and_features_name_the_extra(tmp_p
     assert out["loaded"] == [], out["loaded"]
     assert out["codes"] == {"scenarios": 0, "run": 0, "run --json": 0, "serve": 0, "serve --mode grade": 0,
                             "observe --list": 0, "observe": 0, "grade": 0, "grade --baseline": 0,
-                            "grade --observed": 0, "grade --load": 0, "grade --heatmap": 2}, done.stderr[-3000:]
+                            "grade --observed": 0, "grade --load": 0, "grade --heatmap": 2,
+                            "replay --plot": 2}, done.stderr[-3000:]
     assert ("agentlab: --heatmap: the grade heatmap (agentlab_grade.heatmap) needs matplotlib, which comes with the "
             "'heatmap' extra: pip install 'agentlab-grade[heatmap]'") in done.stderr
+    assert "agentlab: --plot: agentlab.ui.plots (the plots) needs matplotlib" in done.stderr
     said = out["said"]
     assert said["to_frame"] == ("MissingExtra: Trace.to_frame() needs pandas, which comes with the 'lab' extra: "
                                 "pip install 'agentlab-workbench[lab]' (in the checkout: make lab)")
