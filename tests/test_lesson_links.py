@@ -166,13 +166,14 @@ def test_every_link_of_every_lesson_leads_to_a_file_and_heading_or_the_web():
 
 @pytest.fixture
 def root(tmp_path) -> Path:
-    """A small lab root: a lesson, a page with headings, a folder with a translation."""
+    """A small lab root: a lesson, a page with headings, a folder with a translation (named as notebooks/zh/ names
+    its documents)."""
     (tmp_path / "zh").mkdir()
     (tmp_path / "glossary.md").write_text("# Glossary\n\n## Tool\n\n## `tool_use` and **tool_result**\n\n"
                                           "## Stop hook &amp; more\n", encoding="utf-8")
     cell = {"cell_type": "markdown", "metadata": {}, "source": ["# Lesson 1\n", "[a](glossary.md#Tool)"]}
     (tmp_path / "01_x.ipynb").write_text(json.dumps({"cells": [cell]}), encoding="utf-8")
-    (tmp_path / "zh" / "glossary.md").write_text("# 术语表\n\n## 工具 调用\n", encoding="utf-8")
+    (tmp_path / "zh" / "glossary.zh.md").write_text("# 术语表\n\n## 工具 调用\n", encoding="utf-8")
     return tmp_path
 
 
@@ -187,20 +188,20 @@ def test_markdown_links_are_read_as_the_lab_draws_them(tmp_path):
 def test_headings_are_named_by_their_text_with_spaces_as_hyphens(root):
     assert heading_ids(root / "glossary.md") == ["Glossary", "Tool", "tool_use-and-tool_result", "Stop-hook-&-more"]
     assert heading_ids(root / "01_x.ipynb") == ["Lesson-1"]
-    assert heading_ids(root / "zh" / "glossary.md") == ["术语表", "工具-调用"]
+    assert heading_ids(root / "zh" / "glossary.zh.md") == ["术语表", "工具-调用"]
 
 
 @pytest.mark.parametrize(("doc", "href", "problem"), [
     ("01_x.ipynb", "glossary.md#Tool", None),
     ("01_x.ipynb", "glossary.md#tool_use-and-tool_result", None),
-    ("zh/glossary.md", "#%E5%B7%A5%E5%85%B7-%E8%B0%83%E7%94%A8", None),
-    ("zh/glossary.md", "../01_x.ipynb", None),
-    ("zh/glossary.md", "/glossary.md#Tool", None),
+    ("zh/glossary.zh.md", "#%E5%B7%A5%E5%85%B7-%E8%B0%83%E7%94%A8", None),
+    ("zh/glossary.zh.md", "../01_x.ipynb", None),
+    ("zh/glossary.zh.md", "/glossary.md#Tool", None),
     ("01_x.ipynb", "https://platform.claude.com/docs/en/api/messages", None),
     ("01_x.ipynb", "glossary.md#Token", "names a heading #Token that glossary.md does not have"),
     ("01_x.ipynb", "glossary.md#tool", "names a heading #tool that glossary.md does not have"),
     ("01_x.ipynb", "02_y.ipynb", "names 02_y.ipynb, which is not a file of notebooks/"),
-    ("zh/glossary.md", "01_x.ipynb", "names zh/01_x.ipynb, which is not a file of notebooks/"),
+    ("zh/glossary.zh.md", "01_x.ipynb", "names zh/01_x.ipynb, which is not a file of notebooks/"),
     ("01_x.ipynb", "../docs/ci.md", "climbs out of the lab's root, notebooks/ (to ../docs/ci.md)"),
     ("01_x.ipynb", "01_x.ipynb#Lesson-2", "names a heading #Lesson-2 that 01_x.ipynb does not have"),
     ("01_x.ipynb", "mailto:someone@example.com", "is not a web address (http or https)"),
@@ -216,6 +217,6 @@ def test_the_kinds_of_link_the_browser_test_clicks_one_of():
     assert link_kind("glossary.md", "#Tool") == ("page", "this document", "plain fragment", "same folder")
     assert link_kind("01_x.ipynb", "glossary.md#tool_use") == ("notebook", "page", "punctuation in the fragment",
                                                               "same folder")
-    assert link_kind("zh/01_x.ipynb", "../01_x.ipynb") == ("notebook", "notebook", "no fragment", "other folder")
-    assert link_kind("zh/01_x.ipynb", "glossary.md#%E5%B7%A5%E5%85%B7") == (
+    assert link_kind("zh/01_x.zh.ipynb", "../01_x.ipynb") == ("notebook", "notebook", "no fragment", "other folder")
+    assert link_kind("zh/01_x.zh.ipynb", "glossary.zh.md#%E5%B7%A5%E5%85%B7") == (
         "notebook", "page", "non-ASCII fragment", "same folder")
