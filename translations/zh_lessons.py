@@ -2,8 +2,9 @@
 from the English ones and a catalog.
 
     .venv/bin/python translations/zh_lessons.py                       write notebooks/zh/ (every lesson)
-    .venv/bin/python translations/zh_lessons.py --check               exit 1 if a translation is stale or a file in
-                                                                 notebooks/zh/ is not what it would write
+    .venv/bin/python translations/zh_lessons.py --check               exit 1 if a translation is stale, a file in
+                                                                 notebooks/zh/ is not what it would write, or is
+                                                                 one it does not write (an older name)
     .venv/bin/python translations/zh_lessons.py --todo [LESSON ...]   the cells to (re)translate, with what changed
     .venv/bin/python translations/zh_lessons.py --stamp LESSON [ID ...]
                  record that the Chinese of these cells (default: every cell not yet stamped) translates the
