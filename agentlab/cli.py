@@ -152,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="send no cache_control breakpoints (prompt caching is on by default)")
     run.add_argument("--settings", help="a Claude Code settings JSON file with hooks")
     run.add_argument("--compaction", help="compaction strategy: auto, clear_tool_results, drop_oldest, summarize")
-    run.add_argument("--context-window", type=_positive, help="context window in tokens (default 200000)")
+    run.add_argument("--context-window", type=_positive,
+                     help="context window in tokens (default: the model's, data/models.yaml)")
     run.add_argument("--compact-threshold", type=_fraction,
                      help="compact before a call once the context is this full (0-1)")
     run.add_argument("--count-tokens", action="store_true",

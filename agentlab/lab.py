@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .backend.models import model_limits
 from .backend.scenario import Scenario, load_scenario
 from .backend.scripted import ScenarioEngine, scripted_async_client, scripted_client
 from .core.config import RunConfig, ServerCompaction
@@ -29,7 +30,7 @@ from .core.paths import sandbox_dir
 from .core.sdk import anthropic
 from .core.tools import TestsState, ToolRegistry, demo_tools
 from .core.trace import Trace
-from .core.transitions import DEFAULT_MODEL, Limits
+from .core.transitions import DEFAULT_MODEL
 
 __all__ = ["LabLoop", "RunConfig", "RunSetup", "run_scenario", "scenario_loop"]
 
@@ -40,6 +41,13 @@ WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search"}  # agentlab r
 _FLAG_SETTINGS = ("prompt", "system", "model", "fallback_model", "refusal_fallback_model", "max_turns", "max_tokens",
                   "compaction", "context_window", "compact_threshold", "stop_sequences", "max_retries", "tools",
                   "settings", "base_url", "thinking")
+
+
+def model_bounds(model: str) -> dict[str, int]:
+    """The bounds a run on ``model`` plans with unless told otherwise: its context window, from the model table
+    (data/models.yaml; the default's for a model not in it). The output ceiling stays the loop's own
+    (``Limits.max_tokens_ceiling``): a higher one is learnt from the API's 400 (row 3)."""
+    return {"context_window": model_limits(model).context_window}
 
 
 class LabLoop(AgentLoop):
@@ -70,18 +78,22 @@ class RunSetup:
         """The scenario file's settings, with ``overrides`` (RunConfig fields, Limits bounds, RunSetup fields) on
         top."""
         sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        bounds = model_bounds(overrides.get("model", sc.model))
+        if sc.context_window:
+            bounds["context_window"] = sc.context_window
         config = RunConfig.of(prompt=sc.prompt, model=sc.model, system=sc.system, max_tokens=sc.max_tokens,
                               max_turns=sc.max_turns, fallback_model=sc.fallback_model,
-                              refusal_fallback_model=sc.refusal_fallback_model,
-                              context_window=sc.context_window or Limits.context_window,
+                              refusal_fallback_model=sc.refusal_fallback_model, **bounds,
                               compact_threshold=sc.compact_threshold, stop_sequences=sc.stop_sequences,
                               compaction=sc.compaction or "auto", thinking=sc.thinking, server_tools=sc.server_tools)
         return cls(config, scenario=sc, tool_set=sc.tools).with_overrides(**overrides)
 
     @classmethod
     def of(cls, *, prompt: str | None = None, messages: Any = None, **settings: Any) -> RunSetup:
-        """A run without a scenario, from flat names: ``RunSetup.of(prompt=..., tools="demo", max_turns=5)``."""
-        return cls(RunConfig(prompt=prompt, messages=messages)).with_overrides(**settings)
+        """A run without a scenario, from flat names: ``RunSetup.of(prompt=..., tools="demo", max_turns=5)``; the
+        model's context window (data/models.yaml) unless ``settings`` name one."""
+        bounds = {**model_bounds(settings.get("model", DEFAULT_MODEL)), **settings}
+        return cls(RunConfig(prompt=prompt, messages=messages)).with_overrides(**bounds)
 
     @classmethod
     def from_flags(cls, args: argparse.Namespace, *, scenario: Scenario | None = None,
@@ -125,7 +137,7 @@ class RunSetup:
         if self.scenario is None:
             raise ConfigError("this run has no scenario, so there is no scripted model to build")
         sc, window = self.scenario, self.config.limits.context_window
-        if window != (sc.context_window or Limits.context_window):
+        if window != (sc.context_window or model_limits(sc.model).context_window):
             # one window for both sides: the loop plans with it and the scripted model enforces it
             sc = sc.model_copy(update={"context_window": window})
         return ScenarioEngine(sc)

@@ -14,10 +14,10 @@ from agentlab.ui import plots
 from agentlab.core.errors import ScenarioError
 from agentlab.lab import scenario_loop
 from agentlab.ui.report import format_event, print_trace
+from agentlab.backend.models import model_limits
 from agentlab.backend.scenario import load_scenario, parse_scenario, scenario_names
 from agentlab.backend.scripted import USAGE_TOLERANCE_SHARE, USAGE_TOLERANCE_TOKENS, ScenarioEngine, within_tolerance
 from agentlab.core.trace import Trace
-from agentlab.core.transitions import Limits
 from agentlab.ui.widgets import Stepper, render_decision
 
 REPO = Path(__file__).resolve().parent.parent
@@ -153,7 +153,8 @@ def test_every_scenarios_usage_agrees_with_its_requests_and_replies(name: str) -
     """A max_tokens stop reports output_tokens equal to the request's max_tokens; input_tokens are within the
     stated tolerance of the engine's estimate of the request; output_tokens of the reply's; input and output
     together fit the scenario's context window; unless staged."""
-    window = load_scenario(name).context_window or Limits().context_window
+    sc = load_scenario(name)
+    window = sc.context_window or model_limits(sc.model).context_window
     checked = 0
     for body, data, staged, engine in _responses(name):
         if staged:
@@ -273,11 +274,11 @@ def test_a_staged_error_says_so_in_the_stepper_and_the_trace(capsys) -> None:
 
 
 def test_a_window_as_large_as_the_models_own_needs_no_client_setting() -> None:
-    """max_tokens_give_up runs in claude-sonnet-4-6's 1M-token window so that its numbers fit; a client needs
-    no setting for a window larger than its own, so the scenario stays gradeable (a small window still is not)."""
+    """max_tokens_give_up runs in its model's own 1M-token window so that its numbers fit; a client needs no
+    setting for a window as large as the model's, so the scenario stays gradeable (a small window still is not)."""
     from agentlab.grading.command import gradeable_scenarios, needs_settings
 
     give_up = load_scenario("max_tokens_give_up")
-    assert give_up.context_window is not None and give_up.context_window > Limits().context_window
+    assert give_up.context_window is not None and give_up.context_window >= model_limits(give_up.model).context_window
     assert needs_settings(give_up) == [] and "max_tokens_give_up" in gradeable_scenarios()
     assert needs_settings(load_scenario("door_code")) == ["a small context window"]

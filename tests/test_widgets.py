@@ -125,8 +125,8 @@ def test_picking_a_scenario_sets_the_controls_to_its_values():
 
 
 def test_the_window_control_follows_the_scenario_model():
-    """A scenario without a window of its own starts with its model's (data/models.yaml): 1M for
-    claude-sonnet-4-6, not the loop's 200,000 planning default."""
+    """A scenario without a window of its own starts with its model's (data/models.yaml): 1M for the default
+    model, not the 200,000 of a model with a smaller window."""
     s = fresh()
     s.scenario_picker.value = "end_turn"
     assert load_scenario("end_turn").context_window is None

@@ -26,20 +26,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, assert_never, get_args
 
-from .compaction import DEFAULT_CONTEXT_WINDOW, message_blocks, text_blocks
+from .compaction import message_blocks, text_blocks
 from .errors import ConfigError
 
 
 
-def _default_model() -> str:
-    """The ``default`` of the model table (data/models.yaml), where the project's model names and limits live."""
+def _default_model() -> tuple[str, int, int]:
+    """The ``default`` of the model table (data/models.yaml), where the project's model names and limits live,
+    with its context window and output ceiling."""
     from .paths import data_dir, read_dated_table
 
-    table = read_dated_table(data_dir() / "models.yaml", "model table", ("checked", "source", "default"))
-    return str(table["default"])
+    path = data_dir() / "models.yaml"
+    table = read_dated_table(path, "model table", ("checked", "source", "default"))
+    name = str(table["default"])
+    row = (table.get("models") or {}).get(name)
+    values = [row.get(k) if isinstance(row, dict) else None for k in ("context_window", "max_output")]
+    limits = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    if len(limits) != 2:
+        raise ConfigError(f"{path}: default {name!r} needs a row under models with context_window and max_output, "
+                          "whole numbers above 0")
+    return name, limits[0], limits[1]
 
 
-DEFAULT_MODEL = _default_model()   # the model a run uses unless told otherwise
+# the model a run uses unless told otherwise, and the window and output ceiling a loop plans with unless told
+DEFAULT_MODEL, DEFAULT_WINDOW, DEFAULT_MAX_OUTPUT = _default_model()
 
 StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
                      "model_context_window_exceeded", "compaction"]
@@ -152,7 +162,7 @@ class Limits:
     max_escalations: int = 1                  # resends with a higher max_tokens per run (rows 1, 3); 0 = never
     max_continuations: int = 3                # continuations in a row after max_tokens (row 3)
     escalated_max_tokens: int = 64_000
-    max_tokens_ceiling: int = 128_000
+    max_tokens_ceiling: int = DEFAULT_MAX_OUTPUT  # the default model's (data/models.yaml); a 400 names another's
     max_api_retries: int = 5                  # Claude Code allows 10; 5 keeps a dead server's worst case near 20 s
     overloads_before_fallback: int = 3
     fallback_model: str | None = None
@@ -165,7 +175,7 @@ class Limits:
     backoff_cap: float = 32.0
     retry_after_cap: float = 60.0
     backoff_jitter: float = 0.25              # a retry waits its delay times 1 to 1 + this (random, seeded)
-    context_window: int = DEFAULT_CONTEXT_WINDOW  # tokens the loop plans with
+    context_window: int = DEFAULT_WINDOW      # tokens the loop plans with: the default model's (data/models.yaml)
     compact_threshold: float | None = None    # compact before a call once the context is this full (None: never)
     reactive_shrink: float = 0.5              # after a "does not fit": keep at most this share of the history...
     compact_margin: float = 0.9               # ...times this margin (and the share the server's error says fits)

@@ -47,10 +47,9 @@ from ..core.events import (
     TransitionEvent,
 )
 from ..backend.models import model_limits
-from ..core.compaction import DEFAULT_CONTEXT_WINDOW
 from ..core.text import printable
 from ..core.trace import Event, Trace
-from ..core.transitions import ROWS
+from ..core.transitions import DEFAULT_MAX_OUTPUT, DEFAULT_MODEL, ROWS
 from ..lab import LabLoop, scenario_loop
 from ..observatory.replay import client_label, load_record, record_to_trace, step_ends
 from ..sessions.transcript import Session, detect_kind, read_session
@@ -429,10 +428,12 @@ class Stepper(WidgetView):
         self.max_turns_input = widgets.BoundedIntText(value=0, min=0, max=10_000, description="max_turns (0 = none)",
                                                       style={"description_width": initial},
                                                       layout=widgets.Layout(width="190px"))
-        self.max_tokens_input = widgets.BoundedIntText(value=1024, min=1, max=128_000, description="max_tokens",
+        self.max_tokens_input = widgets.BoundedIntText(value=1024, min=1, max=DEFAULT_MAX_OUTPUT,
+                                                       description="max_tokens",
                                                        style={"description_width": initial},
                                                        layout=widgets.Layout(width="170px"))
-        self.context_window_input = widgets.BoundedIntText(value=DEFAULT_CONTEXT_WINDOW, min=100, max=2_000_000,
+        self.context_window_input = widgets.BoundedIntText(value=model_limits(DEFAULT_MODEL).context_window, min=100,
+                                                           max=2_000_000,
                                                            step=1000, description="context window",
                                                            style={"description_width": initial},
                                                            layout=widgets.Layout(width="210px"))
