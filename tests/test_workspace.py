@@ -108,3 +108,107 @@ def test_a_copy_that_is_not_a_notebook_with_ids_changes_nothing(tmp_path, capsys
     else:
         raise AssertionError("a broken copy was merged")
     assert (work / "00_the_loop.ipynb").read_bytes() == before   # nothing written before every lesson was read
+
+
+# Files that leave the lessons (removed, or renamed as the Chinese lessons were: zh/00_the_loop.ipynb became
+# zh/00_the_loop.zh.ipynb), on a small tree of lessons of its own
+
+
+def lesson(path: Path, *sources: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                "cells": [{"id": f"c{i}", "cell_type": "markdown", "metadata": {}, "source": s}
+                          for i, s in enumerate(sources)]}
+    path.write_text(json.dumps(notebook, indent=1) + "\n", encoding="utf-8")
+
+
+def small(tmp_path: Path) -> tuple[Path, Path]:
+    """notebooks/{00_the_loop.ipynb, 01_gone.ipynb, glossary.md, zh/00_the_loop.ipynb, zh/glossary.md}, taken in."""
+    source, work = tmp_path / "notebooks", tmp_path / "my-lessons"
+    lesson(source / "00_the_loop.ipynb", "# The loop", "your answer here")
+    lesson(source / "01_gone.ipynb", "# Gone", "your answer here")
+    lesson(source / "zh" / "00_the_loop.ipynb", "# 循环", "your answer here")
+    (source / "glossary.md").write_text("glossary", encoding="utf-8")
+    (source / "zh" / "glossary.md").write_text("术语表", encoding="utf-8")
+    update(source, work)
+    return source, work
+
+
+def rename(path: Path, name: str) -> Path:
+    return path.rename(path.with_name(name))
+
+
+def test_a_lesson_removed_that_the_learner_never_changed_goes_with_its_base(tmp_path):
+    source, work = small(tmp_path)
+    (source / "01_gone.ipynb").unlink()
+    lines = update(source, work)
+    assert not (work / "01_gone.ipynb").exists() and not (work / BASE / "01_gone.ipynb").exists()
+    assert [line for line in lines if "01_gone" in line] == [
+        f"{work / '01_gone.ipynb'}: no longer one of the lessons; you had not changed it: removed"]
+    assert (work / "00_the_loop.ipynb").is_file() and update(source, work) == []   # and said once
+
+
+def test_a_lesson_removed_that_the_learner_changed_stays_as_they_left_it_and_is_named(tmp_path):
+    source, work = small(tmp_path)
+    edit(work / "01_gone.ipynb", lambda cs: cs[1].update(source="my answer"))
+    mine = (work / "01_gone.ipynb").read_bytes()
+    (source / "01_gone.ipynb").unlink()
+    for _ in range(2):   # named on every update while it is there
+        lines = update(source, work)
+        assert (work / "01_gone.ipynb").read_bytes() == mine
+        assert [line for line in lines if "01_gone" in line] == [
+            f"{work / '01_gone.ipynb'}: no longer one of the lessons; you changed it: kept as you left it "
+            "(remove it yourself when done with it)"]
+
+
+def test_the_learners_own_files_are_never_touched(tmp_path):
+    source, work = small(tmp_path)
+    lesson(work / "my_notes.ipynb", "mine")
+    (work / "zh" / "scratch.md").write_text("mine", encoding="utf-8")
+    (work / "own" / "deep").mkdir(parents=True)
+    (work / "own" / "deep" / "x.txt").write_text("mine", encoding="utf-8")
+    before = {p: p.read_bytes() for p in [work / "my_notes.ipynb", work / "zh" / "scratch.md",
+                                          work / "own" / "deep" / "x.txt"]}
+    (source / "01_gone.ipynb").unlink()
+    rename(source / "zh" / "00_the_loop.ipynb", "00_the_loop.zh.ipynb")
+    lines = update(source, work)
+    assert {p: p.read_bytes() for p in before} == before
+    assert not any("my_notes" in line or "scratch" in line or "x.txt" in line for line in lines), lines
+
+
+def test_a_renamed_lesson_leaves_the_new_name_only_unless_the_learner_changed_the_old_one(tmp_path):
+    source, work = small(tmp_path)
+    edit(work / "zh" / "00_the_loop.ipynb", lambda cs: cs[1].update(source="我的答案"))
+    answered = (work / "zh" / "00_the_loop.ipynb").read_bytes()
+    rename(source / "zh" / "00_the_loop.ipynb", "00_the_loop.zh.ipynb")
+    rename(source / "zh" / "glossary.md", "glossary.zh.md")
+    lines = update(source, work)
+    zh = work / "zh"
+    assert sorted(p.name for p in zh.iterdir()) == ["00_the_loop.ipynb", "00_the_loop.zh.ipynb", "glossary.zh.md"]
+    assert (zh / "00_the_loop.ipynb").read_bytes() == answered   # the answers are where the learner left them
+    assert (zh / "00_the_loop.zh.ipynb").read_bytes() == (source / "zh" / "00_the_loop.zh.ipynb").read_bytes()
+    assert sorted(p.name for p in (work / BASE / "zh").iterdir()) == [
+        "00_the_loop.ipynb", "00_the_loop.zh.ipynb", "glossary.zh.md"]
+    assert f"{zh / '00_the_loop.ipynb'}: no longer one of the lessons; its successor: {zh / '00_the_loop.zh.ipynb'}; " \
+           "you changed it: kept as you left it (remove it yourself when done with it)" in lines
+    assert f"{zh / 'glossary.md'}: no longer one of the lessons; its successor: {zh / 'glossary.zh.md'}; " \
+           "you had not changed it: removed" in lines
+    # once the learner deletes their old copy, its base goes too, without a word
+    (zh / "00_the_loop.ipynb").unlink()
+    assert update(source, work) == [] and not (work / BASE / "zh" / "00_the_loop.ipynb").exists()
+
+
+def test_a_folder_of_lessons_that_left_goes_when_nothing_is_left_in_it(tmp_path):
+    source, work = small(tmp_path)
+    shutil.rmtree(source / "zh")
+    lines = update(source, work)
+    assert not (work / "zh").exists() and not (work / BASE / "zh").exists() and (work / "glossary.md").is_file()
+    assert len([line for line in lines if "/zh/" in line]) == 2, lines
+
+
+def test_a_removed_lesson_is_named_with_the_files_new_beside_it_when_none_has_its_stem(tmp_path):
+    source, work = small(tmp_path)
+    rename(source / "01_gone.ipynb", "01_content_not_label.ipynb")
+    lines = update(source, work)
+    assert f"{work / '01_gone.ipynb'}: no longer one of the lessons; new beside it: " \
+           f"{work / '01_content_not_label.ipynb'}; you had not changed it: removed" in lines

@@ -10,10 +10,14 @@ cells' ids (nbformat 4.5), when the lessons change (``make lab`` after a ``git p
   when the lesson changed that cell too, the lesson's new version follows it, tagged ``lesson-update``;
 - a cell the learner added, or changed and the new lesson no longer has, is kept after the cell it followed;
 - a lesson that is new is copied; a file that is not a notebook (the glossary) is replaced unless the learner
-  changed it, in which case the new one is written beside it as ``NAME.new``.
+  changed it, in which case the new one is written beside it as ``NAME.new``;
+- a file that has left ``notebooks/`` (removed, or renamed: ``zh/00_the_loop.ipynb`` became
+  ``zh/00_the_loop.zh.ipynb``) is removed with its base if the learner's copy is still the base; a copy the learner
+  changed stays as it is, named on every update with its successor (a new file of the same stem in its folder,
+  else the files new in that folder). A file that was never in the base (the learner's own) is never touched.
 
-Nothing is written before every lesson was read and merged; each file is replaced whole (a temporary file
-renamed over it). ``python -m agentlab.exercises.workspace --help``.
+Nothing is written or removed before every lesson was read and merged; each file is replaced whole (a temporary
+file renamed over it). ``python -m agentlab.exercises.workspace --help``.
 """
 
 from __future__ import annotations
@@ -109,13 +113,30 @@ def _lesson_update(cell: dict[str, Any]) -> dict[str, Any]:
     return new
 
 
-def plan(source: Path, work: Path) -> tuple[dict[Path, bytes], list[Merged], list[str]]:
-    """Every file to write (path: bytes), what each lesson merge did, and notes; nothing is written here."""
-    writes: dict[Path, bytes] = {}
-    report: list[Merged] = []
-    notes: list[str] = []
-    for new_path in sorted(p for p in source.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts):
-        rel = new_path.relative_to(source)
+@dataclass
+class Plan:
+    """What an update will do: nothing is written or removed while it is made."""
+
+    writes: dict[Path, bytes] = field(default_factory=dict)   # path: its new bytes
+    removes: list[Path] = field(default_factory=list)
+    report: list[Merged] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _lessons(source: Path) -> list[Path]:
+    """Every file of the lessons, relative to ``source``."""
+    return sorted(p.relative_to(source) for p in source.rglob("*")
+                  if p.is_file() and ".ipynb_checkpoints" not in p.parts)
+
+
+def plan(source: Path, work: Path) -> Plan:
+    """Every file to write and to remove, what each lesson merge did, and notes; nothing is written here."""
+    lessons = _lessons(source)
+    removes, departed = _departed(source, work, set(lessons))
+    made = Plan(removes=removes)
+    writes, report, notes = made.writes, made.report, made.notes
+    for rel in lessons:
+        new_path = source / rel
         mine_path, base_path = work / rel, work / BASE / rel
         new_bytes = new_path.read_bytes()
         writes[base_path] = new_bytes
@@ -138,7 +159,46 @@ def plan(source: Path, work: Path) -> tuple[dict[Path, bytes], list[Merged], lis
         result = dict(theirs, cells=merge_cells(base["cells"], theirs["cells"], mine["cells"], merged))
         writes[mine_path] = (json.dumps(result, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
         report.append(merged)
-    return writes, report, notes
+    notes.extend(departed)
+    return made
+
+
+def _departed(source: Path, work: Path, lessons: set[Path]) -> tuple[list[Path], list[str]]:
+    """The files to remove, and a line for each file that has left the lessons (in the base, not in ``source``).
+
+    The learner's copy goes with its base while it is the base byte for byte; a copy they changed stays, and so
+    does its base, so the next update names it again. A file that was never in the base is not looked at.
+    """
+    base_root = work / BASE
+    removes: list[Path] = []
+    notes: list[str] = []
+    gone = sorted(rel for rel in _lessons(base_root) if rel not in lessons) if base_root.is_dir() else []
+    for rel in gone:
+        mine_path, base_path = work / rel, base_root / rel
+        if not mine_path.is_file():   # the learner removed their copy: only the base is left to remove
+            removes.append(base_path)
+            continue
+        said = f"{mine_path}: no longer one of the lessons{_successors(source, work, rel)}"
+        if mine_path.read_bytes() == base_path.read_bytes():
+            removes += [mine_path, base_path]
+            notes.append(f"{said}; you had not changed it: removed")
+        else:
+            notes.append(f"{said}; you changed it: kept as you left it (remove it yourself when done with it)")
+    return removes, notes
+
+
+def _successors(source: Path, work: Path, rel: Path) -> str:
+    """Where the lesson that left is now: the new files of the same stem in its folder, else those new there."""
+    folder = source / rel.parent
+    if not folder.is_dir():
+        return ""
+    siblings = sorted(p.relative_to(source) for p in folder.iterdir() if p.is_file())
+    stem = rel.name.split(".")[0]
+    named = [s for s in siblings if s.name.split(".")[0] == stem]
+    if named:
+        return "; its successor: " + ", ".join(str(work / s) for s in named)
+    new = [s for s in siblings if not (work / BASE / s).exists()]
+    return "; new beside it: " + ", ".join(str(work / s) for s in new) if new else ""
 
 
 def write_all(writes: dict[Path, bytes]) -> None:
@@ -151,12 +211,23 @@ def write_all(writes: dict[Path, bytes]) -> None:
         os.replace(scratch, path)
 
 
+def remove_all(paths: list[Path], work: Path) -> None:
+    """Remove ``paths``, then each folder of ``work`` they leave empty (never ``work`` itself)."""
+    for path in paths:
+        path.unlink(missing_ok=True)
+        folder = path.parent
+        while folder != work and work in folder.parents and not any(folder.iterdir()):
+            folder.rmdir()
+            folder = folder.parent
+
+
 def update(source: Path, work: Path) -> list[str]:
     """Make or bring up to date the learner's copy ``work`` of the lessons in ``source``; the lines to print."""
-    writes, report, notes = plan(source, work)
-    write_all(writes)
-    lines = [m.line() for m in report if m.new or m.kept]
-    return lines + notes
+    made = plan(source, work)
+    write_all(made.writes)
+    remove_all(made.removes, work)
+    lines = [m.line() for m in made.report if m.new or m.kept]
+    return lines + made.notes
 
 
 def main(argv: list[str] | None = None) -> int:
