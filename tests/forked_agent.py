@@ -31,17 +31,21 @@ from pathlib import Path
 CLIENT = str(Path(__file__).resolve())
 
 
-def command(address: str, script: Path | str, *args: str) -> list[str]:
-    """The command line that runs ``python SCRIPT ARGS`` in a fork of the server at ``address``."""
-    return [sys.executable, "-I", "-S", CLIENT, "client", address, str(script), *args]
+def command(address: str, script: Path | str, *args: str, python: str = sys.executable) -> list[str]:
+    """The command line that runs ``python SCRIPT ARGS`` in a fork of the server at ``address`` (the client is run by
+    ``python``, any Python 3.11, with no site-packages)."""
+    return [python, "-I", "-S", CLIENT, "client", address, str(script), *args]
 
 
 @contextlib.contextmanager
-def preloaded(preload: str = "anthropic") -> Iterator[str]:
-    """A server whose forks run agent scripts, with ``preload`` imported; yields its address (an abstract Unix
-    socket's name) for :func:`command`. Stopped (with any agent still running) when the block ends."""
+def preloaded(preload: tuple[str, ...] = ("anthropic",), python: str = sys.executable,
+              env: dict[str, str] | None = None) -> Iterator[str]:
+    """A server run by ``python`` (in ``env``, this process's by default) whose forks run agent scripts, with the
+    modules ``preload`` imported; yields its address (an abstract Unix socket's name) for :func:`command`. Stopped
+    (with any agent still running) when the block ends."""
     address = f"agentlab-agents-{os.getpid()}-{os.urandom(4).hex()}"
-    server = subprocess.Popen([sys.executable, CLIENT, "serve", address, preload], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen([python, CLIENT, "serve", address, ",".join(preload)], stdout=subprocess.PIPE,
+                              text=True, env=env)
     try:
         ready = server.stdout.readline() if server.stdout else ""
         if ready.strip() != "ready":
@@ -55,7 +59,8 @@ def preloaded(preload: str = "anthropic") -> Iterator[str]:
 # -- the server ------------------------------------------------------------------------------------------------------
 
 def serve(address: str, preload: str) -> None:
-    __import__(preload)
+    for module in preload.split(","):
+        __import__(module)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind("\0" + address)
     listener.listen(16)

@@ -20,6 +20,7 @@ import json
 import os
 import tomllib
 import re
+import shlex
 import subprocess
 import sys
 import sysconfig
@@ -28,6 +29,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from forked_agent import command, preloaded
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parent.parent
@@ -139,6 +141,23 @@ def test_the_wheel_carries_every_data_file(wheel):
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
+def package_files(folder: Path) -> set[str]:
+    """Every file of the package ``folder`` as a wheel names it (``agentlab/core/paths.py``), caches left out."""
+    return {p.relative_to(folder.parent).as_posix() for p in folder.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+
+
+def test_the_wheels_carry_every_file_of_their_packages(wheel, grade_wheel):
+    """Every module and resource of agentlab/ and agentlab-grade/agentlab_grade/ as the checkout has them: what the
+    lessons import, and what agentlab reads from its own folder, is in the install as in the checkout."""
+    for built, folder in ((wheel, REPO / "agentlab"), (grade_wheel, REPO / "agentlab-grade" / "agentlab_grade")):
+        names = {n for n in wheel_metadata(built)[0]
+                 if n.startswith(f"{folder.name}/") and not n.startswith("agentlab/data/")}
+        expected = package_files(folder)
+        assert names == expected, (f"missing from {built.name}: {sorted(expected - names)[:5]}; "
+                                   f"extra: {sorted(names - expected)[:5]}")
+
+
 def test_the_installed_wheel_meets_its_requirements(fresh):
     check = subprocess.run([sys.executable, "-m", "pip", "--python", str(fresh["bin"] / "python"), "check"],
                            cwd=fresh["cwd"], env=fresh["env"], capture_output=True, text=True, timeout=120)
@@ -157,10 +176,11 @@ def test_installed_agentlab_runs_the_tour(fresh):
     assert re.search(r"^success: \d+ turn", done.stdout, re.MULTILINE), done.stdout
 
 
-def lesson_imports() -> list[str]:
-    """Every `import` / `from ... import` line of the lessons' code cells that names agentlab."""
+def lesson_imports(notebooks: list[Path] | None = None) -> list[str]:
+    """Every `import` / `from ... import` line of the lessons' code cells (of ``notebooks``, all by default) that
+    names agentlab."""
     lines: list[str] = []
-    for notebook in sorted((REPO / "notebooks").glob("*.ipynb")):
+    for notebook in notebooks or sorted((REPO / "notebooks").glob("*.ipynb")):
         for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
             if cell["cell_type"] != "code":
                 continue
@@ -175,11 +195,14 @@ def test_lesson_imports_are_found():
     assert len(lesson_imports()) >= 12
 
 
-def test_installed_agentlab_serves_the_lessons(fresh):
-    """The lessons' imports work, every scenario runs, and the data the lessons read comes from the wheel."""
-    script = "\n".join(lesson_imports()) + "\n" + textwrap.dedent(f"""
+@pytest.fixture(scope="module")
+def served(fresh) -> dict:
+    """Every agentlab import of the lessons, run in one process of the fresh venv, and what it then serves: how
+    every scenario ends, the claims, a record, a hook's answer, and which imported names are paths (PurePath)."""
+    imports = lesson_imports()
+    script = "\n".join(imports) + "\n" + textwrap.dedent(f"""
         import agentlab, json
-        from pathlib import Path
+        from pathlib import Path, PurePath
         from agentlab.core import paths
         from agentlab.lab import run_scenario
         from agentlab.backend.scenario import scenario_names
@@ -193,17 +216,37 @@ def test_installed_agentlab_serves_the_lessons(fresh):
         ends = {{name: run_scenario(name).subtype for name in scenario_names()}}
         hooks = Hooks(REPO / "data/hooks/settings.example.json", cwd=str(REPO))
         denied = hooks.run("PreToolUse", {{"tool_name": "get_weather", "tool_input": {{"city": "Oslo"}}}})
+        imported = {sorted(imported_names(imports))!r}
         print(json.dumps({{"ends": ends, "claims": sorted(load_claims()["sources"]),
                           "record": load_record("tour")["scenario"],
-                          "hook": [denied.permission, denied.errors]}}))
+                          "hook": [denied.permission, denied.errors],
+                          "paths": sorted(n for n in imported if isinstance(globals().get(n), PurePath))}}))
     """)
     out = run([str(fresh["bin"] / "python"), "-c", script], cwd=fresh["cwd"], env=fresh["env"]).stdout
-    seen = json.loads(out.strip().splitlines()[-1])
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def imported_names(lines: list[str]) -> set[str]:
+    """The names ``from agentlab... import a, b`` lines bring in (``import agentlab...`` lines bring none)."""
+    names = set()
+    for line in lines:
+        if line.startswith("from "):
+            names |= {n.split(" as ")[-1].strip() for n in line.split(" import ", 1)[1].strip("()\n ").split(",")}
+    return names - {""}
+
+
+def test_imported_names_are_read_from_the_import_lines():
+    assert imported_names(["from agentlab.x import (\n    a,\n    b as c,\n)", "from agentlab import d",
+                           "import agentlab.y"]) == {"a", "c", "d"}
+
+
+def test_installed_agentlab_serves_the_lessons(served):
+    """The lessons' imports work, every scenario runs, and the data the lessons read comes from the wheel."""
     scenarios = {p.stem for p in (DATA / "scenarios").glob("*.yaml")}
-    assert set(seen["ends"]) == scenarios
-    assert seen["ends"]["tour"] == "success"
-    assert seen["claims"] and seen["record"] == "tour"
-    assert seen["hook"] == ["deny", []], seen["hook"]
+    assert set(served["ends"]) == scenarios
+    assert served["ends"]["tour"] == "success"
+    assert served["claims"] and served["record"] == "tour"
+    assert served["hook"] == ["deny", []], served["hook"]
 
 
 def test_the_lab_extra_brings_the_grade_heatmap(wheel):
@@ -215,38 +258,73 @@ def test_the_lab_extra_brings_the_grade_heatmap(wheel):
     assert grade and "heatmap" in grade[0].extras, lab
 
 
+# Run first in each lesson's kernel: every file the kernel opens or lists from then on is noted; and last: they are
+# printed, as real paths.
+AUDIT = """import os as _os, sys as _sys
+_opened = set()
+def _note(event, args):
+    if event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes)):
+        _opened.add((_os.getcwd(), _os.fsdecode(args[0])))
+_sys.addaudithook(_note)"""
+OPENED = "print('OPENED', __import__('json').dumps(sorted({_os.path.realpath(_os.path.join(*p)) for p in _opened})))"
+
 LESSON_RUNNER = textwrap.dedent("""
-    import sys, time
+    import json, sys, time
     from pathlib import Path
     import nbformat
     from nbclient import NotebookClient
-    failed = []
-    for path in sorted(Path(sys.argv[1]).glob("*.ipynb")):
+    audit, opened = json.loads(sys.argv[1])
+    for name in sys.argv[3:]:
+        path = Path(sys.argv[2]) / name
         notebook = nbformat.read(path, as_version=4)
+        notebook.cells = [nbformat.v4.new_code_cell(audit), *notebook.cells, nbformat.v4.new_code_cell(opened)]
         start = time.monotonic()
         try:
             NotebookClient(notebook, timeout=300, kernel_name="python3",
                            resources={"metadata": {"path": str(path.parent)}}).execute()
         except Exception as exc:  # a cell that raised: the lesson does not run from this install
-            failed.append(f"{path.name}: {type(exc).__name__}: {str(exc)[-600:]}")
-        print(f"{path.name} {time.monotonic() - start:.1f} s", flush=True)
-    print("FAILED" if failed else "ALL RAN", *failed, sep=chr(10))
+            print(f"FAILED {path.name}: {type(exc).__name__}: {str(exc)[-600:]}")
+            continue
+        print(f"RAN {path.name} {time.monotonic() - start:.1f} s", notebook.cells[-1].outputs[0]["text"].strip())
 """)
 
 
-def test_every_lesson_runs_from_the_installed_wheels_outside_the_checkout(fresh, tmp_path):
-    """The README's install for the lessons outside the checkout: the two wheels, the lab extra's packages. Every
-    lesson (a copy, in a folder of its own) runs top to bottom in a kernel of that venv, offline."""
+def lessons_importing(names: set[str]) -> list[str]:
+    """The lessons whose code imports one of ``names`` from agentlab."""
+    return sorted(notebook.name for notebook in (REPO / "notebooks").glob("*.ipynb")
+                  if names & imported_names(lesson_imports([notebook])))
+
+
+def test_the_lessons_that_name_agentlabs_files_run_from_the_installed_wheels_outside_the_checkout(fresh, served,
+                                                                                                  tmp_path):
+    """What running the lessons from the installed wheels proves beyond nbval's run of them in the checkout: that
+    what they import and open is found in the install, not in the checkout. Every import of theirs runs from the
+    install above (``served``, where agentlab's data folder is checked to be the installed one), and the wheels
+    carry every file of the two packages (test_the_wheels_carry_every_file_of_their_packages), which is where
+    agentlab's functions read what they read. A lesson's own code reaches a file only through a path agentlab hands
+    it (``served["paths"]``: REPO, the data's folder, in lesson 09, which runs the example hooks from it;
+    SESSIONS_DIR in lesson 14). The lessons that import one run here top to bottom (a copy, in a folder of its own
+    with the glossary), each in a kernel of the fresh venv, offline, and every file the kernel opens or lists is
+    noted: none is in the checkout, but for its venv, whose packages the fresh venv reuses. The other lessons run
+    in the checkout only (nbval)."""
+    chosen = lessons_importing(set(served["paths"]))
+    assert "09_hooks.ipynb" in chosen and len(chosen) < 5, (served["paths"], chosen)
     lessons = tmp_path / "lessons"
     lessons.mkdir()
-    for notebook in (REPO / "notebooks").glob("*.ipynb"):
-        (lessons / notebook.name).write_bytes(notebook.read_bytes())
-    (lessons / "glossary.md").write_bytes((REPO / "notebooks" / "glossary.md").read_bytes())
+    for name in [*chosen, "glossary.md"]:
+        (lessons / name).write_bytes((REPO / "notebooks" / name).read_bytes())
     env = {k: v for k, v in fresh["env"].items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
-    done = subprocess.run([str(fresh["bin"] / "python"), "-c", LESSON_RUNNER, str(lessons)], cwd=fresh["cwd"],
-                          env=env, capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0 and "ALL RAN" in done.stdout, done.stdout[-4000:] + done.stderr[-2000:]
-    assert len(done.stdout.splitlines()) == len(list(lessons.glob("*.ipynb"))) + 1
+    done = subprocess.run([str(fresh["bin"] / "python"), "-c", LESSON_RUNNER, json.dumps([AUDIT, OPENED]),
+                           str(lessons), *chosen], cwd=fresh["cwd"], env=env, capture_output=True, text=True,
+                          timeout=900)
+    ran = [line for line in done.stdout.splitlines() if line.startswith("RAN ")]
+    assert done.returncode == 0 and len(ran) == len(chosen), done.stdout[-4000:] + done.stderr[-2000:]
+    venv = Path(sysconfig.get_paths()["purelib"]).parents[2]
+    for line in ran:
+        opened = [Path(p) for p in json.loads(line.split(" OPENED ", 1)[1])]
+        assert opened, line
+        checkout = [p for p in opened if p.is_relative_to(REPO) and not p.is_relative_to(venv)]
+        assert not checkout, f"{line.split()[1]} opened files of the checkout: {checkout[:10]}"
 
 
 # -- the plain install, alone in a venv -------------------------------------------------------------------------------
@@ -256,6 +334,7 @@ NOTEBOOK_STACK = ("pandas", "matplotlib", "ipywidgets", "jupyterlab", "IPython")
 # an agent process that imports the SDK; agentlab's loop is re-recorded on every scenario by tests/test_observe.py and
 # its records graded by tests/test_grade_rules.py)
 CONTRAST = ["pause_turn", "max_tokens_give_up", "end_turn"]
+NAIVE_LOOP = REPO / "examples" / "naive_loop.py"
 
 
 @pytest.fixture(scope="module")
@@ -300,14 +379,26 @@ def test_the_plain_install_grades_from_the_command_line(slim, grade):
     assert (slim["cwd"] / "grade.xml").read_text().startswith('<?xml version="1.0" encoding="utf-8"?>')
 
 
+@pytest.fixture(scope="module")
+def slim_agents(slim) -> dict:
+    """The plain install's agents for the plugin's grades (the naive loop, its own ``agentlab run``): forks of a server
+    run by the plain install's Python with the SDK and agentlab's loop imported once (tests/forked_agent.py), some 3 s
+    of CPU saved per graded scenario. Its command-line grades above run ``agentlab run`` started afresh."""
+    python = str(slim["bin"] / "python")
+    with preloaded(("anthropic", "agentlab.lab", "agentlab.backend.scenario"), python=python, env=slim["env"]) as at:
+        yield {"naive": shlex.join(command(at, NAIVE_LOOP, python=python)),
+               "agentlab": shlex.join(command(at, slim["bin"] / "agentlab", "run", "--tools", "demo", "--web-search",
+                                              "--prompt", python=python))}
+
+
 def _plugin(slim: dict, command: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(slim["bin"] / "python"), "-m", "pytest", "-p", "no:cacheprovider", "--agentlab-grade",
                            command, "--agentlab-scenarios", ",".join(CONTRAST), "--junitxml", "grade.xml"],
                           cwd=slim["cwd"], env=slim["env"], capture_output=True, text=True, timeout=600)
 
 
-def test_the_plugin_of_the_plain_install_fails_the_naive_loop_with_the_rules_named(slim):
-    done = _plugin(slim, f"python {REPO / 'examples' / 'naive_loop.py'}")
+def test_the_plugin_of_the_plain_install_fails_the_naive_loop_with_the_rules_named(slim, slim_agents):
+    done = _plugin(slim, slim_agents["naive"])
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAILED agentlab-grade::pause_turn - pause_turn: pause_turn_resume failed" in done.stdout
     assert "FAILED agentlab-grade::max_tokens_give_up - max_tokens_give_up: bounded_max_tokens_recovery failed" \
@@ -315,8 +406,8 @@ def test_the_plugin_of_the_plain_install_fails_the_naive_loop_with_the_rules_nam
     assert "agentlab-grade::end_turn" not in done.stdout.split("short test summary info")[1]  # it passes
 
 
-def test_the_plugin_of_the_plain_install_passes_agentlabs_own_cli(slim):
+def test_the_plugin_of_the_plain_install_passes_agentlabs_own_cli(slim, slim_agents):
     # the same scenarios: where the naive loop fails two, agentlab's own loop passes all three
-    done = _plugin(slim, "agentlab run --tools demo --web-search --prompt")
+    done = _plugin(slim, slim_agents["agentlab"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{len(CONTRAST)} passed" in done.stdout
