@@ -4,6 +4,7 @@ scenario; wrong loops fail with an AssertionError naming the scenario, the rule 
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -366,3 +367,13 @@ def test_more_planted_bugs_fail(name, reference_report):
     rule, _bug, old, new = MORE[name]
     with pytest.raises(WrongAnswer, match=rf"\b{rule}\b"):
         check_agent_loop(_planted(old, new), scenarios=_scenarios_of(reference_report, rule))
+
+
+def test_the_stub_and_the_solution_default_to_the_labs_default_model():
+    """The learner's loop asks for the model a run uses unless told otherwise (data/models.yaml's default),
+    written out: the stub and the solution are code that runs with the anthropic package alone."""
+    from agentlab.core.transitions import DEFAULT_MODEL
+    from agentlab.exercises import lesson12
+
+    assert inspect.signature(_notebook_stub()).parameters["model"].default == DEFAULT_MODEL
+    assert inspect.signature(lesson12.agent_loop).parameters["model"].default == DEFAULT_MODEL

@@ -29,7 +29,7 @@ __all__ = ["HINT", "POLICY", "SOLUTION", "STUB", "card_summary", "check_agent_lo
            "naive_loop", "recorded_clients", "report_cards", "side_by_side"]
 
 STUB = '''\
-def agent_loop(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
+def agent_loop(client, prompt, tools, run_tool, model="claude-opus-5-5"):
     """Run the conversation to its end; return the final answer's text."""
     messages = [{"role": "user", "content": prompt}]
     while True:
@@ -66,7 +66,7 @@ Work down the report card one failed rule at a time; each names the request wher
 """
 
 
-def agent_loop(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
+def agent_loop(client, prompt, tools, run_tool, model="claude-opus-5-5"):
     """A complete agent loop on the raw anthropic SDK: every branch of the decision table."""
     import re
 
