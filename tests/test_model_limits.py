@@ -142,3 +142,33 @@ def test_a_fallback_the_table_does_not_list_is_refused_with_the_file_and_the_ent
                    '  a: {context_window: 10, max_output: 5, fallbacks: b}\n')
     with pytest.raises(ConfigError, match=r"models.a.fallbacks: expected a list of model names"):
         load_models(bad)
+
+
+def test_a_run_plans_with_its_models_window_and_the_default_models_ceiling() -> None:
+    """The bounds a run uses unless told are the model table's: the default model's window and output ceiling
+    for a bare Limits(), the run's model's window for a scenario without a window of its own (a 200K model's
+    run is not planned in a 1M window), and a scenario's own window or an override wins."""
+    from agentlab.core.transitions import DEFAULT_MODEL, Limits
+    from agentlab.lab import RunSetup
+
+    default = model_limits(DEFAULT_MODEL)
+    assert (Limits().context_window, Limits().max_tokens_ceiling) == (default.context_window, default.max_output)
+    assert load_scenario("end_turn").context_window is None
+    assert RunSetup.from_scenario("end_turn").config.limits.context_window == default.context_window
+    small = RunSetup.from_scenario("end_turn", model="claude-haiku-4-5").config.limits.context_window
+    assert small == model_limits("claude-haiku-4-5").context_window == 200_000
+    assert RunSetup.from_scenario("door_code").config.limits.context_window == load_scenario("door_code").context_window
+    assert RunSetup.from_scenario("end_turn", context_window=5000).config.limits.context_window == 5000
+    assert RunSetup.of(prompt="hi", model="claude-haiku-4-5").config.limits.context_window == 200_000
+    assert RunSetup.of(prompt="hi").config.limits.context_window == default.context_window
+
+
+def test_a_default_model_without_limits_in_the_table_is_refused_naming_the_file(tmp_path, monkeypatch) -> None:
+    from agentlab.core import paths, transitions
+
+    (tmp_path / "models.yaml").write_text('checked: "2026-12-07"\nsource: "x"\ndefault: a\nmodels:\n'
+                                          '  a: {context_window: 10}\n')
+    monkeypatch.setattr(paths, "data_dir", lambda: tmp_path)
+    with pytest.raises(ConfigError, match=r"models.yaml: default 'a' needs a row under models with context_window "
+                                          r"and max_output"):
+        transitions._default_model()
