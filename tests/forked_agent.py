@@ -32,8 +32,9 @@ CLIENT = str(Path(__file__).resolve())
 
 
 def command(address: str, script: Path | str, *args: str, python: str = sys.executable) -> list[str]:
-    """The command line that runs ``python SCRIPT ARGS`` in a fork of the server at ``address`` (the client is run by
-    ``python``, any Python 3.11, with no site-packages)."""
+    """The command line that runs ``python SCRIPT ARGS`` in a fork of the server at ``address`` (``script`` "-m" and
+    a module's name as the first of ``args``: ``python -m MODULE ARGS``). The client is run by ``python``, any Python
+    3.11, with no site-packages."""
     return [python, "-I", "-S", CLIENT, "client", address, str(script), *args]
 
 
@@ -134,10 +135,14 @@ def _become_agent(request: dict, fds: list[int]) -> None:
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
                                       errors="backslashreplace", line_buffering=True)
-        sys.argv = list(request["argv"])
-        sys.path[0] = str(Path(sys.argv[0]).resolve().parent)
+        argv = list(request["argv"])
         try:
-            runpy.run_path(sys.argv[0], run_name="__main__")
+            if argv[0] == "-m":                      # python -m MODULE ARGS
+                sys.argv, sys.path[0] = argv[1:], os.getcwd()
+                runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+            else:
+                sys.argv, sys.path[0] = argv, str(Path(argv[0]).resolve().parent)
+                runpy.run_path(argv[0], run_name="__main__")
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

@@ -73,3 +73,10 @@ def test_a_killed_command_takes_its_agent_with_it(server, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_module_runs_as_python_m_runs_it(server, tmp_path):
+    (tmp_path / "agent_module.py").write_text("import sys\nprint(__name__, sys.argv[1:])\nsys.exit(4)\n")
+    done = subprocess.run(command(server, "-m", "agent_module", "a", "b"), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (4, "__main__ ['a', 'b']\n"), done.stderr

@@ -23,12 +23,20 @@ import yaml
 
 import agentlab_grade
 from agentlab.cli import build_parser
+from forked_agent import command, preloaded
 
 REPO = Path(__file__).resolve().parent.parent
 ACTION = REPO / ".github" / "actions" / "agentlab-grade" / "action.yml"
 EXAMPLE = REPO / "docs" / "examples" / "agentlab-grade.yml"
 SCENARIOS = ["pause_turn", "max_tokens_give_up"]  # the naive loop fails both
-NAIVE = f"{shlex.quote(sys.executable)} {shlex.quote(str(REPO / 'examples' / 'naive_loop.py'))} {{prompt}}"
+
+
+@pytest.fixture(scope="module")
+def naive() -> str:
+    """examples/naive_loop.py with the prompt as its argument, its agent forked from a server that imported the SDK
+    once (tests/forked_agent.py; tests/test_grade_ci.py grades it started afresh)."""
+    with preloaded() as address:
+        yield shlex.join(command(address, REPO / "examples" / "naive_loop.py")) + " {prompt}"
 
 
 def action() -> dict:
@@ -112,18 +120,18 @@ def run_grade_step(work: Path, **inputs: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory) -> Path:
+def work(tmp_path_factory, naive) -> Path:
     """A folder with the baseline of the naive loop's failures, written as the example's comment says."""
     work = tmp_path_factory.mktemp("action")
-    done = subprocess.run([str(Path(sys.executable).parent / "agentlab"), "grade", *SCENARIOS, "--command", NAIVE,
+    done = subprocess.run([str(Path(sys.executable).parent / "agentlab"), "grade", *SCENARIOS, "--command", naive,
                            "--write-baseline", "agentlab-baseline.json"], cwd=work, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr
     return work
 
 
-def test_the_action_passes_on_the_baseline_with_every_report_written(work):
-    done = run_grade_step(work, command=NAIVE, scenarios=" ".join(SCENARIOS), baseline="agentlab-baseline.json")
+def test_the_action_passes_on_the_baseline_with_every_report_written(work, naive):
+    done = run_grade_step(work, command=naive, scenarios=" ".join(SCENARIOS), baseline="agentlab-baseline.json")
     assert done.returncode == 0, done.stdout + done.stderr
     cases = list(ET.parse(work / "agentlab-grade-junit.xml").getroot().iter("testcase"))
     assert cases and not [c for c in cases if c.find("failure") is not None]
@@ -133,8 +141,8 @@ def test_the_action_passes_on_the_baseline_with_every_report_written(work):
     assert sorted(p.name for p in (work / "agentlab-grade-runs").iterdir()) == sorted(SCENARIOS)
 
 
-def test_the_action_fails_the_naive_loop_without_a_baseline(work):
-    done = run_grade_step(work, command=NAIVE, scenarios=" ".join(SCENARIOS), junit="no-baseline.xml",
+def test_the_action_fails_the_naive_loop_without_a_baseline(work, naive):
+    done = run_grade_step(work, command=naive, scenarios=" ".join(SCENARIOS), junit="no-baseline.xml",
                           report="no-baseline.json", keep="")
     assert done.returncode == 1, done.stdout + done.stderr
     failed = [c.get("name") for c in ET.parse(work / "no-baseline.xml").getroot().iter("testcase")

@@ -17,9 +17,20 @@ import pytest
 from agentlab.backend.scenario import load_scenario
 from agentlab.cli import main
 from agentlab.grading.command import gradeable_scenarios, needs_settings
+from forked_agent import command as forked_command
+from forked_agent import preloaded
 
 REPO = Path(__file__).resolve().parent.parent
 PY = shlex.quote(sys.executable)
+
+
+@pytest.fixture(scope="module")
+def agents() -> str:
+    """The address of a server whose forks run the real clients graded below (``python -m agentlab run``, the naive
+    loop) with the SDK and agentlab's loop imported once (tests/forked_agent.py): each graded scenario still starts
+    a command of its own, without 3 s of CPU spent importing them again."""
+    with preloaded(("anthropic", "agentlab.lab", "agentlab.backend.scenario")) as address:
+        yield address
 
 
 def grade(capsys, *args: str) -> tuple[int, str, dict]:
@@ -137,8 +148,8 @@ def test_the_default_scenarios_need_no_client_settings():
 
 # -- real clients ---------------------------------------------------------------------------------------------
 
-def test_agentlab_run_passes_every_rule(capsys):
-    command = f"{PY} -m agentlab run --tools demo --prompt"
+def test_agentlab_run_passes_every_rule(capsys, agents):
+    command = shlex.join(forked_command(agents, "-m", "agentlab", "run", "--tools", "demo", "--prompt"))
     code, out, data = grade(capsys, "--command", command, "pause_turn", "max_tokens_continue", "incomplete_tool_use",
                             "--json")
     assert code == 0, out
@@ -156,8 +167,8 @@ def test_agentlab_run_passes_every_rule(capsys):
     assert code == 0 and "1 scenario, 1 pass, 0 fail" in out and "✓ pause_turn_resume" in out, out
 
 
-def test_the_naive_loop_fails_with_the_rules_named_by_scenario(capsys):
-    command = f"{PY} {shlex.quote(str(REPO / 'examples' / 'naive_loop.py'))}"
+def test_the_naive_loop_fails_with_the_rules_named_by_scenario(capsys, agents):
+    command = shlex.join(forked_command(agents, REPO / "examples" / "naive_loop.py"))
     code, out, data = grade(capsys, "--command", command, "pause_turn", "mislabel_end_turn", "max_tokens_give_up",
                             "--json")
     assert code == 1, out
