@@ -155,6 +155,23 @@ def test_client_actions_map_to_branches():
     assert replay_branches(record_to_trace(claude("2.1.197", "refusal"))) == ["refusal"]
 
 
+def test_a_stop_hook_reason_fed_back_as_a_system_text_is_the_hook_events_reason():
+    """Claude Code may send a Stop hook's reason among the system texts rather than as a user text: the replay
+    reads the block and its reason from either."""
+    import copy
+
+    record = copy.deepcopy(claude("2.1.197", "stop_hook_cap"))
+    for request in record["requests"]:
+        diff = request["appended"]
+        hook = [t for t in diff["injected_user_texts"] if t.startswith("Stop hook")]
+        diff["injected_user_texts"] = [t for t in diff["injected_user_texts"] if t not in hook]
+        diff["injected_system_texts"] = [*diff.get("injected_system_texts", []), *hook]
+    moved = [e.payload.reason for e in record_to_trace(record) if e.kind == "hook"]
+    assert moved and moved == [e.payload.reason for e in record_to_trace(claude("2.1.197", "stop_hook_cap"))
+                               if e.kind == "hook"]
+    assert replay_branches(record_to_trace(record)).count("stop_hook_block") == 8
+
+
 def test_a_summary_call_compacts_instead_of_deciding():
     trace = record_to_trace(claude("2.1.197", "prompt_too_long"))
     assert replay_branches(trace) == ["tool_use", "tool_use", "prompt_too_long", "complete"]

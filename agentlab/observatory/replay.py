@@ -563,7 +563,8 @@ class _Replay:
         self._transition(n, branch, reason, action=nxt.action)
         if branch == "stop_hook_block":
             self.hook_blocks += 1
-            feedback = next(t for t in nxt.appended.injected_user_texts if is_stop_hook_text(t))
+            diff = nxt.appended  # the reason is where the branch was read from: a user text, or a system one
+            feedback = next(t for t in (*diff.injected_user_texts, *diff.injected_system_texts) if is_stop_hook_text(t))
             self.trace.emit(HookEvent(event="Stop", source=f"{self.record.client} Stop hook", decision="block",
                                       reason=feedback.split(":", 1)[-1].strip()), n)
         if branch in ("api_retry", "api_fallback", "max_tokens_clamp"):
