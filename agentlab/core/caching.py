@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .compaction import c_encoder, compact_json, text_blocks
+from .compaction import compact_json, text_blocks
 
 EPHEMERAL = {"type": "ephemeral"}
 LOOKBACK_BLOCKS = 20          # the API looks for hits this many blocks before each breakpoint
@@ -114,20 +114,15 @@ def count_breakpoints(request: dict[str, Any]) -> int:
     return sum(1 for block in _flatten(request) if block[2])
 
 
-def _refuse(obj: Any) -> Any:
-    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
-
-
-# json.dumps(block, sort_keys=True, ensure_ascii=False, separators=(",", ":")), with the encoder made once
-_ENCODE = c_encoder(_refuse, sort_keys=True)
+# json.dumps(block, sort_keys=True, ensure_ascii=False, separators=(",", ":")), its encoder built once (as
+# compaction.compact_json's: json.dumps would build one per block of every request)
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def _canonical(block: Any) -> str:
     if isinstance(block, dict) and "cache_control" in block:
         block = {k: v for k, v in block.items() if k != "cache_control"}
-    if _ENCODE is not None and isinstance(block, dict):
-        return "".join(_ENCODE(block, 0))
-    return json.dumps(block, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return _CANONICAL.encode(block)
 
 
 def _flatten(request: dict[str, Any]) -> list[tuple[str, str, bool]]:
