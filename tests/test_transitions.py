@@ -695,5 +695,5 @@ def test_state_updates_make_a_new_state_and_refuse_unknown_fields():
     after = note_success(note_request(state), {"stop_reason": "tool_use", "stop_sequence": None})
     assert (state.requests, state.num_turns, state.stop_reason) == (0, 0, None)
     assert after == replace(state, requests=1, num_turns=1, stop_reason="tool_use")
-    with pytest.raises(TypeError, match="no field 'turns'"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'turns'"):
         _evolve(state, turns=1)

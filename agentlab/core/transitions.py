@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, assert_never, get_args
 
 from .compaction import message_blocks, text_blocks
@@ -743,19 +743,11 @@ def check_turns(state: LoopState, limits: Limits) -> End | None:
 
 # --- the state updates: every counter changes here and nowhere else ----------------------------------------
 
-_STATE_FIELDS = frozenset(LoopState.__dataclass_fields__)
-
-
 def _evolve(state: LoopState, **changes: Any) -> LoopState:
-    """``dataclasses.replace(state, **changes)`` without running ``__init__`` again (a LoopState has no checks
-    in it, and this runs several times per model call): a new state with the fields of ``state`` and
-    ``changes``. A name that is not a field raises TypeError, as ``replace`` does."""
-    if not changes.keys() <= _STATE_FIELDS:
-        raise TypeError(f"LoopState has no field {sorted(changes.keys() - _STATE_FIELDS)[0]!r}")
-    new = object.__new__(LoopState)
-    new.__dict__.update(state.__dict__)
-    new.__dict__.update(changes)
-    return new
+    """A new state: ``state`` with ``changes`` (``dataclasses.replace``: a name that is not a field is a TypeError).
+    About five per model call, 19 us each: 0.1 ms of bench/overhead.py's 4.4 ms call (tools replayed)."""
+    return replace(state, **changes)
+
 
 def note_request(state: LoopState) -> LoopState:
     """An HTTP request is about to go out (a turn or a summary request)."""
