@@ -28,7 +28,8 @@ try:  # the notebook stack: the lab extra
     from matplotlib.figure import Figure
     from matplotlib.font_manager import FontProperties, findfont, get_font
     from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
+    from matplotlib.patches import Patch, PathPatch
+    from matplotlib.path import Path as MplPath
     from matplotlib.ticker import (AutoLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator,
                                    ScalarFormatter)
     from matplotlib.transforms import ScaledTranslation
@@ -494,6 +495,40 @@ def fix_axis_labels(ax, which: str = "xy") -> None:
                               ax.transAxes + ScaledTranslation(dx, dy, fig.dpi_scale_trans))
 
 
+RECTANGLE_CODES = [MplPath.MOVETO, MplPath.LINETO, MplPath.LINETO, MplPath.LINETO, MplPath.CLOSEPOLY]
+
+
+def rectangles(ax, boxes: Iterable[tuple[float, float, float, float]], *, transform: Any = None,
+               **style: Any) -> PathPatch:
+    """Rectangles (left, bottom, width, height) as one patch, drawn as ``bar`` draws each of them: one artist
+    to build and draw instead of one per bar, and no data limits to update (the panels set their limits)."""
+    verts: list[tuple[float, float]] = []
+    codes: list[Any] = []
+    for x, y, w, h in boxes:
+        verts += [(x, y), (x + w, y), (x + w, y + h), (x, y + h), (x, y)]
+        codes += RECTANGLE_CODES
+    patch = PathPatch(MplPath(verts or [(0.0, 0.0)], codes or None), transform=transform or ax.transData, **style)
+    ax.add_artist(patch)
+    return patch
+
+
+def _raised(ax, points: float):
+    """Data coordinates, moved up by a number of points (a label just above a bar)."""
+    return ax.transData + ScaledTranslation(0, points / 72, ax.get_figure().dpi_scale_trans)
+
+
+def _stacked_bars(ax, xs: list[int], heights: list[int], bottoms: list[int], hatched: list[bool],
+                  **style: Any) -> PathPatch:
+    """One layer of stacked bars 0.8 wide (two patches: the plain bars, labelled, and the hatched ones)."""
+    label = style.pop("label")
+    parts = ([(x - 0.4, b, 0.8, h) for x, b, h, hatch in zip(xs, bottoms, heights, hatched, strict=True)
+              if hatch == want] for want in (False, True))
+    plain = rectangles(ax, next(parts), label=label, **style)
+    if any(hatched):
+        rectangles(ax, next(parts), hatch="//", **style)
+    return plain
+
+
 # --- token usage ------------------------------------------------------------------------------------------
 
 def draw_token_usage(ax, run: Run, *, window_note: bool = True) -> None:
@@ -507,29 +542,35 @@ def draw_token_usage(ax, run: Run, *, window_note: bool = True) -> None:
     inputs = [c.input_tokens for c in run.calls]
     cached = [c.cache_tokens for c in run.calls]
     outputs = [c.output_tokens for c in run.calls]
-    hatches = ["//" if c.purpose == "summary" else "" for c in run.calls]
-    ax.bar(xs, inputs, color=INPUT_COLOR, label="input tokens", hatch=hatches, edgecolor="white")
+    hatched = [c.purpose == "summary" for c in run.calls]
+    bars = [_stacked_bars(ax, xs, inputs, [0] * len(xs), hatched, facecolor=INPUT_COLOR, label="input tokens",
+                          edgecolor="white")]
     if any(cached):
-        ax.bar(xs, cached, bottom=inputs, color=CACHE_COLOR, label="cache read/write tokens")
+        bars.append(_stacked_bars(ax, xs, cached, inputs, [False] * len(xs), facecolor=CACHE_COLOR,
+                                  edgecolor="none", label="cache read/write tokens"))
     bottoms = [i + c for i, c in zip(inputs, cached, strict=True)]
-    ax.bar(xs, outputs, bottom=bottoms, color=OUTPUT_COLOR, label="output tokens", hatch=hatches,
-           edgecolor="white")
+    bars.append(_stacked_bars(ax, xs, outputs, bottoms, hatched, facecolor=OUTPUT_COLOR, label="output tokens",
+                              edgecolor="white"))
     totals = [b + o for b, o in zip(bottoms, outputs, strict=True)]
     top = max(totals, default=0)
     if len(xs) <= 20:
+        above = _raised(ax, 2)
         for x, total in zip(xs, totals, strict=True):
             if total:
-                ax.annotate(_tokens(total), (x, total), xytext=(0, 2), textcoords="offset points",
-                            ha="center", va="bottom", fontsize=9, color="#333333")
+                ax.text(x, total, _tokens(total), transform=above, ha="center", va="bottom", fontsize=9,
+                        color="#333333")
     errors = [c for c in run.calls if not c.answered]
+    if errors:
+        ax.plot([c.n for c in errors], [0] * len(errors), marker="x", color=ERROR_COLOR, markersize=9, mew=2,
+                linestyle="none")
     for c in errors:
-        ax.plot([c.n], [0], marker="x", color=ERROR_COLOR, markersize=9, mew=2, linestyle="none")
-        ax.annotate(f"HTTP {c.error_status or '—'}", (c.n, 0), xytext=(0, 8), textcoords="offset points",
-                    ha="center", fontsize=9, color=ERROR_COLOR)
+        ax.text(c.n, 0, f"HTTP {c.error_status or '—'}", transform=_raised(ax, 8), ha="center", va="baseline",
+                fontsize=9, color=ERROR_COLOR)
     window = run.context_window
+    handles: list[Any] = []
     if window and top >= 0.25 * window:
-        ax.axhline(window, color=WINDOW_COLOR, linestyle="--", linewidth=1.2,
-                   label=f"context window ({_tokens(window)})")
+        handles.append(ax.axhline(window, color=WINDOW_COLOR, linestyle="--", linewidth=1.2,
+                                  label=f"context window ({_tokens(window)})"))
         ax.set_ylim(0, max(window, top) * 1.1)
     else:
         ax.set_ylim(0, max(top, 4) * 1.4)   # raised below to keep the bars under the legend
@@ -541,8 +582,8 @@ def draw_token_usage(ax, run: Run, *, window_note: bool = True) -> None:
     ax.yaxis.set_major_formatter(FuncFormatter(_tokens))
     ax.set_ylabel("tokens")
     _call_axis(ax, run)
-    handles, _ = ax.get_legend_handles_labels()
-    if any(c.purpose == "summary" for c in run.calls):
+    handles += bars
+    if any(hatched):
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//", label="summary call (compaction)"))
     if errors:
         handles.append(Line2D([], [], marker="x", color=ERROR_COLOR, mew=2, linestyle="none",
@@ -947,9 +988,8 @@ def draw_decision_path(ax, run: Run) -> None:
     ax.set_yticks(range(len(ROWS)), labels, fontsize=9, family="monospace")
     ax.set_ylim(len(ROWS) - 0.5, -0.5)
     last = max(run.last_call, 1)
-    for i, (row, _, _) in enumerate(ROWS):
-        if int(row.rstrip("b")) % 2 == 0:
-            ax.axhspan(i - 0.5, i + 0.5, color="#F3F3F3", zorder=0)
+    rectangles(ax, [(0, i - 0.5, 1, 1) for i, (row, _, _) in enumerate(ROWS) if int(row.rstrip("b")) % 2 == 0],
+               transform=ax.get_yaxis_transform(), color="#F3F3F3", zorder=0)   # every other row shaded
     ax.set_xlim(0.4, last + 0.6)
     if not run.transitions:
         ax.text(0.5, 0.5, "no decision taken yet", transform=ax.transAxes, ha="center", va="center",
@@ -1038,9 +1078,11 @@ def draw_budget(ax, run: Run) -> None:
             limits.append(run.limits.get(series.limit_key))
     ys = list(range(len(labels)))
     shares = [min(n / lim, 1.0) if lim else 0.0 for n, lim in zip(used, limits, strict=True)]
-    ax.barh(ys, [1.0] * len(ys), color="#EEEEEE", height=0.6)
+    rectangles(ax, [(0, y - 0.3, 1.0, 0.6) for y in ys], facecolor="#EEEEEE", edgecolor="none")
     colors = [ERROR_COLOR if s >= 1 else OUTPUT_COLOR if s >= 0.5 else STEP_COLOR for s in shares]
-    ax.barh(ys, shares, color=colors, height=0.6)
+    for color in dict.fromkeys(colors):
+        rectangles(ax, [(0, y - 0.3, share, 0.6) for y, share, c in zip(ys, shares, colors, strict=True)
+                        if c == color], facecolor=color, edgecolor="none")
     for y, n, lim in zip(ys, used, limits, strict=True):
         ax.text(1.02, y, f"{n} / {lim}" if lim else f"{n} / none", va="center", fontsize=9)
     ax.set_yticks(ys, labels, fontsize=9)
