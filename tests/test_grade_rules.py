@@ -165,6 +165,14 @@ def test_a_switch_to_the_fallback_model_is_not_a_retry():
     fails(grade(other, "retry_with_backoff", "overloaded_fallback", times=[0, 1]),
           r"request 2 went to claude-opus-4-1 instead of claude-sonnet-4-6")
     fails(grade(other, "retry_with_backoff", times=[0, 1]), r"only a configured fallback model may take over")
+    # the fallback model's request may carry what the first model had in its system prompt as a user message
+    # (Claude Code on claude-opus-5-5 falling back to claude-haiku-4-5): not a resend, so not judged on its messages
+    moved = _retries(3, ok_after=False) + [(body(P, user("<system-reminder> the agent types"),
+                                                 model="claude-haiku-4-5"), msg("end_turn", "text"))]
+    assert held(grade(moved, "retry_with_backoff", "overloaded_fallback", times=times))
+    # on the same model, a request with another user message is still no retry
+    nudged = _retries(1, ok_after=False) + [(body(P, user("please try again")), msg("end_turn", "text"))]
+    fails(grade(nudged, "retry_with_backoff", times=[0, 1]), r"request 2 added a user message instead of sending")
 
 
 def test_the_recorded_fallback_runs_pass_both_overload_rules():

@@ -273,11 +273,8 @@ def retry_with_backoff(run: Run) -> Check | None:
             gave_up = f", then gave up after {streak - 1} retries"
             break
         nxt = run.requests[j]
-        if not _diff(nxt).same_messages:
-            return _fail(name, f"request {run.n(i)} got {_got(r)}; request {run.n(j)} {_said(nxt)} instead of "
-                               "sending the same messages again")
         model = nxt.model
-        if model != r.model:
+        if model != r.model:  # before the messages: a fallback model's request is not a resend of this one
             if not fallback or model != fallback:
                 return _fail(name, f"request {run.n(i)} got {_got(r)}; request {run.n(j)} went to {model} instead "
                                    f"of {r.model} — a retry sends the same request; only a configured "
@@ -287,6 +284,9 @@ def retry_with_backoff(run: Run) -> Check | None:
             switches += 1
             streak = 0
             continue
+        if not _diff(nxt).same_messages:
+            return _fail(name, f"request {run.n(i)} got {_got(r)}; request {run.n(j)} {_said(nxt)} instead of "
+                               "sending the same messages again")
         if run.times is None:
             continue
         wait = run.times[j] - run.times[i]
