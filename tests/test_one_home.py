@@ -213,3 +213,31 @@ def test_the_tool_runner_is_sent_the_body_the_core_builds(monkeypatch: pytest.Mo
         observe_clients.run_tool_runner(scenario, "http://127.0.0.1:9", Path("."), 1.0)
     assert built[0]["model"] == scenario.model and built[0]["stop_sequences"] == list(scenario.stop_sequences)
     assert modules_stating(r'\{"model": [^,]+, "max_tokens": [^,]+,\s*"messages"') == ["core/wire.py"]
+
+
+# --- the block summaries -----------------------------------------------------------------------------------------
+
+def test_the_three_block_summaries_read_blocks_in_one_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trace line (ui.report), the compaction's list of removed blocks and the transcript pane (ui.widgets)
+    each show what core.blocks.summarise_block reads: a block type it is taught to read as a tool call is
+    shown as one by all three, and a tool result's error flag reaches all three."""
+    from agentlab.core import blocks
+    from agentlab.core.compaction import _describe_message
+    from agentlab.ui.report import _content_summary
+    from agentlab.ui.widgets import render_block
+
+    call = {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "lookup", "input": {"q": "x"}}
+    failed = {"type": "tool_result", "tool_use_id": "mcptoolu_1", "content": [{"type": "text", "text": "no"}],
+              "is_error": True}
+    before = (_content_summary([call]), _describe_message({"role": "assistant", "content": [call]}, "turn 1", {}),
+              render_block(call))
+    assert before[0] == "mcp_tool_use" and "block (" in before[1][0] and "mcp_tool_use · lookup" not in before[2]
+    monkeypatch.setitem(blocks._KINDS, "mcp_tool_use", "tool_call")
+    assert _content_summary([call]) == "mcp_tool_use lookup({'q': 'x'})"
+    assert _describe_message({"role": "assistant", "content": [call]}, "turn 1", {}) == [
+        "turn 1: mcp_tool_use mcptoolu_1 lookup"]
+    assert "mcp_tool_use · lookup · mcptoolu_1" in render_block(call)
+    assert _content_summary([failed]).startswith("tool_result ERROR ")
+    assert _describe_message({"role": "user", "content": [failed]}, "turn 2", {"mcptoolu_1": "lookup"}) == [
+        "turn 2: tool_result mcptoolu_1 (lookup, 8 tokens, error)"]
+    assert "tool_result for mcptoolu_1 · is_error" in render_block(failed) and ">no</div>" in render_block(failed)

@@ -7,6 +7,7 @@ text         others' text (stderr, errors, hook output) printable in a report: e
 paths        where the data lives (scenarios, hooks, sandbox, observed records), in a checkout or a wheel
 transitions  the decision table, Limits, LoopState and the pure ``decide()``
 compaction   context accounting (ContextMeter) and the history compaction strategies
+blocks       a content block as the summaries of blocks read it (the trace line, compaction, the pane)
 tools        the tool registry and the lessons' demo tools
 processes    a command started in a session of its own and tagged, ended with everything it started
 hooks        Claude Code's hook protocol, for Python callables and shell commands

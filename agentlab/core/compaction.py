@@ -43,6 +43,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .blocks import TOOL_CALL_TYPES, summarise_block
+
 DEFAULT_CONTEXT_WINDOW = 200_000   # tokens: the window the loop plans with unless told otherwise
 
 __all__ = [
@@ -310,27 +312,25 @@ def _describe_message(message: Message, label: str, names: dict[str, str]) -> li
     content = message.get("content")
     if isinstance(content, str):
         return [f"{label}: {role} text {_snippet(content)}"]
-    out: list[str] = []
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            out.append(f"{label}: {role} malformed block")
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            out.append(f"{label}: {role} text {_snippet(str(block.get('text', '')))}")
-        elif kind in ("tool_use", "server_tool_use"):
-            out.append(f"{label}: {kind} {block.get('id')} {block.get('name')}")
-        elif kind == "tool_result":
-            tid = block.get("tool_use_id")
-            size = estimate_tokens(block.get("content", ""))
-            err = ", error" if block.get("is_error") else ""
-            out.append(f"{label}: tool_result {tid} ({names.get(str(tid), '?')}, {size} tokens{err})")
-        elif kind == "web_search_tool_result":
-            size = estimate_tokens(block.get("content", ""))
-            out.append(f"{label}: web_search_tool_result {block.get('tool_use_id')} ({size} tokens)")
-        else:
-            out.append(f"{label}: {role} {kind} block ({estimate_tokens(block)} tokens)")
-    return out
+    blocks = content if isinstance(content, list) else []
+    return [f"{label}: {_removed_block(block, role, names)}" for block in blocks]
+
+
+def _removed_block(block: Any, role: str, names: dict[str, str]) -> str:
+    """A removed block in a few words (``blocks.summarise_block`` reads it): the ids and sizes of what went."""
+    if not isinstance(block, dict):
+        return f"{role} malformed block"
+    s = summarise_block(block)
+    if s.kind == "text":
+        return f"{role} text {_snippet(s.text)}"
+    if s.kind == "tool_call":
+        return f"{s.type} {s.id} {s.name}"
+    if s.kind == "tool_result":
+        error = ", error" if s.is_error else ""
+        return f"tool_result {s.id} ({names.get(str(s.id), '?')}, {estimate_tokens(s.content)} tokens{error})"
+    if s.kind == "search_results":
+        return f"web_search_tool_result {s.id} ({estimate_tokens(s.content)} tokens)"
+    return f"{role} {s.type} block ({estimate_tokens(block)} tokens)"
 
 
 def _turn_starts(messages: list[Message]) -> list[int]:
@@ -803,7 +803,7 @@ def _history_text(messages: list[Message]) -> str:
             kind = block.get("type")
             if kind == "text":
                 parts.append(str(block.get("text", "")))
-            elif kind in ("tool_use", "server_tool_use"):
+            elif kind in TOOL_CALL_TYPES:
                 parts.append(json.dumps(block.get("input"), ensure_ascii=False, default=json_default))
             elif kind == "tool_result":
                 inner = block.get("content", "")

@@ -37,6 +37,7 @@ from typing import Any
 from agentlab.backend.scenario import Reply, Scenario, load_scenario
 from agentlab.backend.scripted import choose_reply, reply_slug, build_message
 from agentlab.backend.models import model_limits
+from agentlab.core.blocks import TOOL_CALL_TYPES
 from agentlab.core.compaction import estimate_tokens
 from agentlab.core.errors import ConfigError, ScenarioError
 from agentlab.core.events import (
@@ -196,7 +197,7 @@ def _blocks(described: rec.AppendedMessage, previous: list[dict[str, Any]],
     for kind in kinds:
         if kind == "text":
             out.append({"type": "text", "text": next(texts, "")})
-        elif kind in ("tool_use", "server_tool_use"):
+        elif kind in TOOL_CALL_TYPES:
             use: dict[str, Any] = next(uses, {})
             out.append(dict(by_id[use.get("id")]) if use.get("id") in by_id else
                        {"type": kind, "id": use.get("id"), "name": use.get("name"), "input": {}})

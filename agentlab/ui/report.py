@@ -19,6 +19,7 @@ from ..core.events import (
     TransitionEvent,
     Waiting,
 )
+from ..core.blocks import BlockSummary, summarise_block
 from ..core.text import printable
 from ..core.trace import Event
 
@@ -29,19 +30,18 @@ def _clip(text: Any, width: int = 70) -> str:
 
 
 def _content_summary(blocks: list[dict[str, Any]]) -> str:
-    parts = []
-    for b in blocks:
-        kind = b.get("type")
-        if kind == "text":
-            parts.append(f"text {_clip(b.get('text', ''), 40)!r}")
-        elif kind in ("tool_use", "server_tool_use"):
-            parts.append(f"{kind} {b.get('name')}({_clip(b.get('input'), 30)})")
-        elif kind == "tool_result":
-            flag = " ERROR" if b.get("is_error") else ""
-            parts.append(f"tool_result{flag} {_clip(b.get('content'), 30)!r}")
-        else:
-            parts.append(str(kind))
-    return "; ".join(parts) or "(empty)"
+    """The blocks on one line (``core.blocks.summarise_block`` reads each): texts and results clipped."""
+    return "; ".join(_block_words(summarise_block(b)) for b in blocks) or "(empty)"
+
+
+def _block_words(s: BlockSummary) -> str:
+    if s.kind == "text":
+        return f"text {_clip(s.text, 40)!r}"
+    if s.kind == "tool_call":
+        return f"{s.type} {s.name}({_clip(s.input, 30)})"
+    if s.kind == "tool_result":
+        return f"tool_result{' ERROR' if s.is_error else ''} {_clip(s.content, 30)!r}"
+    return s.type
 
 
 def prompt_tokens(d: Response) -> int:

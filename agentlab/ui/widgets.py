@@ -32,6 +32,7 @@ except ImportError as _exc:
     raise missing_extra(_exc, "agentlab.ui.widgets (the Stepper)") from None
 
 from ..backend.scenario import Scenario, load_scenario, scenario_names
+from ..core.blocks import summarise_block
 from ..core.loop import AgentLoop, Result
 from ..core.events import (
     Append,
@@ -99,28 +100,24 @@ def _json(value: Any) -> str:
 
 def render_block(block: dict[str, Any]) -> str:
     """One content block as a styled div with the class ``agentlab-block-<type>``."""
-    kind = str(block.get("type", "unknown"))
-    style_key = "tool_result_error" if kind == "tool_result" and block.get("is_error") else kind
+    s = summarise_block(block)
+    kind = s.type
+    style_key = "tool_result_error" if s.kind == "tool_result" and s.is_error else kind
     background, border = BLOCK_STYLES.get(style_key, ("#FAFAFA", "#757575"))
-    if kind == "text":
-        title, body = "text", _e(_clip(str(block.get("text", "")))) or "<i>(empty text)</i>"
-    elif kind in ("tool_use", "server_tool_use"):
-        title = f"{kind} · {_e(block.get('name'))} · {_e(block.get('id', ''))}"
-        body = f"<code>{_e(_clip(_json(block.get('input', {})), 400))}</code>"
-    elif kind == "tool_result":
-        flag = " · is_error" if block.get("is_error") else ""
-        title = f"tool_result for {_e(block.get('tool_use_id'))}{flag}"
-        content = block.get("content")
-        if isinstance(content, list):
-            content = " ".join(str(c.get("text", c)) if isinstance(c, dict) else str(c) for c in content)
-        body = _e(_clip(str(content or "")))
-    elif kind == "web_search_tool_result":
-        title = f"web_search_tool_result for {_e(block.get('tool_use_id'))}"
-        found = block.get("content")
-        items: list[Any] = found if isinstance(found, list) else []
+    if s.kind == "text":
+        title, body = "text", _e(_clip(s.text)) or "<i>(empty text)</i>"
+    elif s.kind == "tool_call":
+        title = f"{kind} · {_e(s.name)} · {_e('' if s.id is None else s.id)}"
+        body = f"<code>{_e(_clip(_json({} if s.input is None else s.input), 400))}</code>"
+    elif s.kind == "tool_result":
+        title = f"tool_result for {_e(s.id)}{' · is_error' if s.is_error else ''}"
+        body = _e(_clip(s.text))
+    elif s.kind == "search_results":
+        title = f"web_search_tool_result for {_e(s.id)}"
+        items: list[Any] = s.content if isinstance(s.content, list) else []
         body = "<br>".join(f"{_e(i.get('title', ''))} <code>{_e(i.get('url', ''))}</code>"
                            for i in items if isinstance(i, dict)) or "(no results)"
-    elif kind in ("thinking", "redacted_thinking"):
+    elif s.kind == "thinking":
         return _render_thinking(block, background, border)
     else:
         title, body = kind, f"<code>{_e(_clip(_json(block), 300))}</code>"
