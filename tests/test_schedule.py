@@ -1,4 +1,4 @@
-"""The order make test hands files to its workers (conftest.py): longest first, by the last run's times."""
+"""The order make test hands files to its workers (tests/file_order.py): longest first, by the last run's times."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("agentlab_test_schedule", REPO / "conftest.py")
+spec = importlib.util.spec_from_file_location("agentlab_test_schedule", REPO / "tests" / "file_order.py")
 schedule = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(schedule)
 
