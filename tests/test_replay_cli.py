@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from agentlab.backend.scenario import load_scenario
+
 from forked import Ran, run_forked
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,7 +52,8 @@ def test_replay_json_has_the_calls_events_and_cost():
     data = json.loads(ran.stdout)
     assert data["client"] == "claude-code" and data["version"] == "2.1.197"
     assert [c["stop_reason"] for c in data["calls"]] == ["end_turn", "tool_use", "end_turn"]
-    assert all(c["model"] == "claude-sonnet-4-6" and c["usage"]["output_tokens"] > 0 for c in data["calls"])
+    model = load_scenario("stop_hook").model  # the model the session was recorded on (the record target's --model)
+    assert all(c["model"] == model and c["usage"]["output_tokens"] > 0 for c in data["calls"])
     assert len(data["hook_blocks"]) == 1 and data["hook_blocks"][0]["after_call"] == 1
     assert data["compactions"] == [] and data["api_errors"] == []
     assert data["cost_usd"] == pytest.approx(sum(c["cost_usd"] for c in data["calls"]), abs=1e-6)
@@ -219,7 +222,8 @@ def test_replay_table_of_a_trace_has_rows_costs_and_what_came_next(tmp_path):
     lines = ran.stdout.splitlines()
     from agentlab import __version__
 
-    assert lines[0] == (f"agentlab trace run.jsonl (read by agentlab {__version__}) · claude-sonnet-4-6 · prompt "
+    assert lines[0] == (f"agentlab trace run.jsonl (read by agentlab {__version__}) · {load_scenario('tool_use').model}"
+                        " · prompt "
                         "'What is 1234 + 5678?' · 2 call(s) · ended: success")
     first, second = lines[2].split(), lines[3].split()
     assert first[2:4] == ["tool_use", "2"] and first[-2:] == ["tool_use", "(RunTools)"] and first[-3].startswith("$")
