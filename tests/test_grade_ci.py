@@ -19,6 +19,7 @@ import anthropic
 import jsonschema
 import pytest
 
+from agentlab.backend.scenario import load_scenario
 from agentlab.cli import main
 from agentlab.grading.command import RULES, SCHEMA_PATH, SCHEMA_VERSION
 from agentlab.grading.report import Report
@@ -245,7 +246,7 @@ seen = {"argv": sys.argv[1:], "env": {k: v for k, v in os.environ.items()
                                        if k.startswith(("AGENTLAB_", "ANTHROPIC_", "CLAUDE"))}}
 open(os.environ["ECHO_TO"] + "/" + os.environ["AGENTLAB_SCENARIO"] + ".json", "w").write(json.dumps(seen))
 prompt = os.environ["AGENTLAB_PROMPT"]
-body = {"model": "claude-sonnet-4-6", "max_tokens": 100, "messages": [{"role": "user", "content": prompt}]}
+body = {"model": os.environ["AGENTLAB_MODEL"], "max_tokens": 100, "messages": [{"role": "user", "content": prompt}]}
 request = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", json.dumps(body).encode(),
                                  {"content-type": "application/json", "x-api-key": os.environ["ANTHROPIC_API_KEY"]})
 urllib.request.urlopen(request).read()
@@ -270,8 +271,8 @@ def test_the_prompt_goes_where_the_placeholder_stands_and_the_environment_is_doc
     assert seen["env"] == {
         "ANTHROPIC_BASE_URL": seen["env"]["ANTHROPIC_BASE_URL"], "ANTHROPIC_API_KEY": "agentlab-grade-key",
         "ANTHROPIC_MODEL": "a-model", "AGENTLAB_PROMPT": "What is the capital of France?",
-        "AGENTLAB_SCENARIO": "end_turn", "AGENTLAB_MODEL": "claude-sonnet-4-6", "AGENTLAB_MAX_TOKENS": "1024",
-        "AGENTLAB_SERVER_TOOLS": "[]"}
+        "AGENTLAB_SCENARIO": "end_turn", "AGENTLAB_MODEL": load_scenario("end_turn").model,
+        "AGENTLAB_MAX_TOKENS": "1024", "AGENTLAB_SERVER_TOOLS": "[]"}
     assert seen["env"]["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
     paused = json.loads((tmp_path / "pause_turn.json").read_text())
     assert [t["name"] for t in json.loads(paused["env"]["AGENTLAB_SERVER_TOOLS"])] == ["web_search"]
@@ -333,13 +334,14 @@ def test_serve_in_grade_mode_answers_what_strict_mode_refuses(mode):
     try:
         client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
         messages = [{"role": "user", "content": "Recite the digits of pi."}]
-        client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=messages)
+        model = load_scenario("max_tokens_continue").model
+        client.messages.create(model=model, max_tokens=100, messages=messages)
         # a careless second request: the script expects max_tokens raised; strict mode says so with a 400
         if mode == "strict":
             with pytest.raises(anthropic.BadRequestError, match="max_tokens"):
-                client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=messages)
+                client.messages.create(model=model, max_tokens=100, messages=messages)
         else:
-            reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=messages)
+            reply = client.messages.create(model=model, max_tokens=100, messages=messages)
             assert reply.type == "message"
     finally:
         proc.terminate()
