@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from agentlab.backend.scenario import parse_scenario, scenario_names
+from agentlab.backend.models import model_limits
+from agentlab.backend.scenario import load_scenario, parse_scenario, scenario_names
 from agentlab.core.hooks import Hooks
 from agentlab.core.trace import Trace, events_to_frame
 from agentlab.core.transitions import PROMPT_TOO_LONG_SIZES, ROWS
@@ -195,8 +196,11 @@ def test_no_compaction_note_and_compaction_bars(frames):
 def test_token_usage_draws_the_window_only_when_it_matters(frames):
     near = axes_text(plots.token_usage(frames["context_window_full"], dpi=30))
     far = axes_text(plots.token_usage(frames["tour"], dpi=30))
-    assert "context window (200k)" in near
-    assert "far above this scale" in far and "context window (200k)" not in far
+    # the window of the model each scenario asks for (data/models.yaml), as the plot labels it
+    window = {name: model_limits(load_scenario(name).model).context_window for name in ("context_window_full", "tour")}
+    assert f"context window ({plots._tokens(window['context_window_full'])})" in near
+    assert f"context window: {window['tour']:,} tokens, far above this scale" in far
+    assert "context window (" not in far   # no window line
 
 
 def test_decision_path_has_a_row_for_every_branch_and_a_dot_per_decision(frames):
