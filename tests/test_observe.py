@@ -75,6 +75,22 @@ def test_cache_control_and_string_content_do_not_count_as_changes() -> None:
     assert classify(switched, {"status": 529}) == "fallback_model"
 
 
+def test_another_model_after_an_error_is_a_fallback_though_the_messages_are_laid_out_anew() -> None:
+    # Claude Code falling back from claude-opus-5-5 to claude-haiku-4-5 merges the text of its role: system item
+    # into the user message: the same conversation for another model, not a user message added
+    reminder = {"role": "system", "content": "Available agent types"}
+    merged = {"role": "user", "content": [{"type": "text", "text": "<system-reminder> Available agent types"},
+                                          {"type": "text", "text": "Hello"}]}
+    diff = diff_requests(body(USER, reminder), body(merged, model="haiku"))
+    assert diff["injected_user_texts"] and not diff["same_messages"] and diff["dropped"] == 0
+    assert classify(diff, {"status": 529, "error": "overloaded_error"}) == "fallback_model"
+    # the same model with a user message added after an error, or another model after an answer, is no fallback
+    again = diff_requests(body(USER), body(USER, {"role": "user", "content": "try again"}))
+    assert classify(again, {"status": 529, "error": "overloaded_error"}) == "reprompt"
+    answered = diff_requests(body(USER, reminder), body(merged, model="haiku"))
+    assert classify(answered, {"status": 200, "stop_reason": "end_turn", "blocks": ["text"]}) == "reprompt"
+
+
 def test_continuation_nudge_and_reprompt_depend_on_the_previous_reply() -> None:
     partial = {"role": "assistant", "content": [{"type": "text", "text": "3.14"}]}
     more = {"role": "user", "content": "Output token limit hit, continue"}

@@ -164,7 +164,7 @@ def _said(r: Request) -> str:
              "resume": "sent the assistant content back", "nudge": "sent a 'please continue' message",
              "reprompt": "added a user message", "summary": "asked for a summary",
              "compacted": "sent a rewritten (compacted) history",
-             "fallback_model": "sent the same messages to another model"}
+             "fallback_model": "sent the request to another model"}
     return words.get(action, "sent another request")
 
 

@@ -261,6 +261,12 @@ def classify(diff: dict[str, Any], prev_reply: dict[str, Any] | None) -> str:
         if (new or 0) > (old or 0):
             return "escalate"
         return "resend"
+    if model_changed and prev_reply.get("status", 200) >= 400 and not (diff["tool_results"] or
+                                                                       diff["assistant_blocks"]):
+        # another model after a failed request is a fallback, also when the client lays out for the new model
+        # what it sent the old one differently (Claude Code falling back from claude-opus-5-5 to claude-haiku-4-5
+        # merges the reminders of its role: system items into the user message)
+        return "fallback_model"
     if diff["tool_results"]:
         return "tool_results"
     if diff["ends_with"] == "assistant" or (diff["extended_last"] and diff["appended"][0]["role"] == "assistant"):
