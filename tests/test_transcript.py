@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from agentlab.backend.scenario import load_scenario
 from agentlab.core.events import CompactionEvent, HookEvent, ResultEvent, TransitionEvent
+from agentlab.observatory.replay import load_record
 from agentlab.sessions.command import SESSIONS_DIR, check_sessions, iter_fixtures, list_sessions, read_fixture
 from agentlab.sessions.transcript import TranscriptError, detect_kind, read_session, read_sessions, table_lines
 from agentlab.sessions.trace import session_to_trace
@@ -53,8 +55,14 @@ def test_a_streamed_reply_is_one_call(version):
     assert session.calls[0].blocks[-1] == "tool_use"
     assert [c.row for c in session.calls] == ["2", "11"]
     assert session.calls[0].next == "ran the tools" and session.calls[1].next == "end"
-    # 2.1.332 writes each request before its reply (api-request, with max_tokens); 2.1.197 does not
-    assert [c.max_tokens for c in session.calls] == ([32000, 32000] if version == "2.1.332" else [None, None])
+    assert [c.model for c in session.calls] == [load_scenario("tool_use").model] * 2
+    # 2.1.332 writes each request before its reply (api-request, with max_tokens); 2.1.197 does not. The number
+    # is Claude Code's own choice for the model (2.1.332 asks claude-opus-5-5 for 128000, claude-sonnet-4-6 and
+    # claude-haiku-4-5 for 32000, not their ceilings), so it is read from what the scripted server saw the same
+    # version send on the same scenario (its behaviour record), not from the model table
+    sent = [r["max_tokens"] for r in load_record(f"claude-code/{version}/tool_use")["requests"]]
+    assert len(sent) == 2 and all(sent)
+    assert [c.max_tokens for c in session.calls] == (sent if version == "2.1.332" else [None, None])
     if version == "2.1.197":
         raw = [json.loads(line) for line in (SESSIONS_DIR / "claude-code" / version / "tool_use.jsonl").open()]
         ids = [e["message"]["id"] for e in raw if e.get("type") == "assistant"]
