@@ -224,6 +224,16 @@ def test_bounded_compaction_is_not_judged_when_the_prompt_alone_is_too_long():
     assert check is not None and check.status == "not_reached" and "nothing to compact" in check.why
 
 
+def test_a_role_system_item_beside_the_prompt_is_not_history_to_compact():
+    # Claude Code on claude-opus-5-5 sends a role: system item among the messages of its first request: read as
+    # the system prompt (records.diff_requests), it is no turn, so the prompt alone is still all there is
+    system = {"role": "system", "content": "You are an interactive agent. Environment: ..."}
+    check = grade([(body(P, system), TOO_LONG)], "bounded_compaction")
+    assert check is not None and check.status == "not_reached" and "nothing to compact" in check.why
+    # a history of turns beside it is still judged: giving up at once fails
+    fails(grade([(body(*LONG, system), TOO_LONG)], "bounded_compaction"), r"ended without compacting")
+
+
 # -- row 1: a tool call cut off by max_tokens --------------------------------------------------------------------
 
 def test_escalate_cut_tool_call():

@@ -369,6 +369,17 @@ def no_retry_on_fatal(run: Run) -> Check | None:
                  "not the same request")
 
 
+def _turns(r: Request) -> int:
+    """How many turns a request's history holds: its messages less the ``role: system`` items a client may
+    send among them (records.diff_requests reads those as the system prompt, not as turns). Counted where the
+    diff describes every message (a first request, or one that kept nothing of the one before); elsewhere the
+    messages are counted as they are."""
+    diff = _diff(r)
+    if diff.kept == 0 and len(diff.appended) == diff.messages_after:
+        return sum(1 for m in diff.appended if m.role != "system")
+    return diff.messages_after
+
+
 def _only_the_prompt(r: Request) -> bool:
     """A compacted request whose history is the first user message alone, unchanged: nothing of the work kept."""
     diff = _diff(r)
@@ -398,7 +409,7 @@ def bounded_compaction(run: Run) -> Check | None:
             if _reply(r).status == 200:
                 streak = 0
             continue
-        if _diff(r).messages_after <= 1 and streak == 0:
+        if _turns(r) <= 1 and streak == 0:
             skipped = (f"request {run.n(i)} already exceeds the window with nothing but the prompt in its history: "
                        "nothing to compact")
             continue
