@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..core.transitions import DEFAULT_MODEL
 from . import exercise
 
 HINT = """
@@ -27,7 +28,7 @@ repeated by a resumed file) share a key.
 
 def _reply(mid: str, rid: str, block: str, **extra: Any) -> dict[str, Any]:
     return {"type": "assistant", "requestId": rid, **extra,
-            "message": {"id": mid, "model": "claude-sonnet-4-6", "content": [{"type": block}]}}
+            "message": {"id": mid, "model": DEFAULT_MODEL, "content": [{"type": block}]}}
 
 
 PROMPT = {"type": "user", "message": {"role": "user", "content": "Hello"}}
