@@ -26,6 +26,7 @@ import sys
 import sysconfig
 import textwrap
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,32 @@ def test_the_two_distributions_are_released_together(wheel, grade_wheel):
         next(r for r in lab["lab"] if r.startswith("matplotlib"))).specifier == matplotlib.specifier
 
 
+CHECKOUT_VENV = Path(sysconfig.get_paths()["purelib"]).parents[2]  # the venv the tests run in
+
+
+def outside_the_checkout(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without what points a process of another venv into the checkout: PYTHONPATH, VIRTUAL_ENV,
+    PYTHONPYCACHEPREFIX (``make test`` sets it to .pytest_cache/pycache in the checkout, where every interpreter
+    then writes and reads the .pyc files it compiles, the standard library's too), and any variable naming a file or
+    folder of the checkout outside its venv; PATH keeps its other entries."""
+    def inside(part: str) -> bool:
+        if not os.path.isabs(part):
+            return False
+        path = Path(os.path.realpath(part))
+        return path.is_relative_to(REPO) and not path.is_relative_to(CHECKOUT_VENV)
+
+    env = {}
+    for name, value in environ.items():
+        if name in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONPYCACHEPREFIX"):
+            continue
+        parts = value.split(os.pathsep)
+        if name == "PATH":
+            env[name] = os.pathsep.join(p for p in parts if not inside(p))
+        elif not any(inside(p) for p in parts):
+            env[name] = value
+    return env
+
+
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory, wheel, grade_wheel) -> dict:
     """A venv in a temporary folder with the wheel installed; returns its bin folder, a cwd and an env."""
@@ -122,7 +149,7 @@ def fresh(tmp_path_factory, wheel, grade_wheel) -> dict:
     site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                     cwd=root, env=os.environ.copy()).stdout.strip())
     (site / "_reuse_installed_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = outside_the_checkout(os.environ)
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["MPLBACKEND"] = "Agg"
     run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
@@ -319,11 +346,10 @@ def test_the_lessons_that_name_agentlabs_files_run_from_the_installed_wheels_out
                           timeout=900)
     ran = [line for line in done.stdout.splitlines() if line.startswith("RAN ")]
     assert done.returncode == 0 and len(ran) == len(chosen), done.stdout[-4000:] + done.stderr[-2000:]
-    venv = Path(sysconfig.get_paths()["purelib"]).parents[2]
     for line in ran:
         opened = [Path(p) for p in json.loads(line.split(" OPENED ", 1)[1])]
         assert opened, line
-        checkout = [p for p in opened if p.is_relative_to(REPO) and not p.is_relative_to(venv)]
+        checkout = [p for p in opened if p.is_relative_to(REPO) and not p.is_relative_to(CHECKOUT_VENV)]
         assert not checkout, f"{line.split()[1]} opened files of the checkout: {checkout[:10]}"
 
 
