@@ -546,3 +546,23 @@ def test_a_request_with_nothing_to_refuse_does_not_reach_unsupported_field():
     careful = grade_function(careful_loop(), ["unsupported_field"]).grades[0]  # it sends tools: refused
     assert careful.verdict == "pass" and not careful.not_reached
     assert careful.check("no_retry_on_fatal").status == "pass"
+
+
+def test_a_loop_that_returned_has_ended_though_its_thread_is_still_closing():
+    """A loop's thread says it is done (the runner's wait ends) before the thread itself is over: what the loop
+    returned is torn down after that, here slowly. A loop that returned is graded as having ended, not as stopped
+    at the timeout; this was a race that a loaded machine lost (pause_turn "did not end within 30 s; stopped
+    after 2 requests", in a grade that took 6 s)."""
+    import time
+
+    class Answer(str):
+        def __del__(self) -> None:
+            time.sleep(0.3)  # the loop's thread is still alive when its wait has ended
+
+    def answers(client, prompt, tools, run_tool, model="claude-sonnet-4-6"):
+        reply = client.messages.create(model=model, max_tokens=1024, messages=[{"role": "user", "content": prompt}])
+        return Answer("".join(b.text for b in reply.content if b.type == "text"))
+
+    report = grade_function(answers, ["end_turn"], jobs=1, timeout=30)
+    assert report.passed and report.grade("end_turn").verdict == "pass", report.text()
+    assert "did not end" not in report.text()

@@ -296,7 +296,8 @@ def function_runner(fn: LoopFn, in_flight: InFlight | None = None):
 
         outcome: dict[str, Any] = {}
         extra = {"model": scenario.model} if _takes_model(fn) else {}
-        ended = threading.Event()
+        ended = threading.Event()  # the wait is over: the loop is done, or stopped (Ctrl-C)
+        done = threading.Event()   # the loop returned or raised
 
         def target() -> None:
             try:
@@ -307,6 +308,7 @@ def function_runner(fn: LoopFn, in_flight: InFlight | None = None):
                 outcome["raised"] = type(exc).__name__
                 outcome["text"] = _last_line(sdk_error_text(exc))
             finally:
+                done.set()
                 ended.set()
 
         thread = threading.Thread(target=target, daemon=True, name=f"agentlab-grade-{scenario.name}")
@@ -314,7 +316,10 @@ def function_runner(fn: LoopFn, in_flight: InFlight | None = None):
         thread.start()
         ended.wait(timeout)
         running.remove(key)
-        if thread.is_alive():
+        # whether the loop is done, not whether its thread is alive: the thread lives on for a moment after
+        # done.set() (its frame and what the loop returned are torn down), and a waiter woken in that moment,
+        # as on a loaded machine, would grade a finished loop as stopped at the timeout
+        if not done.is_set():
             return ClientOutcome({"timed_out": True, "timeout_s": timeout}, {"function": getattr(fn, "__name__", "?")})
         result = {k: v for k, v in outcome.items() if k != "returned"}
         return ClientOutcome(result, {"function": getattr(fn, "__name__", "?")})
