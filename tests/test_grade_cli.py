@@ -186,7 +186,7 @@ import json, os, sys, urllib.request
 CALCULATOR = {"name": "calculator",
               "input_schema": {"type": "object", "properties": {"expression": {"type": "string"}}}}
 def send(prompt, tools=None):
-    body = {"model": "claude-sonnet-4-6", "max_tokens": 100, "messages": [{"role": "user", "content": prompt}]}
+    body = {"model": os.environ["AGENTLAB_MODEL"], "max_tokens": 100, "messages": [{"role": "user", "content": prompt}]}
     if tools:
         body["tools"] = tools
     request = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", json.dumps(body).encode(),
@@ -332,7 +332,7 @@ def test_a_client_that_posts_to_messages_without_v1_is_told_how_to_run_it(tmp_pa
     path = tmp_path / "no_v1.py"
     path.write_text(textwrap.dedent("""\
         import json, os, sys, urllib.error, urllib.request
-        body = {"model": "claude-sonnet-4-6", "max_tokens": 100,
+        body = {"model": os.environ["AGENTLAB_MODEL"], "max_tokens": 100,
                 "messages": [{"role": "user", "content": sys.argv[-1]}]}
         request = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/messages", json.dumps(body).encode(),
                                          {"content-type": "application/json"})

@@ -20,6 +20,7 @@ from anthropic.types.beta import BetaStopReason
 
 from agentlab.core import transitions
 from agentlab.core.transitions import (
+    DEFAULT_MODEL,
     MAX_TOKENS_OVER_CEILING,
     PROMPT_TOO_LONG_SIZES,
     RECOVERY_STOP_REASONS,
@@ -60,14 +61,14 @@ def test_the_table_names_every_stop_reason_of_the_sdk_once() -> None:
 @pytest.mark.parametrize("stop_reason", sorted(STOP_REASON_BRANCH))
 def test_each_stop_reason_takes_the_branch_the_table_gives(stop_reason: str) -> None:
     """An empty reply right after tool results, at the start of a run: the table's branch, whatever it is."""
-    state = LoopState(model="claude-sonnet-4-6", max_tokens=1024, after_tool_results=True)
+    state = LoopState(model=DEFAULT_MODEL, max_tokens=1024, after_tool_results=True)
     transition = decide({"content": [], "stop_reason": stop_reason}, state, Limits())
     assert transition.branch == STOP_REASON_BRANCH[stop_reason]  # type: ignore[index]
 
 
 @pytest.mark.parametrize("stop_reason", ["something_new", None])
 def test_a_stop_reason_the_table_does_not_hold_completes_and_says_so(stop_reason: Any) -> None:
-    state = LoopState(model="claude-sonnet-4-6", max_tokens=1024, after_tool_results=True)
+    state = LoopState(model=DEFAULT_MODEL, max_tokens=1024, after_tool_results=True)
     transition = decide({"content": [{"type": "text", "text": "Hi"}], "stop_reason": stop_reason}, state, Limits())
     assert transition.branch == "complete"
     assert ("unknown stop_reason 'something_new'" if stop_reason else "no stop_reason") in transition.reason
