@@ -62,6 +62,7 @@ from agentlab.observatory.records import OBSERVED_DIR, load_records, outcome, ve
 
 CLIENT_DEFAULT = "claude-code"
 # 2.1.197: "Stop hook feedback:\n<reason>"; 2.1.332 wraps it: "<system-reminder> Stop hook blocking error from …"
+# (on claude-opus-5-5 2.1.332 sends that text as a system message of its own: read among the system texts)
 _STOP_HOOK_TEXT = re.compile(r"^(<system-reminder>\s*)?Stop hook (feedback|blocking error)")
 
 
