@@ -605,3 +605,18 @@ def test_explained_differences_name_real_rows_that_differ() -> None:
     rows = explained.set_index("scenario")
     for name in ("refusal", "mislabel_tool_use", "pause_turn", "unsupported_field"):
         assert rows.loc[name, "differing"], name  # these explain cells that differ from agentlab's
+
+
+def test_a_thinking_expectation_holds_for_adaptive_thinking_as_the_server_serves_it() -> None:
+    # the default claude-opus-5-5 takes thinking {type: adaptive} (LiteLLM and Claude Code send it): the server
+    # serves thinking blocks to it (backend.offered.thinking_enabled), so a step expecting thinking is met
+    from agentlab.backend.scenario import Predicate
+
+    base = {"model": "claude-opus-5-5", "max_tokens": 2048, "messages": [{"role": "user", "content": "hi"}]}
+    wants = Predicate(thinking=True)
+    assert wants.failures({**base, "thinking": {"type": "adaptive"}}, stream=False) == []
+    assert wants.failures({**base, "thinking": {"type": "enabled", "budget_tokens": 1024}}, stream=False) == []
+    assert wants.failures(base, stream=False) == ["a request with thinking enabled"]
+    assert Predicate(thinking=False).failures({**base, "thinking": {"type": "adaptive"}}, stream=False) == [
+        "a request without thinking enabled"]
+    assert wants.failures({**base, "thinking": {"type": "disabled"}}, stream=False) == ["a request with thinking enabled"]

@@ -169,8 +169,9 @@ class Predicate(_Strict):
             if not tokens < previous_tokens:
                 out.append(f"a request smaller than the previous one ({previous_tokens} tokens), got {tokens}")
         if self.thinking is not None:
-            enabled = isinstance(request.get("thinking"), dict) and request["thinking"].get("type") == "enabled"
-            if enabled != self.thinking:
+            from .offered import thinking_enabled  # type "enabled" or "adaptive": the server serves thinking to both
+
+            if thinking_enabled(request) != self.thinking:
                 out.append(f"a request {'with' if self.thinking else 'without'} thinking enabled")
         if self.cache_control is not None and ("cache_control" in json.dumps(request)) != self.cache_control:
             out.append(f"a request {'with' if self.cache_control else 'without'} cache_control breakpoints")
