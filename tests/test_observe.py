@@ -619,4 +619,5 @@ def test_a_thinking_expectation_holds_for_adaptive_thinking_as_the_server_serves
     assert wants.failures(base, stream=False) == ["a request with thinking enabled"]
     assert Predicate(thinking=False).failures({**base, "thinking": {"type": "adaptive"}}, stream=False) == [
         "a request without thinking enabled"]
-    assert wants.failures({**base, "thinking": {"type": "disabled"}}, stream=False) == ["a request with thinking enabled"]
+    disabled = {**base, "thinking": {"type": "disabled"}}
+    assert wants.failures(disabled, stream=False) == ["a request with thinking enabled"]
