@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..core.errors import ScenarioError
 from ..core.paths import FileTooLarge, NotAFile, read_small_file, scenarios_dir
 from ..core.transitions import DEFAULT_MODEL, MAX_TOKENS_BOUND, STOP_REASONS
+from .offered import thinking_enabled
 
 SCENARIO_DIR = scenarios_dir()
 
@@ -169,9 +170,7 @@ class Predicate(_Strict):
             if not tokens < previous_tokens:
                 out.append(f"a request smaller than the previous one ({previous_tokens} tokens), got {tokens}")
         if self.thinking is not None:
-            from .offered import thinking_enabled  # type "enabled" or "adaptive": the server serves thinking to both
-
-            if thinking_enabled(request) != self.thinking:
+            if thinking_enabled(request) != self.thinking:  # type "enabled" or "adaptive": both are served thinking
                 out.append(f"a request {'with' if self.thinking else 'without'} thinking enabled")
         if self.cache_control is not None and ("cache_control" in json.dumps(request)) != self.cache_control:
             out.append(f"a request {'with' if self.cache_control else 'without'} cache_control breakpoints")
