@@ -27,7 +27,7 @@ from .core.errors import ConfigError
 from .core.hooks import Hooks
 from .core.loop import AgentLoop, Result
 from .core.paths import sandbox_dir
-from .core.sdk import anthropic
+from .core.sdk import anthropic, sdk_client
 from .core.tools import TestsState, ToolRegistry, demo_tools
 from .core.trace import Trace
 from .core.transitions import DEFAULT_MODEL
@@ -152,7 +152,7 @@ class RunSetup:
         kwargs: dict[str, Any] = {"api_key": key or PLACEHOLDER_KEY, "max_retries": 0}
         if self.base_url:
             kwargs["base_url"] = self.base_url
-        return anthropic.AsyncAnthropic(**kwargs) if asynchronous else anthropic.Anthropic(**kwargs)
+        return sdk_client(asynchronous=asynchronous, **kwargs)
 
     def build_tools(self) -> ToolRegistry | None:
         """The run's tools: the config's registry, or a fresh one of the tool set."""

@@ -278,15 +278,14 @@ def function_runner(fn: LoopFn, in_flight: InFlight | None = None):
     scenario's limits are its model's (max_tokens_clamp's ceiling of 4,096). The loop runs in a thread; at the
     timeout, or when ``in_flight`` is stopped (Ctrl-C), it is left behind (a thread cannot be killed) and graded as
     stopped."""
-    import anthropic
-
+    from agentlab.core.sdk import sdk_client
     from agentlab.lab import build_tools
     from agentlab.observatory.records import ClientOutcome
 
     running = in_flight or InFlight()
 
     def run(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
-        client = anthropic.Anthropic(base_url=base_url, api_key=GRADE_KEY)
+        client = sdk_client(base_url=base_url, api_key=GRADE_KEY)
         registry = build_tools("demo", tests_fail_times=scenario.tests_pass_after)
         assert registry is not None
         tools = [*registry.schemas(), *(dict(t) for t in scenario.server_tools)]  # server tools as the API takes them

@@ -22,6 +22,7 @@ import yaml
 from agentlab.backend.scenario import Scenario, list_scenarios
 from agentlab.core.errors import ConfigError
 from agentlab.core.extras import require
+from agentlab.core.paths import load_yaml
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -45,7 +46,7 @@ Signature = tuple[tuple[str, ...], str]
 def load_claims(path: str | Path | None = None) -> dict[str, Any]:
     path = Path(path) if path else CLAIMS_PATH
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot read the claims: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("sources"), dict):
@@ -265,7 +266,7 @@ def load_lesson_claims(path: str | Path | None = None) -> list[dict[str, Any]]:
     """The claims the lessons make about recorded clients (``data/observed/lesson_claims.yaml``)."""
     path = Path(path) if path else LESSON_CLAIMS_PATH
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot read the lesson claims: {exc}") from None
     claims = (data or {}).get("claims") if isinstance(data, dict) else None

@@ -147,11 +147,10 @@ def _runner_tools(scenario: Scenario) -> list[Any]:
 
 
 def run_tool_runner(scenario: Scenario, base_url: str, workdir: Path, timeout: float) -> ClientOutcome:
-    import anthropic
-
     from agentlab.core import wire
+    from agentlab.core.sdk import anthropic, sdk_client
 
-    client = anthropic.Anthropic(base_url=base_url, api_key=OBSERVE_KEY, timeout=timeout)
+    client = sdk_client(base_url=base_url, api_key=OBSERVE_KEY, timeout=timeout)
     params = wire.request_params(scenario.model, scenario.max_tokens, [{"role": "user", "content": scenario.prompt}],
                                  system=scenario.system, stop_sequences=scenario.stop_sequences)
     # the tool runner takes tools= always (an empty list too); server tools go to the API as they are

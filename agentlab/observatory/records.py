@@ -540,16 +540,29 @@ def load_records(out: str | Path | None = None) -> dict[tuple[str, str], dict[st
     return found
 
 
+# digests of the record texts already checked against the format in this process: a text read again (the grade
+# and compare commands, the lessons and the tests read the committed records many times) is parsed as JSON again,
+# into new dicts, but not checked again, which took 17 times as long as the parse. Bounded; cleared when full.
+_CHECKED: set[bytes] = set()
+_CHECKED_MAX = 8192
+
+
 def read_record(path: Path) -> dict[str, Any]:
     """One record file's data, checked against the format (record_types): RecordError naming the file and the
     field when it is not JSON, or not a record."""
     from agentlab.observatory.record_types import RecordError, parse_record
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RecordError(f"{path}: cannot be read as JSON: {exc}") from None
-    parse_record(data, str(path))
+    digest = hashlib.blake2b(raw, digest_size=16).digest()
+    if digest not in _CHECKED:
+        parse_record(data, str(path))
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED.add(digest)
     return data
 
 
