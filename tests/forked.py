@@ -18,10 +18,12 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import agentlab.cli  # imported once here, so every fork starts with the SDK loaded
+import agentlab.cli
+import agentlab.core.sdk  # noqa: F401  (agentlab.cli loads the SDK only when a command needs it: here, once for every fork)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,7 +45,8 @@ class Ran:
     stderr: str
 
 
-def _child(args: list[str], env: dict[str, str], cwd: Path, out_w: int, err_w: int) -> None:
+def _child(args: list[str], env: dict[str, str], cwd: Path, out_w: int, err_w: int,
+           preexec: Callable[[], None] | None = None) -> None:
     """In the forked child: become ``python -m agentlab ARGS``; never returns."""
     code = 1
     try:
@@ -64,6 +67,8 @@ def _child(args: list[str], env: dict[str, str], cwd: Path, out_w: int, err_w: i
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
                                       errors="backslashreplace", line_buffering=True)
         sys.argv = ["agentlab", *args]
+        if preexec is not None:
+            preexec()
         try:
             result = agentlab.cli.main(args)
             code = result if isinstance(result, int) else 0
@@ -86,10 +91,11 @@ def _child(args: list[str], env: dict[str, str], cwd: Path, out_w: int, err_w: i
 
 
 def run_forked(args: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
-               timeout: float = 180.0) -> Ran:
+               timeout: float = 180.0, preexec: Callable[[], None] | None = None) -> Ran:
     """``agentlab ARGS`` with the test process's environment less any API key or model, plus ``env``; in
-    ``cwd`` (the repository by default). A child still running after ``timeout`` seconds is killed and
-    the run fails the test that asked for it."""
+    ``cwd`` (the repository by default); ``preexec``, when given, is called in the child just before the command
+    (as subprocess's ``preexec_fn``: a resource limit, say). A child still running after ``timeout`` seconds is
+    killed and the run fails the test that asked for it."""
     full_env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_MODEL")}
     full_env.update(env or {})
     out_r, out_w = os.pipe()
@@ -98,7 +104,7 @@ def run_forked(args: list[str], *, env: dict[str, str] | None = None, cwd: Path 
     if pid == 0:  # pragma: no cover - the child
         os.close(out_r)
         os.close(err_r)
-        _child(list(args), full_env, cwd or REPO, out_w, err_w)
+        _child(list(args), full_env, cwd or REPO, out_w, err_w, preexec)
     os.close(out_w)
     os.close(err_w)
     chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}

@@ -370,10 +370,11 @@ def test_a_trace_in_a_read_only_folder_is_bad_usage_before_anything_runs(tmp_pat
 
 # --- outputs that are named pipes ---------------------------------------------------------------------------
 
-def _agentlab_with_a_bound(args: list[str]) -> subprocess.CompletedProcess:
-    """A real process: if opening the output waited for a reader, the bound (a safety net, not a measure) ends it."""
-    return subprocess.run([sys.executable, "-m", "agentlab", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+def _agentlab_with_a_bound(args: list[str]) -> Ran:
+    """The command in a fork (forked.py); if opening the output waited for a reader, the bound (a safety net, not a
+    measure) ends it, and the test fails on the TimeoutError."""
+    ran = run_forked(args, cwd=REPO, timeout=120)
+    return Ran(ran.code, ran.stdout, ran.stderr, REPO)
 
 
 RECORD = str(REPO / "data" / "observed" / "agentlab" / "0.1.0" / "end_turn.json")
@@ -393,7 +394,7 @@ def test_an_output_that_is_a_pipe_no_one_reads_is_refused_at_once(tmp_path, args
     fifo = tmp_path / name
     os.mkfifo(fifo)
     ran = _agentlab_with_a_bound([a.replace("{fifo}", str(fifo)) for a in args])
-    assert ran.returncode == 2, (ran.stdout, ran.stderr)
+    assert ran.code == 2, (ran.stdout, ran.stderr)
     lines = ran.stderr.strip().splitlines()
     assert len(lines) == 1 and "named pipe that nothing reads" in lines[0] and str(fifo) in lines[0], ran.stderr
     assert "agentlab serve: http" not in ran.stdout  # nothing was served
@@ -415,7 +416,7 @@ def test_a_trace_into_a_pipe_that_is_read_is_written_as_a_file_is(tmp_path) -> N
     thread.start()
     ran = _agentlab_with_a_bound(["run", "end_turn", "--trace", str(fifo), "--json"])
     thread.join(60)
-    assert ran.returncode == 0, ran.stderr
+    assert ran.code == 0, ran.stderr
     kinds = [json.loads(line)["kind"] for line in read[0].decode().splitlines()]
     assert kinds[0] == "start" and kinds[-1] == "result"
 
@@ -436,9 +437,10 @@ def test_ctrl_c_while_tools_run_together_names_the_cancelled_calls(monkeypatch, 
 # --- reports are written whole or not at all ----------------------------------------------------------------
 
 def _limit_file_size(limit: int) -> Callable[[], None]:
-    def preexec() -> None:  # in the child, before it runs Python: every file it writes stops at ``limit`` bytes
+    def preexec() -> None:  # in the child, before the command: every file it writes stops at ``limit`` bytes
         import resource
 
+        sys.dont_write_bytecode = True   # a module imported now is not cached: its .pyc would meet the limit too
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     return preexec
 
@@ -450,10 +452,8 @@ def test_a_report_cut_by_a_full_disk_leaves_the_last_good_one_in_place(tmp_path,
     The previous report stays as it was, no temporary file is left beside it, and the failure is one line."""
     report = tmp_path / ("report.json" if option == "--save" else "report.xml")
     report.write_text(PRECIOUS)
-    ran = subprocess.run([sys.executable, "-m", "agentlab", *GRADED, option, str(report)], cwd=REPO,
-                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, preexec_fn=_limit_file_size(1000))
-    assert ran.returncode == 2, (ran.stdout, ran.stderr)
+    ran = run_forked([*GRADED, option, str(report)], cwd=REPO, timeout=120, preexec=_limit_file_size(1000))
+    assert ran.code == 2, (ran.stdout, ran.stderr)
     assert ran.stderr.strip() == (f"agentlab: {option} {report}: cannot write it: File too large; the previous file "
                                   "is kept as it was"), ran.stderr
     assert report.read_text() == PRECIOUS
@@ -463,5 +463,5 @@ def test_a_report_cut_by_a_full_disk_leaves_the_last_good_one_in_place(tmp_path,
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_a_report_to_dev_full_is_one_line_naming_it() -> None:
     ran = _agentlab_with_a_bound([*GRADED, "--junit", "/dev/full"])
-    assert ran.returncode == 2 and ran.stderr.strip() == ("agentlab: --junit /dev/full: cannot write it: No space "
+    assert ran.code == 2 and ran.stderr.strip() == ("agentlab: --junit /dev/full: cannot write it: No space "
                                                           "left on device"), ran.stderr

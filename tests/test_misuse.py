@@ -14,6 +14,7 @@ from pathlib import Path
 
 import anthropic
 import pytest
+from forked import run_forked
 from wire import MessagesServer, message, text
 
 from agentlab.backend.scenario import load_scenario
@@ -151,13 +152,13 @@ def test_a_hooks_and_a_models_escape_sequences_never_reach_a_pipe_raw(tmp_path) 
     scenario = tmp_path / "esc.yaml"
     scenario.write_text('description: x\nprompt: hi\nsteps:\n  - content: [{type: text, text: "t \\e]0;pwned\\a '
                         'c \\e[31mred\\e[0m end"}]\n    stop_reason: end_turn\n')
-    done = subprocess.run([sys.executable, "-m", "agentlab", "run", str(scenario), "--settings", str(settings),
-                           "--trace", str(tmp_path / "t.jsonl")], capture_output=True, cwd=tmp_path, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = run_forked(["run", str(scenario), "--settings", str(settings), "--trace", str(tmp_path / "t.jsonl")],
+                      cwd=tmp_path, timeout=120)
+    assert done.code == 0, done.stderr
     shown = done.stdout + done.stderr
-    assert b"\x1b" not in shown and b"\x07" not in shown
-    assert b"Stop [command] error: exit code 1 (non-blocking): bad link" in done.stdout
-    assert done.stdout.rstrip().endswith(b"t  c red end")
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert "Stop [command] error: exit code 1 (non-blocking): bad link" in done.stdout
+    assert done.stdout.rstrip().endswith("t  c red end")
     hook_run = Trace.load(tmp_path / "t.jsonl").of_kind("hook")[0].data
     assert "\x1b]8;;http://x\x07link" in hook_run["stderr"]
 
@@ -166,9 +167,9 @@ def test_grade_json_on_a_pipe_is_the_same_document(tmp_path) -> None:
     """``grade --json`` keeps an agent's escape sequences, escaped in the JSON, so the document reads back whole."""
     agent = tmp_path / "agent.py"
     agent.write_text("import sys\nsys.stderr.write('\\x1b[2Jcleared \\x9b31m')\nsys.exit(3)\n")
-    done = subprocess.run([sys.executable, "-m", "agentlab", "grade", "--command", f"{sys.executable} {agent}",
-                           "end_turn", "--json"], capture_output=True, cwd=tmp_path, timeout=120)
-    assert b"\x1b" not in done.stdout and "\x9b".encode() not in done.stdout
+    done = run_forked(["grade", "--command", f"{sys.executable} {agent}", "end_turn", "--json"], cwd=tmp_path,
+                      timeout=120)
+    assert "\x1b" not in done.stdout and "\x9b" not in done.stdout
     doc = json.loads(done.stdout)
     assert doc["reports"][0]["scenarios"][0]["stderr"] == "\x1b[2Jcleared \x9b31m", doc["reports"][0]["scenarios"][0]
 
@@ -209,10 +210,9 @@ def test_grade_save_onto_a_committed_record_it_grades_is_refused(tmp_path, monke
 def test_serve_record_onto_the_served_scenario_is_refused_and_the_scenario_kept(tmp_path) -> None:
     scenario = tmp_path / "mine.yaml"
     scenario.write_text(SCENARIO.format(prompt="hi"))
-    # a subprocess: a server that did not refuse would serve until stopped, and the timeout ends it
-    ran = subprocess.run([sys.executable, "-m", "agentlab", "serve", str(scenario), "--record", str(scenario)],
-                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert ran.returncode == 2 and "Traceback" not in ran.stderr and len(ran.stderr.strip().splitlines()) == 1
+    # a process of its own: a server that did not refuse would serve until stopped, and the timeout ends it
+    ran = run_forked(["serve", str(scenario), "--record", str(scenario)], cwd=tmp_path, timeout=60)
+    assert ran.code == 2 and "Traceback" not in ran.stderr and len(ran.stderr.strip().splitlines()) == 1
     assert "--record" in ran.stderr and "scenario file" in ran.stderr, ran.stderr
     assert scenario.read_text() == SCENARIO.format(prompt="hi")
 
@@ -465,9 +465,8 @@ def test_a_tool_that_does_not_exist_is_a_tool_error_on_the_wire(tmp_path) -> Non
     tool, the trace's tool event is an error, and the run goes on to its answer."""
     scenario = tmp_path / "unknown.yaml"
     scenario.write_text(UNKNOWN_TOOL.format(flag=", unoffered: true"))
-    done = subprocess.run([sys.executable, "-m", "agentlab", "run", str(scenario), "--trace",
-                           str(tmp_path / "t.jsonl")], capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = run_forked(["run", str(scenario), "--trace", str(tmp_path / "t.jsonl")], cwd=tmp_path, timeout=120)
+    assert done.code == 0, done.stderr
     assert "no_such_tool({}) -> ERROR \"Unknown tool 'no_such_tool'" in done.stdout
     trace = Trace.load(tmp_path / "t.jsonl")
     tool = trace.of_kind("tool")[0].data
@@ -483,9 +482,8 @@ def test_a_scripted_call_to_a_tool_the_run_lacks_is_an_error_of_the_scenario(tmp
     pass for a success; it says which call and which tool, on one line, and exits 1."""
     scenario = tmp_path / "unknown.yaml"
     scenario.write_text(UNKNOWN_TOOL.format(flag=""))
-    done = subprocess.run([sys.executable, "-m", "agentlab", "run", str(scenario)], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120)
-    assert done.returncode == 1
+    done = run_forked(["run", str(scenario)], cwd=tmp_path, timeout=120)
+    assert done.code == 1
     assert done.stderr.count("\n") == 1 and "call 1" in done.stderr and "no_such_tool" in done.stderr
     assert "error of the scenario" in done.stderr and "error_during_execution" in done.stdout
 
