@@ -41,9 +41,10 @@ lessons: $(STAMP)
 # plugins' packages (hypothesis, anyio) on each run. Nothing is written into the source tree or the venv.
 WORKERS ?= 3
 PYCACHE ?= $(CURDIR)/.pytest_cache/pycache
+# The lessons' kernels are forks of one process per worker that imported the SDK (tests/preloaded_kernel.py).
 test: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(PYCACHE) $(BIN)/python -m pytest tests notebooks -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not site" -p no:randomly -p tests.pytest_gc \
-		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore=tests/browser_stepper.ipynb --ignore=notebooks/zh
+		-p tests.preloaded_kernel --nbval --nbval-kernel-name agentlab-preloaded --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore=tests/browser_stepper.ipynb --ignore=notebooks/zh
 
 # tests/file_seconds.json, the order of a first run (a fresh clone has no pytest cache), from the last run's times
 test-times:

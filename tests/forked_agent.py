@@ -29,13 +29,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 CLIENT = str(Path(__file__).resolve())
+INTERRUPT = b"SIGINT"  # what a client that forwards interrupts sends its watcher
 
 
-def command(address: str, script: Path | str, *args: str, python: str = sys.executable) -> list[str]:
+def command(address: str, script: Path | str, *args: str, python: str = sys.executable,
+            forward_interrupt: bool = False) -> list[str]:
     """The command line that runs ``python SCRIPT ARGS`` in a fork of the server at ``address`` (``script`` "-m" and
     a module's name as the first of ``args``: ``python -m MODULE ARGS``). The client is run by ``python``, any Python
-    3.11, with no site-packages."""
-    return [python, "-I", "-S", CLIENT, "client", address, str(script), *args]
+    3.11, with no site-packages. With ``forward_interrupt``, a SIGINT the client gets is sent on to the agent (as
+    jupyter_client interrupts a kernel); otherwise it ends the client, and so the agent, as a kill does."""
+    return [python, "-I", "-S", CLIENT, "client-int" if forward_interrupt else "client", address, str(script), *args]
 
 
 @contextlib.contextmanager
@@ -110,10 +113,16 @@ def _watch(conn: socket.socket) -> int:
     with selectors.DefaultSelector() as sel:
         sel.register(pidfd, selectors.EVENT_READ)
         sel.register(conn, selectors.EVENT_READ)
-        ready = {key.fileobj for key, _ in sel.select()}
-    if pidfd not in ready:                   # the client's end closed (it was killed): so is its agent
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+        while True:
+            ready = {key.fileobj for key, _ in sel.select()}
+            if pidfd in ready:
+                break
+            if conn.recv(16) != INTERRUPT:   # the client's end closed (it was killed): so is its agent
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                break
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGINT)
     _, status = os.waitpid(pid, 0)
     with contextlib.suppress(OSError):
         conn.sendall(json.dumps({"status": status}).encode())
@@ -137,6 +146,8 @@ def _become_agent(request: dict, fds: list[int]) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.environ.clear()
         os.environ.update(request["env"])
+        if "JPY_PARENT_PID" in os.environ:   # a kernel exits when this parent is gone: its parent here is the fork
+            os.environ["JPY_PARENT_PID"] = str(os.getppid())   # watching it, which lives as long as the client
         os.chdir(request["cwd"])
         tempfile.tempdir = None
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
@@ -169,11 +180,13 @@ def _become_agent(request: dict, fds: list[int]) -> None:
 
 # -- the client (run as ``python -I -S forked_agent.py client ADDRESS SCRIPT ARGS``: the standard library only) ------
 
-def client(address: str, argv: list[str]) -> None:
+def client(address: str, argv: list[str], forward_interrupt: bool = False) -> None:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     conn.connect("\0" + address)
     request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
     socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
+    if forward_interrupt:
+        signal.signal(signal.SIGINT, lambda *_: conn.send(INTERRUPT))
     reply = conn.recv(1 << 16)
     if not reply:
         sys.exit(f"{CLIENT}: the preloaded agent server closed the connection")
@@ -188,4 +201,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(sys.argv[2], sys.argv[3])
     else:
-        client(sys.argv[2], sys.argv[3:])
+        client(sys.argv[2], sys.argv[3:], forward_interrupt=sys.argv[1] == "client-int")

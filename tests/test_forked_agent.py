@@ -80,3 +80,37 @@ def test_a_module_runs_as_python_m_runs_it(server, tmp_path):
     done = subprocess.run(command(server, "-m", "agent_module", "a", "b"), cwd=tmp_path, capture_output=True,
                           text=True, timeout=60)
     assert (done.returncode, done.stdout) == (4, "__main__ ['a', 'b']\n"), done.stderr
+
+
+INTERRUPTIBLE = textwrap.dedent("""
+    import os, sys, time
+    print("parent", os.environ.get("JPY_PARENT_PID") == str(os.getppid()), flush=True)
+    try:
+        time.sleep(3600)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(5)
+""")
+
+
+@pytest.mark.parametrize("forward", [True, False])
+def test_an_interrupt_reaches_the_agent_only_when_the_command_forwards_it(server, tmp_path, forward):
+    """As jupyter_client interrupts a kernel: a SIGINT to the command. Forwarded, the agent's KeyboardInterrupt
+    handler runs and its exit is the command's; not forwarded, the command ends and takes the agent with it."""
+    script = tmp_path / "agent.py"
+    script.write_text(INTERRUPTIBLE, encoding="utf-8")
+    proc = subprocess.Popen(command(server, script, forward_interrupt=forward), stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "JPY_PARENT_PID": "1"})
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "parent True\n"   # the parent a kernel watches is alive, the watcher
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=30)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if forward:
+        assert (proc.returncode, rest) == (5, "interrupted\n")
+    else:
+        assert proc.returncode != 0 and "interrupted" not in rest

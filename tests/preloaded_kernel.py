@@ -1,0 +1,62 @@
+"""A pytest plugin for ``make test`` (``-p tests.preloaded_kernel --nbval-kernel-name agentlab-preloaded``): the
+lessons' kernels do not start Python and import the SDK again for each lesson.
+
+A lesson's kernel spends some 4 s of CPU importing before and in its first cells: the anthropic SDK (2.8 s) and
+ipykernel itself (0.6 s) among them. Here, on each worker, a server (tests/forked_agent.py) imports those once,
+and the kernel spec ``agentlab-preloaded`` (written to a temporary folder put first on JUPYTER_PATH) starts each
+kernel as a fork of it: ``python -m ipykernel_launcher -f CONNECTION_FILE`` with the environment, folder and
+stdio jupyter_client gave the process it started, whose exit is the kernel's. An interrupt jupyter_client sends
+that process is passed on to the kernel, and killing it kills the kernel. The server is started when the first
+lesson cell runs.
+
+What is preloaded is only what the lessons would import anyway, and none of it reads at import where it runs:
+pandas, matplotlib and ipywidgets are left out, as their set-up does (pandas sizes its tables for a terminal
+when imported outside a kernel, matplotlib picks its backend, ipywidgets registers its comm target with the
+kernel). The lessons' own imports run in the kernel as they are written. What a kernel started afresh proves
+beyond this, that a lesson runs from a new process outside the checkout, test_wheel proves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+KERNEL_NAME = "agentlab-preloaded"
+PRELOAD = ("agentlab.core.sdk", "ipykernel.kernelapp")
+
+
+class PreloadedKernels:
+    def __init__(self) -> None:
+        self.stack = contextlib.ExitStack()
+        self.started = False
+
+    def start(self) -> None:
+        from tests.forked_agent import command, preloaded
+
+        self.started = True
+        address = self.stack.enter_context(preloaded(PRELOAD))
+        folder = Path(self.stack.enter_context(tempfile.TemporaryDirectory(prefix="agentlab-kernels-")))
+        spec = folder / "kernels" / KERNEL_NAME
+        spec.mkdir(parents=True)
+        argv = command(address, "-m", "ipykernel_launcher", "-f", "{connection_file}", forward_interrupt=True)
+        (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Python 3 (preloaded)",
+                                                      "language": "python"}), encoding="utf-8")
+        os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(folder), os.environ.get("JUPYTER_PATH")) if p)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if not self.started and type(item).__name__ == "IPyNbCell":   # nbval starts the kernel in this setup
+            self.start()
+
+    def pytest_unconfigure(self) -> None:
+        self.stack.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "nbval_kernel_name", None) == KERNEL_NAME:
+        config.pluginmanager.register(PreloadedKernels(), "agentlab-preloaded-kernels")

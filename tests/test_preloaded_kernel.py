@@ -1,0 +1,62 @@
+"""tests/preloaded_kernel.py: the kernel spec make test gives nbval starts a working kernel, forked from a process
+that imported the SDK, in the folder jupyter_client asks for, that an interrupt reaches and a shutdown ends."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from jupyter_client.manager import KernelManager
+
+from tests.preloaded_kernel import KERNEL_NAME, PreloadedKernels
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    saved = os.environ.get("JUPYTER_PATH")
+    plugin = PreloadedKernels()
+    plugin.start()
+    yield plugin
+    plugin.pytest_unconfigure()
+    if saved is None:
+        os.environ.pop("JUPYTER_PATH", None)
+    else:
+        os.environ["JUPYTER_PATH"] = saved
+
+
+def _run(client, code: str) -> tuple[str, dict]:
+    """What ``code`` printed, and its execute reply's content."""
+    msg_id = client.execute(code)
+    printed = []
+    while True:
+        msg = client.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            printed.append(msg["content"]["text"])
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    return "".join(printed), client.get_shell_msg(timeout=60)["content"]
+
+
+def test_a_preloaded_kernel_runs_code_where_it_was_started_and_stops(kernels, tmp_path: Path):
+    manager = KernelManager(kernel_name=KERNEL_NAME)
+    manager.start_kernel(cwd=str(tmp_path))
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+        printed, reply = _run(client, "import os, sys\n"
+                                      "print(os.getcwd(), 'anthropic' in sys.modules, 'pandas' in sys.modules)")
+        assert reply["status"] == "ok" and printed == f"{tmp_path} True False\n"
+        sleeping = client.execute("import time\nprint('asleep', flush=True)\ntime.sleep(120)")
+        while client.get_iopub_msg(timeout=60)["msg_type"] != "stream":   # until it is running
+            pass
+        manager.interrupt_kernel()
+        reply = client.get_shell_msg(timeout=30)
+        assert reply["parent_header"]["msg_id"] == sleeping and reply["content"]["ename"] == "KeyboardInterrupt"
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=False)
+    assert not manager.is_alive()
