@@ -68,7 +68,8 @@ def serve(address: str, preload: str) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind("\0" + address)
     listener.listen(16)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)        # the forks that watch an agent are reaped by the kernel
+    signal.signal(signal.SIGCHLD, _reap)                 # the forks that watch an agent, as each ends: so the CPU
+    #                                                      they and their agents used counts as this server's
     if os.getpgid(0) != os.getpid():                     # a group of its own, which SIGTERM stops whole
         os.setpgid(0, 0)
     signal.signal(signal.SIGTERM, _stop_server)
@@ -88,6 +89,12 @@ def serve(address: str, preload: str) -> None:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os._exit(_watch(conn))
         conn.close()
+
+
+def _reap(*_: object) -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
 
 
 def _stop_server(*_: object) -> None:
