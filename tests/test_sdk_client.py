@@ -43,6 +43,7 @@ def test_a_client_of_sdk_client_sends_what_the_sdks_own_client_sends() -> None:
 def test_sdk_client_builds_the_tls_settings_once(monkeypatch: pytest.MonkeyPatch) -> None:
     import httpx2
 
+    assert issubclass(anthropic.DefaultHttpxClient, httpx2.Client)   # the library whose TLS settings are made
     sdk._tls_context.cache_clear()
     made: list[ssl.SSLContext] = []
     original = httpx2.create_ssl_context

@@ -45,10 +45,13 @@ with collector_paused_then_frozen():
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
     """The TLS settings the SDK's HTTP client makes for itself (certifi's CA bundle, or SSL_CERT_FILE and
-    SSL_CERT_DIR when set), made once per process: an SSLContext is safe to share between clients and threads."""
-    import httpx2
+    SSL_CERT_DIR when set), made once per process by the HTTP library the SDK's client is built on (httpx2 in
+    this SDK): an SSLContext is safe to share between clients and threads."""
+    import importlib
 
-    return httpx2.create_ssl_context()
+    http = importlib.import_module(anthropic.DefaultHttpxClient.__mro__[1].__module__.partition(".")[0])
+    context: ssl.SSLContext = http.create_ssl_context()
+    return context
 
 
 class _HttpClient(anthropic.DefaultHttpxClient):
