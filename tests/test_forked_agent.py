@@ -84,8 +84,8 @@ def test_a_module_runs_as_python_m_runs_it(server, tmp_path):
 
 INTERRUPTIBLE = textwrap.dedent("""
     import os, sys, time
-    print("parent", os.environ.get("JPY_PARENT_PID") == str(os.getppid()), flush=True)
-    try:
+    try:   # the line below tells the test the agent runs: from then on, an interrupt is caught here
+        print("parent", os.environ.get("JPY_PARENT_PID") == str(os.getppid()), flush=True)
         time.sleep(3600)
     except KeyboardInterrupt:
         print("interrupted", flush=True)
