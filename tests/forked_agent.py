@@ -191,13 +191,12 @@ def client(address: str, argv: list[str], forward_interrupt: bool = False) -> No
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     conn.connect("\0" + address)
     request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
-    interrupts: list[bool] = []   # [] until the request is sent: an interrupt before it is sent after it
-    if forward_interrupt:         # before the agent can start, so no interrupt meant for it ends this process
-        signal.signal(signal.SIGINT, lambda *_: conn.send(INTERRUPT) if interrupts else interrupts.append(False))
+    if forward_interrupt:   # held from before the agent can start: no interrupt meant for it ends this process
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
-    if interrupts:
-        conn.send(INTERRUPT)
-    interrupts.append(True)
+    if forward_interrupt:   # the request is sent: an interrupt now, or one held meanwhile, goes to the agent
+        signal.signal(signal.SIGINT, lambda *_: conn.send(INTERRUPT))
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     reply = conn.recv(1 << 16)
     if not reply:
         sys.exit(f"{CLIENT}: the preloaded agent server closed the connection")

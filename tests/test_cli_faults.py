@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import forked
 from forked import run_forked
 from wire import MessagesServer, Raw, message, ok, sse_events, text
 
@@ -370,11 +371,10 @@ def test_a_trace_in_a_read_only_folder_is_bad_usage_before_anything_runs(tmp_pat
 
 # --- outputs that are named pipes ---------------------------------------------------------------------------
 
-def _agentlab_with_a_bound(args: list[str]) -> Ran:
+def _agentlab_with_a_bound(args: list[str]) -> forked.Ran:
     """The command in a fork (forked.py); if opening the output waited for a reader, the bound (a safety net, not a
     measure) ends it, and the test fails on the TimeoutError."""
-    ran = run_forked(args, cwd=REPO, timeout=120)
-    return Ran(ran.code, ran.stdout, ran.stderr, REPO)
+    return run_forked(args, cwd=REPO, timeout=120)
 
 
 RECORD = str(REPO / "data" / "observed" / "agentlab" / "0.1.0" / "end_turn.json")
@@ -464,4 +464,4 @@ def test_a_report_cut_by_a_full_disk_leaves_the_last_good_one_in_place(tmp_path,
 def test_a_report_to_dev_full_is_one_line_naming_it() -> None:
     ran = _agentlab_with_a_bound([*GRADED, "--junit", "/dev/full"])
     assert ran.code == 2 and ran.stderr.strip() == ("agentlab: --junit /dev/full: cannot write it: No space "
-                                                          "left on device"), ran.stderr
+                                                    "left on device"), ran.stderr

@@ -12,8 +12,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def mypy(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mypy", *args], cwd=REPO, capture_output=True, text=True,
+def mypy(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mypy", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=900)
 
 
@@ -57,8 +57,7 @@ def test_a_transition_kind_the_loop_does_not_handle_fails_type_checking(tmp_path
     union = "Transition: TypeAlias = ("
     source = source.replace(union + "RunTools |", teleport + union + "Teleport | RunTools |")
     transitions.write_text(source)
-    proc = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(seeded_cache("unhandled-transition"))],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    proc = mypy("--cache-dir", str(seeded_cache("unhandled-transition")), cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout
     errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
     assert errors and all('"assert_never" has incompatible type "Teleport"' in line for line in errors), errors
@@ -79,8 +78,7 @@ def test_a_misspelt_stop_reason_or_branch_fails_type_checking(tmp_path):
         source = path.read_text()
         assert source.count(right) == 1, (name, right)
         path.write_text(source.replace(right, wrong))
-    proc = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(seeded_cache("misspelt-literals"))],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    proc = mypy("--cache-dir", str(seeded_cache("misspelt-literals")), cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout
     errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
     assert any(line.startswith("agentlab/core/transitions.py") and "refusall" in line for line in errors), errors

@@ -41,7 +41,6 @@ with collector_paused_then_frozen():
     import anthropic.types
 
 
-
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
     """The TLS settings the SDK's HTTP client makes for itself (certifi's CA bundle, or SSL_CERT_FILE and
