@@ -127,13 +127,22 @@ def _notebooks_cell(doc: dict[str, Any] | None) -> str:
             f"budget 90 s)")
 
 
+def _budget(judgement: dict[str, Any] | None, budget: float) -> str:
+    """A run's wall / reference against its budget, or the budget in seconds when the run was not judged so."""
+    if not judgement:
+        return f"budget {budget:.0f} s"
+    return (f"{judgement['ratio']:.0f} × the reference against a budget of {judgement['budget_ratio']:.0f} ×, "
+            f"{budget:.0f} s at the reference it was set at, {judgement['scaled_budget_s']:.0f} s at this run's: "
+            + ("met" if judgement["met"] else "**not met**"))
+
+
 def _make_test_cell(doc: dict[str, Any] | None) -> str:
     runs = get(doc, "runs") or []
     fresh = get(doc, "fresh") or {}
     return (f"warm: median of {len(runs) or NOT_MEASURED} runs {fig(get(doc, 'median_wall_s'), '{:.1f} s', True)} "
-            f"wall, {fig(get(doc, 'median_cpu_s'), '{:.0f} s')} CPU (budget 180 s wall); a fresh clone in a private "
-            f"folder, venv and install included: {fig(fresh.get('wall'), '{:.1f} s', True)} wall (budget 300 s; "
-            "pip's download cache warm)")
+            f"wall, {fig(get(doc, 'median_cpu_s'), '{:.0f} s')} CPU ({_budget(get(doc, 'warm'), get(doc, 'budget_s') or 180)}); a fresh "
+            f"clone in a private folder, venv and install included: {fig(fresh.get('wall'), '{:.1f} s', True)} wall "
+            f"({_budget(get(doc, 'cold'), get(doc, 'fresh_budget_s') or 300)}; pip's download cache warm)")
 
 
 def _make_lab_cell(doc: dict[str, Any] | None) -> str:

@@ -171,6 +171,22 @@ def test_make_test_quick_does_not_run_the_suite(tmp_path):
     figures = _quick("make_test", tmp_path)
     assert figures["runs"] == [] and figures["median_wall_s"] is None
     assert figures["fresh"] is None and figures["fresh_budget_s"] == 300
+    warm, fresh = figures["scaled_budgets_s"]
+    assert warm > 0 and fresh / warm == pytest.approx(300 / 180, rel=0.01)
+
+
+def test_a_budget_is_judged_against_the_reference_of_the_run():
+    """The budgets are wall times at the reference they were set at (1.45 s): the run they were set against
+    (281.4 s) is over, 180 s at that reference is within, and a machine twice as slow has twice the time."""
+    make_test = script("make_test")
+    assert make_test.judged(281.4 / 1.45, 1.45, 180)["met"] is False
+    assert make_test.judged(180 / 1.45, 1.45, 180) == {"ratio": 124.1, "budget_ratio": 124.1,
+                                                          "scaled_budget_s": 180.0, "met": True}
+    slower = make_test.judged(359 / 2.9, 2.9, 180)
+    assert slower["met"] and slower["scaled_budget_s"] == 360.0
+    assert not make_test.judged(361 / 2.9, 2.9, 180)["met"]
+    said = make_test.verdict(slower, 359, 180)
+    assert "360 s on this machine): met; 180 s unscaled NOT met" in said, said
 
 
 def test_make_lab_quick(tmp_path):
