@@ -9,13 +9,25 @@ collector is off from this plugin's import until the tests are collected (``pyte
 on the xdist controller, which collects nothing, until the run loop starts. Then everything alive is frozen
 (``gc.freeze()``) and the collector is put back on. Frozen objects are still freed by reference counting;
 only a reference cycle among them stays until the process ends.
+
+It also keeps jsonschema from building the grammars of ``rfc3987_syntax``. nbval imports nbformat, which imports
+jsonschema, whose format checkers import that optional package when it is installed (jupyter-events's
+``jsonschema[format-nongpl]`` installs it) to check the ``iri`` and ``iri-reference`` formats: building its Lark
+grammars took 2.7 s of the 3.4 s that ``import nbval.plugin`` takes, in the controller and in each worker. No
+schema the tests or nbformat validate has those formats, and jsonschema checks formats only when asked to, so
+the package is marked as not importable here (``sys.modules[name] = None``, Python's documented way): jsonschema
+then goes without those two checkers, as it does where the package is not installed.
+test_pytest_gc.py checks that a worker has not imported it and that nbformat still validates the lessons.
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 
 import pytest
+
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 _paused = gc.isenabled()
 gc.disable()
