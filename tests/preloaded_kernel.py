@@ -14,6 +14,9 @@ pandas, matplotlib and ipywidgets are left out, as their set-up does (pandas siz
 when imported outside a kernel, matplotlib picks its backend, ipywidgets registers its comm target with the
 kernel). The lessons' own imports run in the kernel as they are written. What a kernel started afresh proves
 beyond this, that a lesson runs from a new process outside the checkout, test_wheel proves.
+
+The tests that run a notebook of their own through nbclient (a wrong answer as a learner sees it, a mistyped
+name, the stepper's stored outputs) ask ``kernel_for(pytestconfig)`` for the same kernel.
 """
 
 from __future__ import annotations
@@ -55,6 +58,17 @@ class PreloadedKernels:
 
     def pytest_unconfigure(self) -> None:
         self.stack.close()
+
+
+def kernel_for(config: pytest.Config) -> str:
+    """The kernel a test that runs a notebook (nbclient) asks for: under make test the preloaded one, its server
+    started now if no lesson has started it yet; ``python3`` where the plugin is not loaded."""
+    plugin = config.pluginmanager.get_plugin("agentlab-preloaded-kernels")
+    if plugin is None:
+        return "python3"
+    if not plugin.started:
+        plugin.start()
+    return KERNEL_NAME
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -17,6 +17,7 @@ from browser_lab import CHROMIUM, CHROMIUM_ARGS, STEPPER_DIR, STEPPER_NOTEBOOK, 
 
 from agentlab.backend.scenario import scenario_names
 from agentlab.lab import run_scenario
+from tests.preloaded_kernel import kernel_for
 
 pytestmark = pytest.mark.browser
 
@@ -68,14 +69,14 @@ def lab(jupyterlab):
     return {**jupyterlab, "notebook": Path(jupyterlab["root"]) / STEPPER_DIR / NOTEBOOK.name}
 
 
-def _store_outputs(path: Path) -> str:
+def _store_outputs(path: Path, kernel: str) -> str:
     """Run the notebook at ``path`` in a kernel and save it with its outputs, as the lessons are committed;
     returns the stepper's stored plain text (what a reader sees until the cell runs again)."""
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, kernel_name="python3", timeout=120).execute()
+    NotebookClient(nb, kernel_name=kernel, timeout=120).execute()
     nbformat.write(nb, str(path))
     (shown,) = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
                 if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
@@ -102,13 +103,14 @@ def _screenshot_dir(tmp_path: Path) -> Path:
     return target
 
 
-def test_stepper_in_jupyterlab(lab, tmp_path, capsys):
+def test_stepper_in_jupyterlab(lab, tmp_path, capsys, pytestconfig):
     sync_playwright = require_browser()
     from playwright.sync_api import expect
 
     expected = one_per_ending()
     started = time.monotonic()
-    fallback = _store_outputs(lab["notebook"])   # opened as a lesson is: with its stored outputs
+    # opened as a lesson is: with its stored outputs
+    fallback = _store_outputs(lab["notebook"], kernel_for(pytestconfig))
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 2000})   # tall: the whole widget in view

@@ -98,14 +98,16 @@ NOTEBOOK_CALLS = {
 
 
 @pytest.fixture(scope="module")
-def notebook_errors() -> dict[str, dict]:
+def notebook_errors(pytestconfig) -> dict[str, dict]:
     """Each call of NOTEBOOK_CALLS as a cell of one notebook, run in a real kernel as JupyterLab runs it: the
     error output of each cell."""
     import nbformat
     from nbclient import NotebookClient
 
+    from tests.preloaded_kernel import kernel_for
+
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in NOTEBOOK_CALLS.values()])
-    NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=True).execute()
+    NotebookClient(nb, kernel_name=kernel_for(pytestconfig), timeout=120, allow_errors=True).execute()
     return {name: next(o for o in cell.outputs if o["output_type"] == "error")
             for name, cell in zip(NOTEBOOK_CALLS, nb.cells, strict=True)}
 

@@ -11,15 +11,19 @@ from nbclient import NotebookClient
 
 from agentlab.exercises import WrongAnswer, exercise
 from agentlab.exercises.lesson14 import check_count_calls
+from tests.preloaded_kernel import kernel_for
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _run(*sources: str) -> list[dict]:
-    """The outputs of the last of ``sources``, each run as a cell of one notebook in a fresh kernel."""
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
-    NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=True).execute()
-    return nb.cells[-1].outputs
+@pytest.fixture
+def run(pytestconfig):
+    def cells(*sources: str) -> list[dict]:
+        """The outputs of the last of ``sources``, each run as a cell of one notebook in a new kernel."""
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+        NotebookClient(nb, kernel_name=kernel_for(pytestconfig), timeout=120, allow_errors=True).execute()
+        return nb.cells[-1].outputs
+    return cells
 
 
 @pytest.mark.parametrize("cells", [
@@ -28,8 +32,8 @@ def _run(*sources: str) -> list[dict]:
      "def agent_loop(client, prompt, tools, run_tool, model=None):\n    return 'no call at all'",
      "check_agent_loop(agent_loop, scenarios=['end_turn'])"),
 ], ids=["lesson14", "lesson12"])
-def test_a_wrong_answer_shows_its_message_and_no_checker_frames(cells):
-    (error,) = [o for o in _run(*cells) if o["output_type"] == "error"]
+def test_a_wrong_answer_shows_its_message_and_no_checker_frames(run, cells):
+    (error,) = [o for o in run(*cells) if o["output_type"] == "error"]
     assert error["ename"] == "WrongAnswer"
     shown = ANSI.sub("", "\n".join(error["traceback"]))
     assert shown.startswith("Wrong answer: ") and error["evalue"] in shown
@@ -37,8 +41,8 @@ def test_a_wrong_answer_shows_its_message_and_no_checker_frames(cells):
     assert len(shown.splitlines()) == len(error["evalue"].splitlines())
 
 
-def test_other_errors_keep_their_traceback():
-    (error,) = [o for o in _run("def f():\n    raise ValueError('mine')", "f()") if o["output_type"] == "error"]
+def test_other_errors_keep_their_traceback(run):
+    (error,) = [o for o in run("def f():\n    raise ValueError('mine')", "f()") if o["output_type"] == "error"]
     assert error["ename"] == "ValueError" and "f()" in ANSI.sub("", "\n".join(error["traceback"]))
 
 
