@@ -9,11 +9,14 @@ stdio jupyter_client gave the process it started, whose exit is the kernel's. An
 that process is passed on to the kernel, and killing it kills the kernel. The server is started when the first
 lesson cell runs.
 
-What is preloaded is only what the lessons would import anyway, and none of it reads at import where it runs:
-pandas, matplotlib and ipywidgets are left out, as their set-up does (pandas sizes its tables for a terminal
-when imported outside a kernel, matplotlib picks its backend, ipywidgets registers its comm target with the
-kernel). The lessons' own imports run in the kernel as they are written. What a kernel started afresh proves
-beyond this, that a lesson runs from a new process outside the checkout, test_wheel proves.
+What is preloaded is only what the lessons would import anyway, imported as a kernel imports it: the SDK,
+ipykernel, matplotlib and agentlab's modules that the lessons import (1.6 s of CPU more a kernel). matplotlib
+reads the backend from MPLBACKEND at import, which ipykernel sets, when it is not set, before any cell runs: the
+server imports it with the same value. pandas and ipywidgets are left out, as their set-up depends on running
+in a kernel (pandas sizes its tables for a terminal when imported outside one, ipywidgets registers its comm
+target with the kernel); agentlab imports neither at import. The lessons' own imports run in the kernel as they
+are written. What a kernel started afresh proves beyond this, that a lesson runs from a new process outside the
+checkout, test_wheel proves.
 
 The tests that run a notebook of their own through nbclient (a wrong answer as a learner sees it, a mistyped
 name, the stepper's stored outputs) ask ``kernel_for(pytestconfig)`` for the same kernel.
@@ -30,7 +33,9 @@ from pathlib import Path
 import pytest
 
 KERNEL_NAME = "agentlab-preloaded"
-PRELOAD = ("agentlab.core.sdk", "ipykernel.kernelapp")
+PRELOAD = ("agentlab.core.sdk", "ipykernel.kernelapp", "matplotlib", "agentlab.lab", "agentlab.ui.plots",
+           "agentlab.ui.report", "agentlab.exercises", "agentlab.observatory.compare")
+INLINE = "module://matplotlib_inline.backend_inline"   # ipykernel's MPLBACKEND when none is set
 
 
 class PreloadedKernels:
@@ -42,7 +47,8 @@ class PreloadedKernels:
         from tests.forked_agent import command, preloaded
 
         self.started = True
-        address = self.stack.enter_context(preloaded(PRELOAD))
+        env = {**os.environ, "MPLBACKEND": os.environ.get("MPLBACKEND") or INLINE}
+        address = self.stack.enter_context(preloaded(PRELOAD, env=env))
         folder = Path(self.stack.enter_context(tempfile.TemporaryDirectory(prefix="agentlab-kernels-")))
         spec = folder / "kernels" / KERNEL_NAME
         spec.mkdir(parents=True)

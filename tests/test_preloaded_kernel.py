@@ -60,3 +60,31 @@ def test_a_preloaded_kernel_runs_code_where_it_was_started_and_stops(kernels, tm
         client.stop_channels()
         manager.shutdown_kernel(now=False)
     assert not manager.is_alive()
+
+
+SET_UP = ("import sys, matplotlib, pandas\n"
+          "print(matplotlib.get_backend(), pandas.get_option('display.max_columns'),"
+          " pandas.get_option('display.width'), 'ipywidgets' in sys.modules)")
+
+
+def _set_up_seen(kernel_name: str, cwd: Path) -> str:
+    manager = KernelManager(kernel_name=kernel_name)
+    manager.start_kernel(cwd=str(cwd))
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+        printed, reply = _run(client, SET_UP)
+        assert reply["status"] == "ok", reply
+        return printed
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def test_what_a_preloaded_kernel_imported_is_set_up_as_in_a_kernel_started_afresh(kernels, tmp_path: Path):
+    """matplotlib's backend (ipykernel's inline one), pandas's table size (for a kernel, not a terminal), and
+    ipywidgets not yet imported: the same in a fork of the server as in a kernel started as JupyterLab starts it."""
+    preloaded = _set_up_seen(KERNEL_NAME, tmp_path)
+    assert preloaded == _set_up_seen("python3", tmp_path)
+    assert preloaded.startswith("module://matplotlib_inline.backend_inline 20 ") and preloaded.endswith(" False\n")
