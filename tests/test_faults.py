@@ -416,8 +416,11 @@ def test_a_failed_count_tokens_call_keeps_the_estimate_and_the_run_goes_on(serve
     reply, error_type, needle = COUNT_FAULTS[name]
     server = serve(reply, ok(message([text("Fine.")])))
     kind = anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic
-    loop = AgentLoop(kind(base_url=server.url, api_key="x", max_retries=0), RunConfig.of(prompt="Go.",
-                     count_tokens=True, limits=Limits(max_api_retries=2), request_timeout=0.5), sleep=lambda s: None)
+    # the stalled count is given up after a short request timeout; a reply that does come is not raced against one
+    # (a loaded machine once took more than 0.5 s to answer the 529, which then read as a timeout)
+    timeout = 0.5 if name == "stalled" else 60.0
+    config = RunConfig.of(prompt="Go.", count_tokens=True, limits=Limits(max_api_retries=2), request_timeout=timeout)
+    loop = AgentLoop(kind(base_url=server.url, api_key="x", max_retries=0), config, sleep=lambda s: None)
     started = time.monotonic()
     result = asyncio.run(loop.arun()) if asynchronous else loop.run()
     assert time.monotonic() - started < 10  # the stalled count gave up after the 0.5 s request timeout
