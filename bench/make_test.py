@@ -7,10 +7,11 @@ The fresh run clones this checkout's committed HEAD into a new folder only its o
 clone under /root or a private temporary folder is) and runs `make test` there: the venv created, the project
 installed (pip's download cache as the machine has it), every test run. Its budget is 300 s.
 
-Before each run, the fresh one too, the script times a fixed piece of work, `import anthropic` in a new
-interpreter (the start of every kernel, CLI run and worker of the suite), five times, and keeps the median. The
+Before and after each run, the fresh one too, the script times a fixed piece of work, `import anthropic` in a
+new interpreter (the start of every kernel, CLI run and worker of the suite), five times each, and keeps the
+median of the ten (two runs of 423 and 428 s had medians of 2.59 and 3.41 s taken before them alone). The
 same machine is not always as fast: here the reference was 1.1-1.5 s on 2026-12-03 and -05 and 2.9-3.4 s on
-2026-12-07, with the same SDK release timed both ways. So a budget is judged against the reference of the run,
+2026-12-07, and the SDK's import is not the cause (2.14 and 2.17 timed alike). So a budget is judged against the reference of the run,
 as the other bench scripts give ratios against a baseline in the same process: the budgets (180 s warm, 300 s
 fresh) are wall times on a machine whose reference is 1.45 s, the median of the three runs the budgets were set
 against (bench/results/make_test.json of 2026-12-05: 281.4 s wall), and a run meets its budget when
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,15 +54,34 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def reference_seconds(repeat: int = 5) -> float:
-    """Median wall time of `import anthropic` in a new interpreter (bytecode cached)."""
+def reference_samples(repeat: int = 5) -> list[float]:
+    """Wall times of `import anthropic` in a new interpreter (bytecode cached)."""
     times = []
     for _ in range(repeat):
         started = time.perf_counter()
         subprocess.run([str(PYTHON), "-c", "import anthropic"], check=True, env={**os.environ,
                        "PYTHONDONTWRITEBYTECODE": ""})
         times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return times
+
+
+def reference_seconds(repeat: int = 5) -> float:
+    return statistics.median(reference_samples(repeat))
+
+
+def referenced(run: Callable[[], dict]) -> dict:
+    """``run()`` with the reference timed five times before it and five after: the median of the ten (the
+    machine can change speed during a run), and the medians before and after."""
+    before = reference_samples()
+    result = run()
+    after = reference_samples()
+    return {**result, "reference": statistics.median(before + after),
+            "reference_before": statistics.median(before), "reference_after": statistics.median(after)}
+
+
+def said_reference(run: dict) -> str:
+    return (f"reference {run['reference']:.2f} s (before {run['reference_before']:.2f}, "
+            f"after {run['reference_after']:.2f})")
 
 
 def judged(ratio: float, reference: float, budget_s: float) -> dict:
@@ -107,8 +128,7 @@ def fresh_run(workers: int | None) -> dict:
     """`make test` on a fresh clone in a private folder: venv, install and every test."""
     folder = private_clone()
     try:
-        reference = reference_seconds()
-        return {**one_run(workers, folder / "agentlab"), "reference": reference,
+        return {**referenced(lambda: one_run(workers, folder / "agentlab")),
                 "folder_mode": oct(folder.stat().st_mode & 0o777)}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -127,11 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         out(f"load average before: {' '.join(f.read().split()[:3])}")
     runs, failed = [], False
     for n in range(1, args.runs + 1):
-        reference = reference_seconds()
-        run = one_run(args.workers)
-        runs.append({**run, "reference": reference})
+        run = referenced(lambda: one_run(args.workers))
+        runs.append(run)
         failed |= run["status"] != 0
-        out(f"run {n}: {run['wall']:6.1f} s wall, {run['cpu']:6.1f} s CPU, reference {reference:.2f} s, "
+        out(f"run {n}: {run['wall']:6.1f} s wall, {run['cpu']:6.1f} s CPU, {said_reference(run)}, "
             f"exit {run['status']}: {run['summary']}")
     median = statistics.median(r["wall"] for r in runs)
     cpu = statistics.median(r["cpu"] for r in runs)
@@ -143,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     failed |= fresh["status"] != 0
     cold = judged(fresh["wall"] / fresh["reference"], fresh["reference"], FRESH_BUDGET_S)
     out(f"fresh clone in a private folder (mode {fresh['folder_mode'][2:]}): {fresh['wall']:6.1f} s wall, "
-        f"{fresh['cpu']:6.1f} s CPU, reference {fresh['reference']:.2f} s, exit {fresh['status']}: "
+        f"{fresh['cpu']:6.1f} s CPU, {said_reference(fresh)}, exit {fresh['status']}: "
         f"{fresh['summary']}; " + verdict(cold, fresh["wall"], FRESH_BUDGET_S))
     with open("/proc/loadavg", encoding="ascii") as f:
         out(f"load average after: {' '.join(f.read().split()[:3])}")

@@ -189,6 +189,15 @@ def test_a_budget_is_judged_against_the_reference_of_the_run():
     assert "360 s on this machine): met; 180 s unscaled NOT met" in said, said
 
 
+def test_a_runs_reference_is_the_median_of_the_timings_before_and_after_it(monkeypatch):
+    make_test = script("make_test")
+    timings = iter([[3.4, 3.3, 3.5, 3.4, 3.6], [2.6, 2.5, 2.7, 2.6, 2.6]])
+    monkeypatch.setattr(make_test, "reference_samples", lambda repeat=5: next(timings))
+    run = make_test.referenced(lambda: {"wall": 425.0})
+    assert run == {"wall": 425.0, "reference": 3.0, "reference_before": 3.4, "reference_after": 2.6}
+    assert make_test.said_reference(run) == "reference 3.00 s (before 3.40, after 2.60)"
+
+
 def test_make_lab_quick(tmp_path):
     figures = _quick("make_lab", tmp_path)
     assert figures["clone_s"] >= 0 and figures["total_s"] is None
