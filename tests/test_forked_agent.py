@@ -11,6 +11,7 @@ import subprocess
 import textwrap
 
 import pytest
+from forked import as_from_a_terminal
 from forked_agent import command, preloaded
 
 AGENT = textwrap.dedent("""
@@ -99,8 +100,10 @@ def test_an_interrupt_reaches_the_agent_only_when_the_command_forwards_it(server
     handler runs and its exit is the command's; not forwarded, the command ends and takes the agent with it."""
     script = tmp_path / "agent.py"
     script.write_text(INTERRUPTIBLE, encoding="utf-8")
+    # SIGINT at its default, as under a JupyterLab started from a terminal: a make test started in the background
+    # hands its processes SIGINT ignored, and a client not forwarding would then ignore the interrupt (a hang)
     proc = subprocess.Popen(command(server, script, forward_interrupt=forward), stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "JPY_PARENT_PID": "1"})
+                            env={**os.environ, "JPY_PARENT_PID": "1"}, preexec_fn=as_from_a_terminal)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline() == "parent True\n"   # the parent a kernel watches is alive, the watcher
