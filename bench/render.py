@@ -139,10 +139,12 @@ def _budget(judgement: dict[str, Any] | None, budget: float) -> str:
 def _make_test_cell(doc: dict[str, Any] | None) -> str:
     runs = get(doc, "runs") or []
     fresh = get(doc, "fresh") or {}
+    warm = _budget(get(doc, "warm"), get(doc, "budget_s") or 180)
+    cold = _budget(get(doc, "cold"), get(doc, "fresh_budget_s") or 300)
     return (f"warm: median of {len(runs) or NOT_MEASURED} runs {fig(get(doc, 'median_wall_s'), '{:.1f} s', True)} "
-            f"wall, {fig(get(doc, 'median_cpu_s'), '{:.0f} s')} CPU ({_budget(get(doc, 'warm'), get(doc, 'budget_s') or 180)}); a fresh "
-            f"clone in a private folder, venv and install included: {fig(fresh.get('wall'), '{:.1f} s', True)} wall "
-            f"({_budget(get(doc, 'cold'), get(doc, 'fresh_budget_s') or 300)}; pip's download cache warm)")
+            f"wall, {fig(get(doc, 'median_cpu_s'), '{:.0f} s')} CPU ({warm}); a fresh clone in a private folder, "
+            f"venv and install included: {fig(fresh.get('wall'), '{:.1f} s', True)} wall ({cold}; pip's download "
+            "cache warm)")
 
 
 def _make_lab_cell(doc: dict[str, Any] | None) -> str:
