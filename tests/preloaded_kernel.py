@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 KERNEL_NAME = "agentlab-preloaded"
+PLUGIN_NAME = "agentlab-preloaded-kernels"
 PRELOAD = ("agentlab.core.sdk", "ipykernel.kernelapp", "matplotlib", "agentlab.lab", "agentlab.ui.plots",
            "agentlab.ui.report", "agentlab.exercises", "agentlab.observatory.compare")
 INLINE = "module://matplotlib_inline.backend_inline"   # ipykernel's MPLBACKEND when none is set
@@ -69,7 +70,7 @@ class PreloadedKernels:
 def kernel_for(config: pytest.Config) -> str:
     """The kernel a test that runs a notebook (nbclient) asks for: under make test the preloaded one, its server
     started now if no lesson has started it yet; ``python3`` where the plugin is not loaded."""
-    plugin = config.pluginmanager.get_plugin("agentlab-preloaded-kernels")
+    plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
     if plugin is None:
         return "python3"
     if not plugin.started:
@@ -79,4 +80,4 @@ def kernel_for(config: pytest.Config) -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "nbval_kernel_name", None) == KERNEL_NAME:
-        config.pluginmanager.register(PreloadedKernels(), "agentlab-preloaded-kernels")
+        config.pluginmanager.register(PreloadedKernels(), PLUGIN_NAME)

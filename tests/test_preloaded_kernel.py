@@ -3,7 +3,9 @@ that imported the SDK, in the folder jupyter_client asks for, that an interrupt 
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,13 +42,23 @@ def _run(client, code: str) -> tuple[str, dict]:
     return "".join(printed), client.get_shell_msg(timeout=60)["content"]
 
 
-def test_a_preloaded_kernel_runs_code_where_it_was_started_and_stops(kernels, tmp_path: Path):
-    manager = KernelManager(kernel_name=KERNEL_NAME)
-    manager.start_kernel(cwd=str(tmp_path))
+@contextlib.contextmanager
+def started(kernel_name: str, cwd: Path) -> Iterator[tuple[KernelManager, object]]:
+    """A kernel of ``kernel_name`` started in ``cwd``, ready, and its client; shut down when the block ends."""
+    manager = KernelManager(kernel_name=kernel_name)
+    manager.start_kernel(cwd=str(cwd))
     client = manager.client()
     client.start_channels()
     try:
         client.wait_for_ready(timeout=60)
+        yield manager, client
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=False)
+
+
+def test_a_preloaded_kernel_runs_code_where_it_was_started_and_stops(kernels, tmp_path: Path):
+    with started(KERNEL_NAME, tmp_path) as (manager, client):
         printed, reply = _run(client, "import os, sys\n"
                                       "print(os.getcwd(), 'anthropic' in sys.modules, 'pandas' in sys.modules)")
         assert reply["status"] == "ok" and printed == f"{tmp_path} True False\n"
@@ -56,9 +68,6 @@ def test_a_preloaded_kernel_runs_code_where_it_was_started_and_stops(kernels, tm
         manager.interrupt_kernel()
         reply = client.get_shell_msg(timeout=30)
         assert reply["parent_header"]["msg_id"] == sleeping and reply["content"]["ename"] == "KeyboardInterrupt"
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=False)
     assert not manager.is_alive()
 
 
@@ -68,18 +77,10 @@ SET_UP = ("import sys, matplotlib, pandas\n"
 
 
 def _set_up_seen(kernel_name: str, cwd: Path) -> str:
-    manager = KernelManager(kernel_name=kernel_name)
-    manager.start_kernel(cwd=str(cwd))
-    client = manager.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=60)
+    with started(kernel_name, cwd) as (_, client):
         printed, reply = _run(client, SET_UP)
-        assert reply["status"] == "ok", reply
-        return printed
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
+    assert reply["status"] == "ok", reply
+    return printed
 
 
 def test_what_a_preloaded_kernel_imported_is_set_up_as_in_a_kernel_started_afresh(kernels, tmp_path: Path):
