@@ -1,12 +1,12 @@
 """The built wheel, installed in a fresh venv outside the checkout, has its data and runs.
 
-Building and installing: the wheel is built from this checkout without build isolation (hatchling is in the
-test extra), then installed with ``--no-deps --no-index`` into a new venv in a temporary folder. That venv
-reuses the dependencies already installed in the venv running the tests, through a ``.pth`` file naming its
-site-packages: downloading pandas, matplotlib, JupyterLab and the rest again would take minutes and need the
-network, and would test pip rather than this wheel. Only the path line is shared: the editable install's own
-``.pth`` there is not read, so ``import agentlab`` finds the installed wheel, which the tests check. ``pip
-check`` then confirms that the wheel's declared requirements are met by what the venv sees.
+Building and installing: the wheel is built from this checkout without build isolation (hatchling is in the test
+extra; its PEP 517 hook is called as pip would call it), then installed with ``--no-deps --no-index`` into a new
+venv in a temporary folder. That venv reuses the dependencies already installed in the venv running the tests,
+through a ``.pth`` file naming its site-packages: downloading pandas, matplotlib, JupyterLab and the rest again
+would take minutes and need the network, and would test pip rather than this wheel. Only the path line is shared:
+the editable install's own ``.pth`` there is not read, so ``import agentlab`` finds the installed wheel, which the
+tests check. ``pip check`` then confirms that the wheel's declared requirements are met by what the venv sees.
 
 The plain install is checked apart, in a second venv (``slim``): the wheel and its declared requirements only
 (no ``lab`` extra), installed by pip from the package index (pip's cache makes it some ten seconds), with the
@@ -49,25 +49,30 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 300) -> s
     return done
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-         "-w", str(out), str(REPO)], cwd=out, env=os.environ.copy())
-    wheels = list(out.glob("agentlab_workbench-*.whl"))
+# The PEP 517 hook that pip calls to build a wheel without build isolation, called directly: the build backend
+# named in the project's pyproject.toml, imported from the venv running the tests (hatchling is in the test extra),
+# in a process of its own started in the project's folder. pip would only add its own start (some 1.5 s of CPU).
+BUILD_WHEEL = ("import importlib, sys, tomllib\n"
+               "backend = tomllib.load(open('pyproject.toml', 'rb'))['build-system']['build-backend']\n"
+               "print(importlib.import_module(backend).build_wheel(sys.argv[1]))")
+
+
+def built_wheel(project: Path, out: Path, name: str) -> Path:
+    run([sys.executable, "-c", BUILD_WHEEL, str(out)], cwd=project, env=os.environ.copy())
+    wheels = list(out.glob(f"{name}-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    return built_wheel(REPO, tmp_path_factory.mktemp("dist"), "agentlab_workbench")
 
 
 @pytest.fixture(scope="module")
 def grade_wheel(tmp_path_factory) -> Path:
     """agentlab-grade's wheel, built from agentlab-grade/ as the workbench's is."""
-    out = tmp_path_factory.mktemp("dist-grade")
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-         "-w", str(out), str(REPO / "agentlab-grade")], cwd=out, env=os.environ.copy())
-    wheels = list(out.glob("agentlab_grade-*.whl"))
-    assert len(wheels) == 1, wheels
-    return wheels[0]
+    return built_wheel(REPO / "agentlab-grade", tmp_path_factory.mktemp("dist-grade"), "agentlab_grade")
 
 
 def wheel_metadata(path: Path) -> tuple[set[str], str, str]:
