@@ -515,7 +515,8 @@ time.sleep(3600)  # a slow agent: far beyond the grade's timeout
 def _interrupted_while_the_agent_runs(tmp_path: Path, argv: list[str]) -> tuple[subprocess.CompletedProcess, int]:
     """Start ``argv`` (a grade of SLOW_AGENT, whose command is ``{agent}``), wait until the agent has started (it
     writes its pid into a named pipe), press Ctrl-C (SIGINT), and wait for the grade to end (a bound far below the
-    grade's 600 s timeout, a safety net). Returns how it ended and the agent's pid."""
+    grade's 600 s timeout, a safety net: past it, the failure shows the stack of every thread of the grade, which
+    faulthandler prints on SIGABRT). Returns how it ended and the agent's pid."""
     import select
     import signal
 
@@ -528,13 +529,19 @@ def _interrupted_while_the_agent_runs(tmp_path: Path, argv: list[str]) -> tuple[
     agent = f"{PY} {shlex.quote(str(script))} {shlex.quote(str(fifo))}"
     proc = subprocess.Popen([a.replace("{agent}", agent) for a in argv], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal,
-                            env={**os.environ, "COLUMNS": "250"})
+                            env={**os.environ, "COLUMNS": "250", "PYTHONFAULTHANDLER": "1"})
     try:
         readable, _, _ = select.select([reader], [], [], 240)
         assert readable, "the agent never started"
         pid = int(os.read(reader, 100))
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:  # where every thread of the grade was: faulthandler's dump on SIGABRT
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate(timeout=30)
+            raise AssertionError(f"the grade did not end within 120 s of the Ctrl-C:\n{out[-3000:]}\n"
+                                 f"{err[-6000:]}") from None
     finally:
         os.close(reader)
         if proc.poll() is None:
