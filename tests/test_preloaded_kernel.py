@@ -43,8 +43,9 @@ def _run(client, code: str) -> tuple[str, dict]:
 
 
 @contextlib.contextmanager
-def started(kernel_name: str, cwd: Path) -> Iterator[tuple[KernelManager, object]]:
-    """A kernel of ``kernel_name`` started in ``cwd``, ready, and its client; shut down when the block ends."""
+def started(kernel_name: str, cwd: Path, *, now: bool = False) -> Iterator[tuple[KernelManager, object]]:
+    """A kernel of ``kernel_name`` started in ``cwd``, ready, and its client; shut down when the block ends (at
+    once with ``now``, without waiting for the kernel to stop on its own)."""
     manager = KernelManager(kernel_name=kernel_name)
     manager.start_kernel(cwd=str(cwd))
     client = manager.client()
@@ -54,7 +55,7 @@ def started(kernel_name: str, cwd: Path) -> Iterator[tuple[KernelManager, object
         yield manager, client
     finally:
         client.stop_channels()
-        manager.shutdown_kernel(now=False)
+        manager.shutdown_kernel(now=now)
 
 
 def test_a_preloaded_kernel_runs_code_where_it_was_started_and_stops(kernels, tmp_path: Path):
@@ -77,7 +78,7 @@ SET_UP = ("import sys, matplotlib, pandas\n"
 
 
 def _set_up_seen(kernel_name: str, cwd: Path) -> str:
-    with started(kernel_name, cwd) as (_, client):
+    with started(kernel_name, cwd, now=True) as (_, client):
         printed, reply = _run(client, SET_UP)
     assert reply["status"] == "ok", reply
     return printed
